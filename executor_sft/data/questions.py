@@ -1,0 +1,186 @@
+"""Load question sets of every format the field uses into one `Question` type.
+
+Accepted row shapes (JSONL, JSON list, or parquet; or a Hugging Face dataset):
+- FlashRAG: `{"id", "question", "golden_answers": [...]}`;
+- the paper's released splits: `{"id"?, "question", "answer": str}` or `"answers": [...]`;
+- Search-R1 parquet: `{"question" | "prompt", "reward_model": {"ground_truth": {"target": [...]}},
+  "data_source", "extra_info": {"index"}}`.
+
+Ids: the row's `id`, else the set's own index (`extra_info.index`, `index`), else
+`<file stem>-<row number>`; all stable across runs. Duplicate ids keep the first row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from executor_sft.schema import Question
+
+logger = logging.getLogger(__name__)
+
+
+class QuestionFormatError(ValueError):
+    """A question row that cannot be read; the message names the file, the line and the field."""
+
+    def __init__(self, source: str, line: int, field: str, problem: str):
+        self.source, self.line, self.field = source, line, field
+        super().__init__(f"{source}:{line}: field '{field}': {problem}")
+
+
+def _listify(value: Any) -> list[Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    if hasattr(value, "tolist"):  # numpy arrays from parquet
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return None
+
+
+def _golden_answers(row: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """Return (field name, answers) from whichever answer field the row carries."""
+    for key in ("golden_answers", "answers", "answer"):
+        if row.get(key) is not None:
+            return key, _listify(row[key]) or []
+    ground_truth = (row.get("reward_model") or {}).get("ground_truth")
+    if isinstance(ground_truth, dict) and ground_truth.get("target") is not None:
+        return "reward_model.ground_truth.target", _listify(ground_truth["target"]) or []
+    if ground_truth is not None:
+        return "reward_model.ground_truth", _listify(ground_truth) or []
+    return None
+
+
+def _question_text(row: dict[str, Any]) -> Any:
+    if row.get("question") is not None:
+        return row["question"]
+    prompt = row.get("prompt")
+    if isinstance(prompt, str):
+        return prompt
+    messages = _listify(prompt)
+    if messages:
+        users = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+        if users:
+            return users[-1]
+    return None
+
+
+def _row_id(row: dict[str, Any], stem: str, row_number: int) -> str:
+    if row.get("id") not in (None, ""):
+        return str(row["id"])
+    extra = row.get("extra_info") or {}
+    for index in (extra.get("index") if isinstance(extra, dict) else None, row.get("index")):
+        if index is not None:
+            return f"{stem}-{index}"
+    return f"{stem}-{row_number}"
+
+
+def normalize_row(row: dict[str, Any], source: str, line: int, stem: str, default_dataset: str) -> Question:
+    """Turn one raw row into a `Question`, or raise `QuestionFormatError`."""
+    if not isinstance(row, dict):
+        raise QuestionFormatError(source, line, "<row>", f"expected a JSON object, got {type(row).__name__}")
+    question = _question_text(row)
+    if not isinstance(question, str) or not question.strip():
+        raise QuestionFormatError(source, line, "question", "missing or not a non-empty string")
+    found = _golden_answers(row)
+    if found is None:
+        raise QuestionFormatError(
+            source, line, "golden_answers", "no answer field (expected golden_answers, answers or answer)"
+        )
+    field, answers = found
+    if not answers or not all(isinstance(a, (str, int, float)) for a in answers):
+        raise QuestionFormatError(source, line, field, "must be a non-empty string or list of strings")
+    positives = _listify(row.get("positive_doc_ids"))
+    dataset = row.get("dataset") or row.get("data_source") or default_dataset
+    extras = {
+        k: v
+        for k, v in row.items()
+        if k in ("split", "type", "decomposition", "alt_positive_doc_ids") and v is not None
+    }
+    if "decomposition" in extras:
+        extras["decomposition"] = _listify(extras["decomposition"])
+    return Question(
+        id=_row_id(row, stem, line),
+        question=question.strip(),
+        golden_answers=[str(a) for a in answers],
+        dataset=str(dataset),
+        positive_doc_ids=[str(p) for p in positives] if positives else None,
+        **extras,
+    )
+
+
+def _iter_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (1-based line or row number, row) from a JSONL, JSON or parquet file."""
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for i, row in enumerate(pq.read_table(path).to_pylist(), start=1):
+            yield i, row
+    elif suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and "data" in data:
+            data = data["data"]
+        if not isinstance(data, list):
+            raise QuestionFormatError(str(path), 1, "<file>", "a .json question file must hold a list of rows")
+        yield from enumerate(data, start=1)
+    else:
+        with path.open(encoding="utf-8") as fh:
+            for i, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield i, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise QuestionFormatError(str(path), i, "<json>", f"invalid JSON ({exc.msg})") from None
+
+
+def _dedupe(questions: list[Question], source: str) -> list[Question]:
+    seen: set[str] = set()
+    kept: list[Question] = []
+    for q in questions:
+        if q.id in seen:
+            continue
+        seen.add(q.id)
+        kept.append(q)
+    dropped = len(questions) - len(kept)
+    if dropped:
+        logger.warning("%s: dropped %d rows with duplicate ids (kept the first of each)", source, dropped)
+    return kept
+
+
+def load_questions(
+    path_or_name: str | Path,
+    split: str | None = None,
+    limit: int | None = None,
+    dataset: str | None = None,
+) -> list[Question]:
+    """Load a question set from a local file or a Hugging Face dataset.
+
+    A Hub dataset is written `hf://<repo>[:<config>]` (or any name that is not a local path);
+    `split` selects its split (default `test`). `dataset` overrides the dataset label when
+    the rows carry none.
+    """
+    path = Path(path_or_name)
+    if path.exists():
+        stem = path.stem
+        label = dataset or stem
+        questions = [normalize_row(row, str(path), i, stem, label) for i, row in _iter_rows(path)]
+        source = str(path)
+    else:
+        name = str(path_or_name).removeprefix("hf://")
+        repo, _, config = name.partition(":")
+        from datasets import load_dataset
+
+        ds = load_dataset(repo, config or None, split=split or "test")
+        label = dataset or (config or repo.split("/")[-1])
+        stem = f"{repo.split('/')[-1]}-{config or 'default'}-{split or 'test'}"
+        questions = [normalize_row(dict(row), name, i, stem, label) for i, row in enumerate(ds, start=1)]
+        source = name
+    questions = _dedupe(questions, source)
+    return questions[:limit] if limit is not None else questions

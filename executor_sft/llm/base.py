@@ -1,0 +1,61 @@
+"""The one chat interface every model backend implements.
+
+A call takes OpenAI-style messages (+ optional tools and sampling settings) and returns the
+assistant message with `content`, `reasoning_content` and `tool_calls` (OpenAI shape:
+`{"id", "type": "function", "function": {"name", "arguments": <JSON string>}}`), token usage
+and latency. Backends never raise for a model's bad output; transport failures that outlast
+retries raise `ChatError`, which the agents record in the episode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from executor_sft.schema import LLMCallRecord, Message, TokenUsage
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    seed: int | None = None
+    stop: list[str] | None = None
+    enable_thinking: bool = False
+    """Passed to the chat template (`chat_template_kwargs.enable_thinking` on vLLM/SGLang)."""
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ChatResult:
+    message: Message
+    usage: TokenUsage
+    latency_s: float
+    model: str
+
+    def record(self, messages: list[Message], tools: list[dict] | None = None) -> LLMCallRecord:
+        return LLMCallRecord(
+            model=self.model,
+            messages=list(messages),
+            tools=tools,
+            response=self.message,
+            usage=self.usage,
+            latency_s=self.latency_s,
+        )
+
+
+class ChatError(RuntimeError):
+    """A call that failed after all retries (transport, server or timeout), not a bad answer."""
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    name: str
+
+    async def chat(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        sampling: SamplingParams | None = None,
+    ) -> ChatResult: ...

@@ -1,0 +1,47 @@
+"""The one retriever interface every search backend implements.
+
+Agents, the HTTP server, benchmarks and GRPO environments all talk to a `Retriever`;
+nothing downstream knows whether it is BM25, FAISS, a fusion, or a remote server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    doc_id: str
+    title: str
+    text: str
+    score: float
+
+    @property
+    def contents(self) -> str:
+        """Search-R1 wire format: title on the first line, then the text."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+
+class Retriever(ABC):
+    """Batch search over one index.
+
+    `index_id` names the index contents (not the object) so caches can be keyed by
+    (index_id, query, k) across processes.
+    """
+
+    index_id: str = "unnamed"
+
+    @abstractmethod
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        """Return, for each query, up to k hits in descending score order."""
+
+    async def asearch(self, queries: list[str], k: int) -> list[list[Hit]]:
+        """Async search that never blocks the event loop (CPU-bound backends run in a thread)."""
+        return await asyncio.to_thread(self.search, queries, k)
+
+
+def format_passages(hits: list[Hit]) -> str:
+    """The executor's view of a search result: `Doc i (Title: T) text`, one passage per line."""
+    return "\n".join(f"Doc {i} (Title: {h.title}) {h.text}" for i, h in enumerate(hits, start=1))

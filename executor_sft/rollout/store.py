@@ -1,0 +1,134 @@
+"""Append-only JSONL episode store that survives a killed writer.
+
+Durability rule: each record is serialised to one line in memory and written with a single
+`os.write` on an `O_APPEND` descriptor, then fsync'd. A SIGKILL can therefore leave at most
+one partial *last* line, never a hole in the middle. Opening the store for writing cuts that
+partial tail back to the last newline before anything is appended, so every complete record
+is kept exactly once and the file stays valid JSONL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from executor_sft.schema import Episode
+
+logger = logging.getLogger(__name__)
+
+
+def _episode_key(record: dict[str, Any]) -> str:
+    return str(record["episode_id"])
+
+
+def recover_jsonl(path: Path) -> int:
+    """Truncate a partial or corrupt tail left by a killed writer; return bytes removed."""
+    if not path.exists():
+        return 0
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with path.open("rb+") as fh:
+        # Walk back over trailing lines that do not parse (a kill can only damage the tail).
+        data = fh.read()
+        end = len(data)
+        while end > 0:
+            if data[end - 1 : end] != b"\n":
+                cut = data.rfind(b"\n", 0, end) + 1
+            else:
+                line_start = data.rfind(b"\n", 0, end - 1) + 1
+                try:
+                    json.loads(data[line_start : end - 1])
+                    break
+                except ValueError:
+                    cut = line_start
+            end = cut
+        if end < size:
+            fh.truncate(end)
+            fh.flush()
+            os.fsync(fh.fileno())
+            logger.warning("%s: removed %d bytes of an unfinished last record", path, size - end)
+    return size - end
+
+
+class EpisodeStore:
+    """JSONL store of finished records with resume by key.
+
+    `key` maps a record dict to its identity (default `episode_id`); `append` refuses a key
+    already present, so a resumed job can never duplicate finished work.
+    """
+
+    def __init__(self, path: str | Path, key: Callable[[dict[str, Any]], str] = _episode_key):
+        self.path = Path(path)
+        self.key = key
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        recover_jsonl(self.path)
+        self._keys: set[str] = {self.key(r) for r in self.iter_dicts()}
+        self._fd: int | None = None
+
+    def __enter__(self) -> EpisodeStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def completed_ids(self) -> set[str]:
+        return set(self._keys)
+
+    def append(self, record: Episode | dict[str, Any]) -> bool:
+        """Write one record durably; return False (and write nothing) if its key exists."""
+        data = record.to_dict() if isinstance(record, Episode) else record
+        key = self.key(data)
+        if key in self._keys:
+            return False
+        line = (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        written = os.write(self._fd, line)
+        while written < len(line):  # os.write may be partial for huge records on some filesystems
+            written += os.write(self._fd, line[written:])
+        os.fsync(self._fd)
+        self._keys.add(key)
+        return True
+
+    def iter_dicts(self) -> Iterator[dict[str, Any]]:
+        if not self.path.exists():
+            return
+        with self.path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    yield json.loads(line)
+
+    def __iter__(self) -> Iterator[Episode]:
+        for data in self.iter_dicts():
+            yield Episode.model_validate(data)
+
+
+def read_episodes(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Read episode dicts from a JSONL file (read-only; tolerates a partial last line)."""
+    with Path(path).open(encoding="utf-8") as fh:
+        for i, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                if not line.endswith("\n"):
+                    logger.warning("%s:%d: skipping an unfinished last line", path, i)
+                    return
+                raise ValueError(f"{path}:{i}: invalid JSON ({exc.msg})") from None
