@@ -6,7 +6,7 @@ Accepted row shapes (JSONL, JSON list, or parquet; or a Hugging Face dataset):
 - Search-R1 parquet: `{"question" | "prompt", "reward_model": {"ground_truth": {"target": [...]}},
   "data_source", "extra_info": {"index"}}`.
 
-Ids: the row's `id`, else the set's own index (`extra_info.index`, `index`), else
+Ids: the row's `id`, else the set's own index (`extra_info.index`, `index`, prefixed by the row's dataset), else
 `<file stem>-<row number>`; all stable across runs. Duplicate ids keep the first row.
 """
 
@@ -76,7 +76,9 @@ def _row_id(row: dict[str, Any], stem: str, row_number: int) -> str:
     extra = row.get("extra_info") or {}
     for index in (extra.get("index") if isinstance(extra, dict) else None, row.get("index")):
         if index is not None:
-            return f"{stem}-{index}"
+            # Mixed sets number rows per source dataset, so the index alone is not unique.
+            source = row.get("dataset") or row.get("data_source")
+            return f"{stem}-{source}-{index}" if source else f"{stem}-{index}"
     return f"{stem}-{row_number}"
 
 

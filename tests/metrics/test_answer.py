@@ -1,0 +1,65 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from executor_sft.metrics import exact_match, f1_score, mean_at_k, normalize_answer
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("The Beatles", "beatles"),
+        ("  Paris,   France! ", "paris france"),
+        ("an apple a day", "apple day"),
+        ("U.S.A.", "usa"),
+        ("Théâtre du Châtelet", "théâtre du châtelet"),
+        ("“Rush”", "rush"),
+        ("Ｒｕｓｈ", "rush"),  # full-width letters fold under NFKC
+        ("Rock\u00a0and\u2003roll", "rock and roll"),
+        ("", ""),
+        (None, ""),
+    ],
+)
+def test_normalize_answer(raw, expected):
+    assert normalize_answer(raw) == expected
+
+
+def test_exact_match_over_aliases_and_case():
+    assert exact_match("the spurs", ["Tottenham", "Spurs"]) == 1.0
+    assert exact_match("Spurs FC", ["Spurs"]) == 0.0
+    assert exact_match("", ["Spurs"]) == 0.0
+    assert exact_match(None, ["Spurs"]) == 0.0
+    assert exact_match("Rush", "Rush") == 1.0
+
+
+def test_f1_partial_overlap_and_max_over_aliases():
+    assert f1_score("Kurt Weill", ["Kurt Julian Weill"]) == pytest.approx(0.8)
+    assert f1_score("Kurt Weill", ["nobody", "Kurt Julian Weill"]) == pytest.approx(0.8)
+    assert f1_score("", ["Kurt"]) == 0.0
+    assert f1_score("Paris", []) == 0.0
+
+
+def test_f1_yes_no_is_categorical():
+    assert f1_score("yes", ["no"]) == 0.0
+    assert f1_score("no it is not", ["no"]) == 0.0
+    assert f1_score("yes", ["yes"]) == 1.0
+    assert f1_score("noanswer", ["no answer given"]) == 0.0
+
+
+@given(st.text(), st.lists(st.text(), max_size=3))
+def test_metrics_are_bounded_and_consistent(prediction, golds):
+    em, f1 = exact_match(prediction, golds), f1_score(prediction, golds)
+    assert em in (0.0, 1.0)
+    assert 0.0 <= f1 <= 1.0
+    if em == 1.0 and normalize_answer(prediction):
+        assert f1 == 1.0
+
+
+def test_mean_at_k():
+    scores = [("q1", 0, 1.0), ("q1", 1, 0.0), ("q2", 0, 1.0), ("q2", 1, 1.0)]
+    result = mean_at_k(scores)
+    assert result.mean == pytest.approx(0.75)
+    assert result.k == 2 and result.n_questions == 2
+    # sample 0 mean 1.0, sample 1 mean 0.5 -> population std 0.25
+    assert result.std == pytest.approx(0.25)
+    assert mean_at_k([]).n_questions == 0

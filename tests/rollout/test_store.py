@@ -1,0 +1,78 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from executor_sft.rollout.store import EpisodeStore, read_episodes
+from executor_sft.schema import Episode, Question
+
+
+def _episode(i: int, padding: int = 0) -> Episode:
+    q = Question(id=f"q{i}", question=f"question {i}?", golden_answers=["a"])
+    return Episode(episode_id=f"q{i}#0", question=q, answer="a" * padding)
+
+
+def test_append_resume_and_no_duplicates(tmp_path):
+    path = tmp_path / "rollouts.jsonl"
+    with EpisodeStore(path) as store:
+        assert store.append(_episode(0))
+        assert store.append(_episode(1))
+        assert not store.append(_episode(1))
+    reopened = EpisodeStore(path)
+    assert reopened.completed_ids() == {"q0#0", "q1#0"}
+    assert not reopened.append(_episode(0))
+    episodes = list(reopened)
+    assert [e.episode_id for e in episodes] == ["q0#0", "q1#0"]
+    assert episodes[0].to_dict()["schema"] == "executor_sft.episode/v1"
+
+
+def test_truncated_last_line_is_recovered(tmp_path):
+    path = tmp_path / "rollouts.jsonl"
+    with EpisodeStore(path) as store:
+        store.append(_episode(0))
+        store.append(_episode(1))
+    with path.open("a") as fh:
+        fh.write(_episode(2).to_json()[:40])  # a writer killed mid-line
+    assert [e["episode_id"] for e in read_episodes(path)] == ["q0#0", "q1#0"]
+    store = EpisodeStore(path)
+    assert store.completed_ids() == {"q0#0", "q1#0"}
+    assert store.append(_episode(2))
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["episode_id"] for line in lines] == ["q0#0", "q1#0", "q2#0"]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from executor_sft.rollout.store import EpisodeStore
+    from executor_sft.schema import Episode, Question
+    store = EpisodeStore(sys.argv[1])
+    i = 0
+    while True:
+        q = Question(id=f"q{i}", question="x?", golden_answers=["a"])
+        # large records make a kill in the middle of a write likely
+        store.append(Episode(episode_id=f"q{i}#0", question=q, answer="a" * 200_000))
+        i += 1
+    """
+)
+
+
+def test_store_survives_sigkill_mid_write(tmp_path):
+    path = tmp_path / "rollouts.jsonl"
+    for attempt in range(3):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)])
+        deadline = time.time() + 60
+        while time.time() < deadline and (not path.exists() or path.stat().st_size < (attempt + 1) * 2_000_000):
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        store = EpisodeStore(path)  # recovery on open, then resume appends
+        ids = [json.loads(line)["episode_id"] for line in path.read_text().splitlines()]
+        assert len(ids) == len(set(ids)), "a complete record was duplicated"
+        assert set(ids) == store.completed_ids()
+        store.close()
+    assert len(ids) >= 3
+    assert all(len(json.loads(line)["answer"]) == 200_000 for line in path.read_text().splitlines())
