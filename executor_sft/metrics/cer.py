@@ -1,0 +1,111 @@
+"""CER-C: how fast the executors find the gold passages per unit of context consumed.
+
+After each bucket of `B` context tokens (default 10K) we ask what fraction of the
+question's gold passages has been retrieved so far; the score is the mean of that step
+curve over `N` buckets (the area under the step curve, not a trapezoid), so a system that
+finds the evidence early and cheaply scores higher than one that finds it late.
+
+Context tokens are the cumulative prompt+completion tokens of the episode's executor calls
+in the order the calls started. A passage retrieved by a search counts at the cumulative
+count *including* the call that issued the search, and a count of exactly `i*B` belongs to
+bucket `i`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from executor_sft.metrics.tokens import call_usages, search_turns, system_runs
+from executor_sft.schema import Episode
+
+CerEvent = tuple[int, Sequence[str]]
+"""(context tokens consumed so far, doc ids retrieved at that point)."""
+
+
+def cer_c(
+    events: Iterable[CerEvent],
+    gold_ids: Iterable[str],
+    bucket_tokens: int = 10_000,
+    n_buckets: int = 10,
+) -> tuple[list[float], float]:
+    """Return (curve, auc): `curve[i-1]` = fraction of gold retrieved at tokens <= i*B.
+
+    `events` need not be sorted; a gold passage counts at the first (smallest-token) event
+    that retrieved it. Raises ValueError when there are no gold ids (the metric is undefined).
+    """
+    if bucket_tokens <= 0 or n_buckets <= 0:
+        raise ValueError(f"bucket_tokens and n_buckets must be positive, got {bucket_tokens}, {n_buckets}")
+    gold = set(gold_ids)
+    if not gold:
+        raise ValueError("CER-C needs at least one gold passage id")
+    first_seen: dict[str, int] = {}
+    for tokens, doc_ids in events:
+        if tokens < 0:
+            raise ValueError(f"negative token count in CER-C event: {tokens}")
+        for doc_id in doc_ids:
+            if doc_id in gold and tokens < first_seen.get(doc_id, math.inf):
+                first_seen[doc_id] = tokens
+    # Bucket of a retrieval at t tokens: the smallest i with t <= i*B (t = 0 falls in bucket 1).
+    buckets = [max(1, math.ceil(t / bucket_tokens)) for t in first_seen.values()]
+    curve = [sum(b <= i for b in buckets) / len(gold) for i in range(1, n_buckets + 1)]
+    return curve, sum(curve) / n_buckets
+
+
+def cer_events_from_episode(
+    episode: Episode, roles: Sequence[str] | None = None, tokenizer: Any | None = None
+) -> list[CerEvent]:
+    """The (cumulative tokens, doc ids) events of an episode's executor searches.
+
+    By default only the driver role's runs count (the runs whose reports the system used:
+    shadow runs and counterfactual re-runs of a collection episode consumed no context of the
+    deployed system). Calls are ordered by their recorded start time (`calls[i].t_start`)
+    when every call has one, which interleaves the parallel runs of a round as they really
+    ran; otherwise by (round, sub-query index, turn).
+    """
+    entries = []  # (order key, tokens, run position, turn)
+    runs = system_runs(episode, roles)
+    timed = True
+    for r_pos, run in enumerate(runs):
+        starts = _call_starts(run)
+        timed = timed and starts is not None
+        for turn, tokens in enumerate(call_usages(run, tokenizer)):
+            start = starts[turn] if starts is not None and turn < len(starts) else None
+            entries.append((start, (run.round, run.sub_query_index, turn), tokens, r_pos, turn))
+    entries.sort(key=lambda e: (e[0], e[1]) if timed else e[1])
+    at_call: dict[tuple[int, int], int] = {}
+    consumed = 0
+    for _, _, tokens, r_pos, turn in entries:
+        consumed += tokens
+        at_call[(r_pos, turn)] = consumed
+    events: list[CerEvent] = []
+    for r_pos, run in enumerate(runs):
+        turns = search_turns(run)
+        n_calls = sum(1 for key in at_call if key[0] == r_pos)
+        for i, search in enumerate(run.searches):
+            # The i-th search was issued by the i-th assistant turn that searched.
+            turn = min(turns[i] if i < len(turns) else n_calls - 1, n_calls - 1)
+            events.append((at_call.get((r_pos, turn), consumed), list(search.doc_ids)))
+    return events
+
+
+def _call_starts(run) -> list[float] | None:
+    calls = (run.model_extra or {}).get("calls")
+    if not isinstance(calls, list) or not calls:
+        return None
+    starts = [c.get("t_start") if isinstance(c, dict) else None for c in calls]
+    return starts if all(isinstance(t, (int, float)) for t in starts) else None
+
+
+def episode_cer_c(
+    episode: Episode,
+    bucket_tokens: int = 10_000,
+    n_buckets: int = 10,
+    roles: Sequence[str] | None = None,
+) -> tuple[list[float], float] | None:
+    """CER-C of one episode, or None when its question carries no gold passage ids."""
+    gold = episode.question.positive_doc_ids
+    if not gold:
+        return None
+    return cer_c(cer_events_from_episode(episode, roles), gold, bucket_tokens, n_buckets)

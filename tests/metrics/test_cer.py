@@ -1,0 +1,123 @@
+"""CER-C: the worked example, the bucket boundary rule and token placement from episodes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from executor_sft.metrics.cer import cer_c, cer_events_from_episode, episode_cer_c
+from executor_sft.schema import Episode, ExecutorRun, Question, SearchRecord, Usage
+
+GOLD = ["g1", "g2", "g3", "g4", "g5"]
+
+
+def test_worked_example():
+    # 3 of 5 gold within the first 10K tokens, a 4th by 20K, all 5 by 30K.
+    events = [(3_000, ["g1", "x", "g2"]), (8_000, ["g3"]), (15_000, ["g4", "x"]), (25_000, ["g5", "g1"])]
+    curve, auc = cer_c(events, GOLD)
+    assert curve == pytest.approx([0.6, 0.8, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    assert auc == pytest.approx((0.6 + 0.8 + 8 * 1.0) / 10)
+
+
+def test_boundary_belongs_to_lower_bucket():
+    curve, _ = cer_c([(10_000, ["g1"]), (10_001, ["g2"]), (0, ["g3"])], GOLD, n_buckets=3)
+    # exactly 1*B -> bucket 1; one token more -> bucket 2; zero tokens -> bucket 1.
+    assert curve == pytest.approx([0.4, 0.6, 0.6])
+
+
+def test_retrievals_beyond_the_last_bucket_do_not_count_and_first_sighting_wins():
+    curve, auc = cer_c([(25_000, ["g1"]), (5_000, ["g1"]), (31_000, ["g2"])], ["g1", "g2"], 10_000, 3)
+    assert curve == [0.5, 0.5, 0.5]
+    assert auc == pytest.approx(0.5)
+
+
+def test_custom_bucket_size_and_bad_input():
+    curve, _ = cer_c([(150, ["g1"])], ["g1"], bucket_tokens=100, n_buckets=2)
+    assert curve == [0.0, 1.0]
+    with pytest.raises(ValueError, match="gold"):
+        cer_c([(1, ["g1"])], [])
+    with pytest.raises(ValueError, match="positive"):
+        cer_c([(1, ["g1"])], ["g1"], bucket_tokens=0)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 120_000), st.lists(st.sampled_from(GOLD + ["x", "y"]), max_size=4))),
+    st.integers(1, 20_000),
+)
+def test_curve_is_a_monotone_fraction(events, bucket):
+    curve, auc = cer_c(events, GOLD, bucket_tokens=bucket, n_buckets=6)
+    assert all(0.0 <= a <= b <= 1.0 for a, b in zip(curve, curve[1:], strict=False))
+    assert auc == pytest.approx(sum(curve) / 6)
+    found = {d for t, ids in events for d in ids if d in GOLD and t <= 6 * bucket}
+    assert curve[-1] == pytest.approx(len(found) / len(GOLD))
+
+
+def _call(tokens: int, t_start: float | None = None) -> dict:
+    call = {"model": "m", "messages": [], "usage": {"prompt_tokens": tokens - 10, "completion_tokens": 10}}
+    if t_start is not None:
+        call["t_start"] = t_start
+    return call
+
+
+def _search_turn(i: int) -> list[dict]:
+    call = {"id": f"c{i}", "type": "function", "function": {"name": "search", "arguments": '{"query": "q"}'}}
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{i}", "content": "Doc 1"},
+    ]
+
+
+def _run(sqi: int, docs: list[list[str]], calls: list[dict], role: str = "teacher", **extra) -> ExecutorRun:
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    for i in range(len(docs)):
+        messages += _search_turn(i)
+    messages.append({"role": "assistant", "content": "<answer>a</answer>"})
+    return ExecutorRun(
+        run_id=f"{role}/r0/q{sqi}",
+        round=0,
+        sub_query_index=sqi,
+        sub_query="q",
+        role=role,
+        model="m",
+        max_turns=3,
+        max_searches=2,
+        messages=messages,
+        n_searches=len(docs),
+        finish="report",
+        searches=[SearchRecord(query="q", doc_ids=d) for d in docs],
+        calls=calls,
+        **extra,
+    )
+
+
+def _episode(runs, gold=("g1", "g2", "g3"), driver="teacher") -> Episode:
+    q = Question(id="q1", question="?", golden_answers=["a"], positive_doc_ids=list(gold))
+    return Episode(episode_id="e", question=q, runs=runs, config={"driver": driver})
+
+
+def test_events_follow_call_start_order_across_parallel_runs():
+    # Run A: calls at t=0 (6K tokens, searches g1), t=2 (7K, searches g2), t=4 (1K, report).
+    # Run B: calls at t=1 (5K, searches g3), t=3 (2K, report). Started order: A0 B0 A1 B1 A2.
+    a = _run(0, [["g1"], ["g2"]], [_call(6_000, 0.0), _call(7_000, 2.0), _call(1_000, 4.0)])
+    b = _run(1, [["g3"]], [_call(5_000, 1.0), _call(2_000, 3.0)])
+    shadow = _run(0, [["g1", "g2", "g3"]], [_call(100, 0.5), _call(100, 0.6)], role="student")
+    ep = _episode([a, b, shadow])
+    events = cer_events_from_episode(ep)
+    assert events == [(6_000, ["g1"]), (18_000, ["g2"]), (11_000, ["g3"])]
+    curve, auc = episode_cer_c(ep, bucket_tokens=10_000, n_buckets=3)
+    assert curve == pytest.approx([1 / 3, 1.0, 1.0])
+    # The shadow role consumed no context of the deployed system, unless asked for.
+    assert cer_events_from_episode(ep, roles=["student"]) == [(100, ["g1", "g2", "g3"])]
+
+
+def test_events_without_start_times_use_dispatch_order_and_split_reported_usage():
+    a = _run(0, [["g1"]], [])
+    a.usage = Usage(prompt_tokens=900, completion_tokens=100, calls=2)
+    b = _run(1, [["g2"]], [])
+    b.usage = Usage(prompt_tokens=3000, completion_tokens=0, calls=2)
+    events = cer_events_from_episode(_episode([a, b]))
+    # Without per-call records the run total is split over its calls; the total stays exact.
+    assert 0 < events[0][0] < 1_000
+    assert 1_000 < events[1][0] < 4_000
+    assert episode_cer_c(_episode([a, b], gold=())) is None
