@@ -1,0 +1,74 @@
+"""Composable trajectory filters and the two training strata (DESIGN.md, "Filter strata").
+
+Quick use::
+
+    from executor_sft.filters import FilterConfig, filter_episodes, iter_jsonl
+    result = filter_episodes(iter_jsonl("rollouts.jsonl"), FilterConfig(require_judge=False))
+    result.rows     # TRL conversational rows
+    result.report   # composition report (dict)
+
+The pieces (predicates, strata, dedupe, row building, report) are exported for custom pipelines.
+"""
+
+from executor_sft.filters.config import INFO_GAIN_MULTI_SEARCH, SINGLE_SEARCH, STRATA, FilterConfig
+from executor_sft.filters.dedupe import Deduper, canonical_key, canonical_messages
+from executor_sft.filters.io import Located, atomic_open, iter_jsonl, write_json, write_jsonl
+from executor_sft.filters.pipeline import EpisodeFilter, FilterResult, filter_episodes
+from executor_sft.filters.predicates import (
+    correctness_failure,
+    is_correct,
+    is_counterfactual,
+    malformed_turn,
+    needs_correction,
+)
+from executor_sft.filters.records import EpisodeView, RecordError, RunView
+from executor_sft.filters.report import CompositionReport, composition_table, exclusion_table, print_report
+from executor_sft.filters.rows import RowError, SFTRow, normalize_messages, to_sft_row
+from executor_sft.filters.strata import (
+    Decision,
+    EpisodeContext,
+    classify_episode,
+    classify_run,
+    info_gain_multi_search,
+    single_search,
+)
+
+__all__ = [
+    "INFO_GAIN_MULTI_SEARCH",
+    "SINGLE_SEARCH",
+    "STRATA",
+    "CompositionReport",
+    "Decision",
+    "Deduper",
+    "EpisodeContext",
+    "EpisodeFilter",
+    "EpisodeView",
+    "FilterConfig",
+    "FilterResult",
+    "Located",
+    "RecordError",
+    "RowError",
+    "RunView",
+    "SFTRow",
+    "atomic_open",
+    "canonical_key",
+    "canonical_messages",
+    "classify_episode",
+    "classify_run",
+    "composition_table",
+    "correctness_failure",
+    "exclusion_table",
+    "filter_episodes",
+    "info_gain_multi_search",
+    "is_correct",
+    "is_counterfactual",
+    "iter_jsonl",
+    "malformed_turn",
+    "needs_correction",
+    "normalize_messages",
+    "print_report",
+    "single_search",
+    "to_sft_row",
+    "write_json",
+    "write_jsonl",
+]

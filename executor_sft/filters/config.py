@@ -1,0 +1,83 @@
+"""Filter settings: one dataclass so recipes parse it from the command line / YAML unchanged."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+SINGLE_SEARCH = "single_search"
+INFO_GAIN_MULTI_SEARCH = "info_gain_multi_search"
+STRATA: tuple[str, str] = (SINGLE_SEARCH, INFO_GAIN_MULTI_SEARCH)
+
+
+@dataclass
+class FilterConfig:
+    """Thresholds and role names of the trajectory filter (defaults = DESIGN.md "Filter strata")."""
+
+    require_judge: bool = field(
+        default=True,
+        metadata={"help": "Correct needs outcome.judge is True as well as EM (a null judge fails)."},
+    )
+    min_em: float = field(default=1.0, metadata={"help": "Correct needs outcome.em >= this (EM is 0/1)."})
+    teacher_single_search: Literal["uncovered", "all"] = field(
+        default="uncovered",
+        metadata={
+            "help": "Keep correct teacher single-search runs only for sub-queries no correct student run "
+            "covers ('uncovered'), or always ('all')."
+        },
+    )
+    single_searches: int = field(
+        default=1, metadata={"help": "n_searches a run must have for the single_search stratum."}
+    )
+    min_searches: int = field(
+        default=2, metadata={"help": "Minimum n_searches for the info_gain_multi_search stratum."}
+    )
+    student_role: str = field(default="student", metadata={"help": "Role name of the student executor."})
+    teacher_role: str = field(default="teacher", metadata={"help": "Role name of the teacher executor."})
+    budget1_role: str = field(
+        default="teacher_budget1",
+        metadata={"help": "Role name of the counterfactual max_searches=1 re-runs."},
+    )
+    exclude_corrected: bool = field(
+        default=True,
+        metadata={
+            "help": "Drop runs with a malformed turn that needed a corrective message (bad tool JSON, "
+            "unknown tool, a turn that neither searches nor reports)."
+        },
+    )
+    dedupe: bool = field(
+        default=True, metadata={"help": "Keep identical message sequences once (first in file)."}
+    )
+    keep_reasoning: bool = field(
+        default=True, metadata={"help": "Keep assistant reasoning_content in rows (and in the dedupe key)."}
+    )
+    tool_arguments: Literal["dict", "json"] = field(
+        default="dict",
+        metadata={
+            "help": "Write tool-call arguments as objects ('dict', what HF chat templates expect) or JSON strings."
+        },
+    )
+    strata: list[str] = field(
+        default_factory=lambda: list(STRATA), metadata={"help": "Strata to emit (default: both)."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.teacher_single_search not in ("uncovered", "all"):
+            raise ValueError(
+                f"teacher_single_search must be 'uncovered' or 'all', not {self.teacher_single_search!r}"
+            )
+        if self.tool_arguments not in ("dict", "json"):
+            raise ValueError(f"tool_arguments must be 'dict' or 'json', not {self.tool_arguments!r}")
+        unknown = [s for s in self.strata if s not in STRATA]
+        if unknown:
+            raise ValueError(f"unknown strata {unknown}; choose from {list(STRATA)}")
+        if self.single_searches < 1:
+            raise ValueError("single_searches must be >= 1")
+        if self.min_searches <= self.single_searches:
+            raise ValueError("min_searches must be greater than single_searches")
+        roles = {self.student_role, self.teacher_role, self.budget1_role}
+        if len(roles) != 3:
+            raise ValueError("student_role, teacher_role and budget1_role must differ")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

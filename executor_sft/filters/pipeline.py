@@ -1,0 +1,84 @@
+"""Episodes -> SFT rows + composition report: the whole filter as one streaming object."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from executor_sft.filters.config import FilterConfig
+from executor_sft.filters.dedupe import Deduper
+from executor_sft.filters.io import Located
+from executor_sft.filters.records import EpisodeView, RecordError
+from executor_sft.filters.report import CompositionReport
+from executor_sft.filters.rows import RowError, SFTRow, to_sft_row
+from executor_sft.filters.strata import classify_episode
+
+
+class EpisodeFilter:
+    """Stateful filter: feed episodes in file order, collect rows; `report` grows as it goes.
+
+    State across episodes is only the dedupe set and the report counters; every other rule
+    (coverage by student runs, counterfactual lookup) is local to one episode, so inputs of
+    any size stream through.
+    """
+
+    def __init__(self, config: FilterConfig | None = None):
+        self.config = config or FilterConfig()
+        self.report = CompositionReport(self.config)
+        self._deduper = Deduper(include_reasoning=True)  # rows carry reasoning only if keep_reasoning
+
+    def process(self, episode: Any, where: str = "<episode>") -> list[SFTRow]:
+        """Rows from one episode (a dict or `Episode`); `where` names it in errors (`file:line`)."""
+        cfg = self.config
+        view = EpisodeView.parse(episode, where)
+        self.report.add_episode(len(view.runs))
+        rows: list[SFTRow] = []
+        for decision in classify_episode(view, cfg):
+            run = decision.run
+            if not decision.kept:
+                self.report.add_exclusion(decision.reason or "unknown")
+                continue
+            if run.messages is None:
+                raise RecordError(where, f"{run.path}.messages", "is missing (needed to build the SFT row)")
+            try:
+                row = to_sft_row(
+                    run.messages,
+                    stratum=decision.stratum or "",
+                    source_run_id=run.run_id,
+                    question_id=view.question_id,
+                    dataset=view.dataset,
+                    keep_reasoning=cfg.keep_reasoning,
+                    tool_arguments=cfg.tool_arguments,
+                )
+            except RowError as exc:
+                self.report.add_exclusion(exc.reason)
+                continue
+            if cfg.dedupe and not self._deduper.add(row["messages"]):
+                self.report.add_exclusion("duplicate")
+                continue
+            self.report.add_row(dict(row), run.role)
+            rows.append(row)
+        return rows
+
+    def stream(self, episodes: Iterable[Any]) -> Iterator[SFTRow]:
+        """Rows of every episode, lazily; items may be records or `Located` (from `iter_jsonl`)."""
+        for i, item in enumerate(episodes, start=1):
+            if isinstance(item, Located):
+                yield from self.process(item.record, item.where)
+            else:
+                yield from self.process(item, f"record {i}")
+
+
+@dataclass
+class FilterResult:
+    rows: list[SFTRow] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)
+    """`CompositionReport.to_dict()`: totals, strata, datasets, exclusions, config."""
+
+
+def filter_episodes(episodes: Iterable[Any], config: FilterConfig | None = None) -> FilterResult:
+    """Filter episodes (dicts, `Episode` models or `Located` records) in order into SFT rows."""
+    filt = EpisodeFilter(config)
+    rows = list(filt.stream(episodes))
+    return FilterResult(rows=rows, report=filt.report.to_dict())

@@ -1,0 +1,119 @@
+"""Composition report of a filtered SFT set (like the paper's Table 7) and its console table.
+
+Rows are datasets, columns are strata; a cell holds records / unique source questions
+(a question is identified by (dataset, question id), so repeated samples count once).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from executor_sft.filters.config import FilterConfig
+
+TOTAL = "total"
+
+
+class CompositionReport:
+    """Accumulates kept rows and exclusion reasons while the filter streams episodes."""
+
+    def __init__(self, config: FilterConfig):
+        self.config = config
+        self.episodes = 0
+        self.runs = 0
+        self._records: Counter[tuple[str, str]] = Counter()
+        self._questions: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self._roles: Counter[tuple[str, str]] = Counter()
+        self.exclusions: Counter[str] = Counter()
+
+    def add_episode(self, n_runs: int) -> None:
+        self.episodes += 1
+        self.runs += n_runs
+
+    def add_row(self, row: dict[str, Any], role: str) -> None:
+        key = (row["dataset"], row["stratum"])
+        self._records[key] += 1
+        self._questions[key].add(row["question_id"])
+        self._roles[(row["stratum"], role)] += 1
+
+    def add_exclusion(self, reason: str) -> None:
+        self.exclusions[reason] += 1
+
+    @property
+    def rows(self) -> int:
+        return sum(self._records.values())
+
+    def _cell(self, datasets: list[str] | None, strata: list[str]) -> dict[str, int]:
+        keys = [k for k in self._records if (datasets is None or k[0] in datasets) and k[1] in strata]
+        questions = {(k[0], q) for k in keys for q in self._questions[k]}
+        return {"records": sum(self._records[k] for k in keys), "unique_questions": len(questions)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready report: totals, per stratum, per dataset x stratum, exclusions, config."""
+        strata = list(self.config.strata)
+        datasets = sorted({k[0] for k in self._records})
+        total = self._cell(None, strata)
+        return {
+            "totals": {
+                "episodes": self.episodes,
+                "runs": self.runs,
+                "rows": total["records"],
+                "unique_questions": total["unique_questions"],
+                "excluded": sum(self.exclusions.values()),
+            },
+            "strata": {
+                s: {
+                    **self._cell(None, [s]),
+                    "by_role": {r: n for (st, r), n in sorted(self._roles.items()) if st == s},
+                }
+                for s in strata
+            },
+            "datasets": {
+                d: {**{s: self._cell([d], [s]) for s in strata}, TOTAL: self._cell([d], strata)}
+                for d in datasets
+            },
+            "exclusions": dict(sorted(self.exclusions.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "config": self.config.to_dict(),
+        }
+
+
+def composition_table(report: dict[str, Any]) -> Table:
+    """Datasets x strata table of `records / unique questions` from `CompositionReport.to_dict()`."""
+    strata = list(report["strata"])
+    table = Table(title="SFT composition (records / unique questions)")
+    table.add_column("dataset")
+    for s in [*strata, TOTAL]:
+        table.add_column(s, justify="right")
+
+    def fmt(cell: dict[str, int]) -> str:
+        return f"{cell['records']} / {cell['unique_questions']}"
+
+    for name, row in report["datasets"].items():
+        table.add_row(name, *(fmt(row[s]) for s in [*strata, TOTAL]))
+    totals = report["totals"]
+    table.add_row(
+        "total",
+        *(fmt(report["strata"][s]) for s in strata),
+        f"{totals['rows']} / {totals['unique_questions']}",
+        style="bold",
+    )
+    return table
+
+
+def exclusion_table(report: dict[str, Any]) -> Table:
+    table = Table(title=f"Excluded runs ({report['totals']['excluded']} of {report['totals']['runs']})")
+    table.add_column("reason")
+    table.add_column("runs", justify="right")
+    for reason, n in report["exclusions"].items():
+        table.add_row(reason, str(n))
+    return table
+
+
+def print_report(report: dict[str, Any], console: Console | None = None) -> None:
+    """Pretty-print both tables (to stderr by default, so stdout stays clean for pipes)."""
+    console = console or Console(stderr=True)
+    console.print(composition_table(report))
+    console.print(exclusion_table(report))

@@ -1,0 +1,130 @@
+"""Executor runs -> TRL conversational SFT rows (DESIGN.md, "SFT rows").
+
+A row is `{"messages", "tools": [SEARCH_TOOL], "stratum", "source_run_id", "question_id",
+"dataset"}`. Messages are taken from the run as recorded (system prompt, sub-query, assistant
+turns, tool turns, final report) and reduced to the keys chat templates understand:
+`role`, `content` (never null), assistant `tool_calls` (`id`, `type`, `function.name`,
+`function.arguments`) and optional `reasoning_content`, tool `tool_call_id`. Tool-call
+arguments are written consistently as JSON objects (`tool_arguments="dict"`, the form HF chat
+templates render with `tojson`/`|items`) or as JSON strings (`"json"`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Literal, TypedDict
+
+from executor_sft.agents.tools import SEARCH_TOOL
+from executor_sft.schema import Message
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+class SFTRow(TypedDict):
+    messages: list[Message]
+    tools: list[dict[str, Any]]
+    stratum: str
+    source_run_id: str
+    question_id: str
+    dataset: str
+
+
+class RowError(ValueError):
+    """A run whose messages cannot become a training row; `reason` is the exclusion reason."""
+
+    def __init__(self, reason: str, detail: str):
+        self.reason = reason
+        super().__init__(f"{reason}: {detail}")
+
+
+def _content(value: Any, i: int) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # OpenAI content parts
+        texts = [p.get("text", "") for p in value if isinstance(p, dict) and p.get("type") == "text"]
+        if len(texts) == len(value):
+            return "".join(texts)
+    raise RowError("malformed_messages", f"messages[{i}].content is not text")
+
+
+def _tool_call(call: Any, i: int, arguments: Literal["dict", "json"]) -> dict[str, Any]:
+    if not isinstance(call, dict):
+        raise RowError("malformed_messages", f"messages[{i}].tool_calls has a non-object entry")
+    fn = call.get("function", call)
+    name = fn.get("name") if isinstance(fn, dict) else None
+    if not isinstance(name, str):
+        raise RowError("malformed_messages", f"messages[{i}] has a tool call without a function name")
+    args = fn.get("arguments", {})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            raise RowError("unparseable_arguments", f"messages[{i}] tool arguments are not JSON") from None
+    if not isinstance(args, dict):
+        raise RowError("unparseable_arguments", f"messages[{i}] tool arguments are not a JSON object")
+    out: dict[str, Any] = {}
+    if isinstance(call.get("id"), str):
+        out["id"] = call["id"]
+    out["type"] = "function"
+    out["function"] = {
+        "name": name,
+        "arguments": args if arguments == "dict" else json.dumps(args, ensure_ascii=False),
+    }
+    return out
+
+
+def normalize_messages(
+    messages: list[Message], keep_reasoning: bool = True, tool_arguments: Literal["dict", "json"] = "dict"
+) -> list[Message]:
+    """Reduce recorded messages to chat-template keys and check the executor conversation shape.
+
+    Raises `RowError` when the sequence is not `[system?] user ... assistant(report)`, a role is
+    unknown, or tool arguments are not a JSON object.
+    """
+    out: list[Message] = []
+    for i, msg in enumerate(messages):
+        role = msg.get("role") if isinstance(msg, dict) else None
+        if role not in ROLES:
+            raise RowError("malformed_messages", f"messages[{i}] has role {role!r}")
+        item: Message = {"role": role, "content": _content(msg.get("content"), i)}
+        if role == "assistant":
+            calls = msg.get("tool_calls") or []
+            if calls:
+                item["tool_calls"] = [_tool_call(c, i, tool_arguments) for c in calls]
+            reasoning = msg.get("reasoning_content")
+            if keep_reasoning and isinstance(reasoning, str) and reasoning:
+                item["reasoning_content"] = reasoning
+        elif role == "tool" and isinstance(msg.get("tool_call_id"), str):
+            item["tool_call_id"] = msg["tool_call_id"]
+        out.append(item)
+    first = next((m for m in out if m["role"] != "system"), None)
+    if first is None or first["role"] != "user":
+        raise RowError("malformed_messages", "the conversation does not start with the sub-query (user)")
+    last = out[-1]
+    if last["role"] != "assistant" or "tool_calls" in last or not last["content"].strip():
+        raise RowError("malformed_messages", "the conversation does not end with the assistant's report")
+    return out
+
+
+def to_sft_row(
+    messages: list[Message],
+    *,
+    stratum: str,
+    source_run_id: str,
+    question_id: str,
+    dataset: str,
+    keep_reasoning: bool = True,
+    tool_arguments: Literal["dict", "json"] = "dict",
+) -> SFTRow:
+    """Build one row; raises `RowError` (with its exclusion reason) for an unusable conversation."""
+    return SFTRow(
+        messages=normalize_messages(messages, keep_reasoning, tool_arguments),
+        tools=[copy.deepcopy(SEARCH_TOOL)],
+        stratum=stratum,
+        source_run_id=source_run_id,
+        question_id=question_id,
+        dataset=dataset,
+    )

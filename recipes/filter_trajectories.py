@@ -1,0 +1,58 @@
+"""Filter rollouts into SFT rows: rollouts.jsonl -> sft.jsonl + composition report.
+
+    python recipes/filter_trajectories.py --rollouts rollouts.jsonl --output sft.jsonl \
+        --report report.json [--no-require-judge] [--teacher-single-search all] [--min-searches 2]
+
+Every `FilterConfig` field is a flag (see --help); `--config file.yaml` sets them from YAML.
+Outputs are written atomically: a crash leaves the previous files (or none), never a half file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from tqdm import tqdm
+from trl import TrlParser
+
+from executor_sft.filters import EpisodeFilter, FilterConfig, iter_jsonl, print_report, write_json
+from executor_sft.filters.io import atomic_open
+
+
+@dataclass
+class FilterPaths:
+    rollouts: str = field(metadata={"help": "Episode records (rollouts.jsonl, schema v1)."})
+    output: str = field(metadata={"help": "SFT rows to write (JSONL, TRL conversational format)."})
+    report: str | None = field(default=None, metadata={"help": "Composition report to write (JSON)."})
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths, config = TrlParser((FilterPaths, FilterConfig)).parse_args_and_config(argv)
+    start = time.perf_counter()
+    filt = EpisodeFilter(config)
+    with (
+        atomic_open(paths.output) as out,
+        tqdm(iter_jsonl(paths.rollouts), desc="filtering", unit=" episodes", file=sys.stderr) as bar,
+    ):
+        for n_rows, row in enumerate(filt.stream(bar), start=1):
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            if n_rows % 100 == 0:
+                bar.set_postfix(rows=n_rows)
+    report = filt.report.to_dict()
+    if paths.report:
+        write_json(paths.report, report)
+    print_report(report)
+    totals = report["totals"]
+    Console(stderr=True).print(
+        f"{totals['episodes']} episodes, {totals['runs']} runs -> {totals['rows']} rows "
+        f"({totals['unique_questions']} questions) in {time.perf_counter() - start:.1f}s; "
+        f"wrote {paths.output}" + (f" and {paths.report}" if paths.report else "")
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
