@@ -1,0 +1,33 @@
+"""Role-factorised agent runtime: executor loop, backbone, answerer, pipeline, single-agent baseline."""
+
+from executor_sft.agents.answerer import run_answerer
+from executor_sft.agents.config import PipelineConfig, RoleConfig
+from executor_sft.agents.executor import run_executor
+from executor_sft.agents.pipeline import (
+    answer_with_substitution,
+    driver_findings,
+    make_run_id,
+    pipeline_config_of,
+    run_counterfactual,
+    run_episode,
+)
+from executor_sft.agents.prompting import Prompts
+from executor_sft.agents.single_agent import run_single_agent
+from executor_sft.agents.tools import SEARCH_TOOL, SEARCH_TOOL_NAME
+
+__all__ = [
+    "SEARCH_TOOL",
+    "SEARCH_TOOL_NAME",
+    "PipelineConfig",
+    "Prompts",
+    "RoleConfig",
+    "answer_with_substitution",
+    "driver_findings",
+    "make_run_id",
+    "pipeline_config_of",
+    "run_answerer",
+    "run_counterfactual",
+    "run_episode",
+    "run_executor",
+    "run_single_agent",
+]

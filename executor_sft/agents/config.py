@@ -1,0 +1,82 @@
+"""Pipeline configuration: budgets, roles, per-role protocol and sampling, prompts.
+
+Rollout and eval YAML files map onto `PipelineConfig` one to one, e.g.
+
+    max_rounds: 4          # T
+    max_parallel: 3        # P
+    max_turns: 3           # K
+    executor_roles: [teacher, student]
+    driver: teacher
+    roles:
+      student: {protocol: native, sampling: {temperature: 0.7, enable_thinking: false}}
+      backbone: {sampling: {max_tokens: 512}}
+    prompts: {answerer: "file:prompts/my_answerer.md"}
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from executor_sft.agents.prompting import Prompts
+from executor_sft.llm.base import SamplingParams
+
+
+class RoleConfig(BaseModel):
+    """Settings for one role; `None` budget fields fall back to the pipeline's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    protocol: Literal["native", "tag"] = "native"
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    max_turns: int | None = Field(default=None, ge=1)
+    max_searches: int | None = Field(default=None, ge=0)
+    top_k: int | None = Field(default=None, ge=1)
+
+
+class PipelineConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_rounds: int = Field(default=4, ge=1, description="T: backbone rounds of dispatch")
+    max_parallel: int = Field(default=3, ge=1, description="P: sub-queries per round")
+    max_turns: int = Field(default=3, ge=1, description="K: executor assistant turns")
+    max_searches: int | None = Field(default=None, ge=0, description="executor search cap (<= K-1)")
+    top_k: int = Field(default=3, ge=1, description="passages per search")
+    executor_roles: list[str] = Field(default_factory=lambda: ["teacher", "student"], min_length=1)
+    driver: str = "teacher"
+    roles: dict[str, RoleConfig] = Field(default_factory=dict)
+    prompts: Prompts = Field(default_factory=Prompts)
+    label_outcomes: bool = True
+    """Give every non-driver run its own outcome by answer substitution (one answerer call each)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> PipelineConfig:
+        if self.driver not in self.executor_roles:
+            raise ValueError(f"driver {self.driver!r} is not one of executor_roles {self.executor_roles}")
+        if len(set(self.executor_roles)) != len(self.executor_roles):
+            raise ValueError(f"executor_roles has duplicates: {self.executor_roles}")
+        reserved = {"backbone", "answerer", "judge", "single_agent"} & set(self.executor_roles)
+        if reserved:
+            raise ValueError(f"executor_roles may not use reserved role names {sorted(reserved)}")
+        for name in self.executor_roles:
+            turns, searches = self.budget(name)
+            if searches is not None and searches > turns - 1:
+                raise ValueError(
+                    f"role {name!r}: max_searches={searches} exceeds max_turns - 1 = {turns - 1}"
+                )
+        return self
+
+    def role(self, name: str) -> RoleConfig:
+        return self.roles.get(name) or RoleConfig()
+
+    def budget(self, name: str) -> tuple[int, int | None]:
+        """(max_turns, max_searches) for an executor role, role settings over pipeline settings."""
+        role = self.role(name)
+        turns = role.max_turns if role.max_turns is not None else self.max_turns
+        searches = role.max_searches if role.max_searches is not None else self.max_searches
+        return turns, searches
+
+    def top_k_for(self, name: str) -> int:
+        role = self.role(name)
+        return role.top_k if role.top_k is not None else self.top_k

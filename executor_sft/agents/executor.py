@@ -1,0 +1,183 @@
+"""The executor: a ReAct search loop in a fresh context that ends in a short report.
+
+One run = system prompt + sub-query, then at most `max_turns` assistant turns, at most
+`max_searches` of them searches (the last turn never gets the tool, so it can only report).
+`messages` is exactly the conversation an SFT row needs; every model call is kept in
+`calls` for replay and audit. Nothing raises: failures end the run with a `finish` value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from executor_sft.agents.calls import call_model
+from executor_sft.agents.parsing import ExecutorAction, classify_executor_reply
+from executor_sft.agents.prompting import Prompts, fill
+from executor_sft.agents.tools import SEARCH_TOOL
+from executor_sft.llm.base import ChatModel, SamplingParams
+from executor_sft.retrieval.base import Retriever, format_passages
+from executor_sft.schema import ExecutorRun, Finish, Message, SearchRecord, Usage
+
+Protocol = Literal["native", "tag"]
+NO_PASSAGES = "(no passages found)"
+MAX_CORRECTIONS = 1
+"""Malformed replies tolerated per run; the next one ends the run with finish="invalid"."""
+
+
+def resolve_max_searches(max_turns: int, max_searches: int | None) -> int:
+    """Default `max_turns - 1`; a larger value is an error (the last turn must be able to report)."""
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+    if max_searches is None:
+        return max_turns - 1
+    if not 0 <= max_searches <= max_turns - 1:
+        raise ValueError(f"max_searches must be in [0, max_turns - 1 = {max_turns - 1}], got {max_searches}")
+    return max_searches
+
+
+def _instruction(protocol: str, can_search: bool) -> str:
+    report = "reply with your report <answer>...</answer><evidence>...</evidence>"
+    if not can_search:
+        return f"You cannot search any more: {report}."
+    if protocol == "tag":
+        return f"Either search with <search>your query</search>, or {report}."
+    return f'Either call the search tool once with arguments {{"query": "..."}}, or {report}.'
+
+
+def _tag_sampling(sampling: SamplingParams) -> SamplingParams:
+    """Tag protocol: stop after `</search>` so the model cannot invent the results."""
+    if sampling.stop is None:
+        return dataclasses.replace(sampling, stop=["</search>"])
+    return sampling
+
+
+async def run_executor(
+    model: ChatModel,
+    retriever: Retriever,
+    sub_query: str,
+    *,
+    role: str = "executor",
+    run_id: str | None = None,
+    round: int = 0,
+    sub_query_index: int = 0,
+    max_turns: int = 3,
+    max_searches: int | None = None,
+    top_k: int = 3,
+    protocol: Protocol = "native",
+    sampling: SamplingParams | None = None,
+    prompts: Prompts | None = None,
+    system_prompt: str | None = None,
+    counterfactual_of: str | None = None,
+) -> ExecutorRun:
+    """Run one executor on one sub-query and return the complete run record.
+
+    `system_prompt` replaces the role prompt (the single-agent baseline uses it); `{top_k}`
+    and `{max_searches}` in it are filled in either way.
+    """
+    if protocol not in ("native", "tag"):
+        raise ValueError(f"protocol must be 'native' or 'tag', got {protocol!r}")
+    searches_cap = resolve_max_searches(max_turns, max_searches)
+    prompts = prompts or Prompts()
+    sampling = sampling or SamplingParams()
+    if protocol == "tag":
+        sampling = _tag_sampling(sampling)
+    template = system_prompt if system_prompt is not None else prompts.executor(protocol)
+    messages: list[Message] = [
+        {"role": "system", "content": fill(template, top_k=top_k, max_searches=searches_cap)},
+        {"role": "user", "content": sub_query},
+    ]
+    run = ExecutorRun(
+        run_id=run_id or f"{role}/r{round}/q{sub_query_index}",
+        round=round,
+        sub_query_index=sub_query_index,
+        sub_query=sub_query,
+        role=role,
+        model=str(getattr(model, "name", "unknown")),
+        max_turns=max_turns,
+        max_searches=searches_cap,
+        counterfactual_of=counterfactual_of,
+        protocol=protocol,
+        top_k=top_k,
+        index_id=getattr(retriever, "index_id", "unnamed"),
+    )
+    calls: list[dict] = []
+    usage = Usage()
+    corrections = 0
+    finish: Finish = "turn_budget"
+    error: str | None = None
+
+    def can_search(turn: int) -> bool:
+        return len(run.searches) < searches_cap and turn < max_turns - 1
+
+    for turn in range(max_turns):
+        searchable = can_search(turn)
+        tools = [SEARCH_TOOL] if protocol == "native" and searchable else None
+        result = await call_model(model, messages, tools, sampling, call_prefix=f"call_{turn}")
+        calls.append(result.record.model_dump(mode="json"))
+        if result.message is None:
+            finish, error = "error", result.error
+            break
+        usage.add(result.usage)
+        action = classify_executor_reply(result.message, protocol, searchable)
+        reply = result.message
+        if action.kind == "search" and action.content is not None:
+            reply = {**reply, "content": action.content}
+        messages.append(reply)
+        if action.kind == "report":
+            finish = "report"
+            run.report = action.report
+            break
+        has_next = turn + 1 < max_turns
+        if action.kind == "search":
+            try:
+                hits = (await retriever.asearch([action.query], top_k))[0]
+            except Exception as exc:  # noqa: BLE001 - a failed search ends the run, recorded
+                finish, error = "error", f"retrieval: {type(exc).__name__}: {exc}"
+                break
+            run.searches.append(SearchRecord(query=action.query, doc_ids=[h.doc_id for h in hits]))
+            passages = format_passages(hits) or NO_PASSAGES
+            notice = prompts.search_budget_spent if has_next and not can_search(turn + 1) else None
+            messages.extend(_search_result(protocol, reply, passages, notice))
+            continue
+        corrections += 1
+        if corrections > MAX_CORRECTIONS:
+            finish = "invalid"
+            break
+        if has_next:
+            text = fill(
+                prompts.correction,
+                problem=action.problem,
+                instruction=_instruction(protocol, can_search(turn + 1)),
+            )
+            messages.extend(_correction(reply, text))
+
+    run.messages = messages
+    run.n_searches = len(run.searches)
+    run.finish = finish
+    run.usage = usage
+    run.calls = calls  # type: ignore[attr-defined]
+    run.n_corrections = corrections  # type: ignore[attr-defined]
+    run.error = error  # type: ignore[attr-defined]
+    return run
+
+
+def _search_result(protocol: str, reply: Message, passages: str, notice: str | None) -> list[Message]:
+    if protocol == "tag":
+        text = f"<information>{passages}</information>"
+        return [{"role": "user", "content": f"{text}\n\n{notice}" if notice else text}]
+    out: list[Message] = [{"role": "tool", "tool_call_id": reply["tool_calls"][0]["id"], "content": passages}]
+    if notice:
+        out.append({"role": "user", "content": notice})
+    return out
+
+
+def _correction(reply: Message, text: str) -> list[Message]:
+    """One corrective message; tool calls are answered in `tool` messages so the chat stays API-valid."""
+    calls = reply.get("tool_calls") or []
+    if calls:
+        return [{"role": "tool", "tool_call_id": c["id"], "content": text} for c in calls]
+    return [{"role": "user", "content": text}]
+
+
+__all__ = ["ExecutorAction", "Protocol", "resolve_max_searches", "run_executor"]

@@ -1,0 +1,226 @@
+"""Pure parsers for the role protocols (docs/protocols.md).
+
+Each parser takes whatever a model wrote and always returns a classification; none raises.
+Reasoning (`<think>` blocks) is removed before parsing, so thoughts never trigger actions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from executor_sft.agents.tools import SEARCH_TOOL_NAME
+from executor_sft.schema import Message, Report
+
+_FLAGS = re.IGNORECASE | re.DOTALL
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", _FLAGS)
+_THINK_TAIL = re.compile(
+    r"^.*?</think>", _FLAGS
+)  # template pre-filled "<think>": only the close tag is generated
+_THINK_OPEN = re.compile(r"<think>.*\Z", _FLAGS)  # thinking cut off by max_tokens
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", _FLAGS)
+_EVIDENCE = re.compile(r"<evidence>(.*?)(?:</evidence>|\Z)", _FLAGS)
+_SUBQUERY = re.compile(r"<subquery>(.*?)</subquery>", _FLAGS)
+_STOP = re.compile(r"<\s*stop\s*/?\s*>", re.IGNORECASE)
+_SEARCH_OPEN = re.compile(r"<search>", re.IGNORECASE)
+_SEARCH_CLOSE = re.compile(r"</search>", re.IGNORECASE)
+
+
+def strip_reasoning(text: str | None) -> str:
+    """Visible content without thinking: drop `<think>..</think>`, a dangling `..</think>` and an unclosed `<think>..`."""
+    if not text:
+        return ""
+    text = _THINK_BLOCK.sub("", text)
+    if "</think>" in text.lower():
+        text = _THINK_TAIL.sub("", text, count=1)
+    return _THINK_OPEN.sub("", text).strip()
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def parse_report(text: str | None) -> Report | None:
+    """`<answer>A</answer>` (+ optional `<evidence>E</evidence>`) -> Report; the last answer tag wins.
+
+    An empty answer is no report. An unclosed `<evidence>` runs to the end of the text.
+    """
+    visible = strip_reasoning(text)
+    answers = [_squash(a) for a in _ANSWER.findall(visible)]
+    answers = [a for a in answers if a]
+    if not answers:
+        return None
+    evidences = _EVIDENCE.findall(visible)
+    evidence = evidences[-1].strip() if evidences else ""
+    return Report(answer=answers[-1], evidence=evidence)
+
+
+def render_report(report: Report | None) -> str:
+    """How a report is shown to the backbone and the answerer (rendered from the object, not raw text)."""
+    if report is None:
+        return "(no report: the sub-agent did not return an answer)"
+    text = f"<answer>{report.answer}</answer>"
+    if report.evidence:
+        text += f"\n<evidence>{report.evidence}</evidence>"
+    return text
+
+
+@dataclass(frozen=True)
+class BackboneDecision:
+    """What one backbone reply asks for: sub-queries to dispatch (in order), or stop."""
+
+    sub_queries: list[str] = field(default_factory=list)
+    dropped: int = 0
+    """Sub-queries beyond the per-round cap, plus exact duplicates, that were not dispatched."""
+    stop: bool = False
+    """True when the reply dispatches nothing (explicit `<stop/>` or no `<subquery>` tag)."""
+    explicit_stop: bool = False
+
+
+def parse_subqueries(text: str | None, max_parallel: int | None = None) -> BackboneDecision:
+    """`<subquery>q</subquery>` tags in order; sub-queries win over a `<stop/>` in the same reply.
+
+    Empty tags are ignored, duplicates (after whitespace folding, case-insensitive) kept once,
+    and at most `max_parallel` are dispatched; the rest are counted in `dropped`.
+    """
+    visible = strip_reasoning(text)
+    explicit_stop = bool(_STOP.search(visible))
+    seen: set[str] = set()
+    unique: list[str] = []
+    duplicates = 0
+    for raw in _SUBQUERY.findall(visible):
+        q = _squash(raw)
+        if not q:
+            continue
+        if q.lower() in seen:
+            duplicates += 1
+            continue
+        seen.add(q.lower())
+        unique.append(q)
+    kept = unique if max_parallel is None else unique[: max(max_parallel, 0)]
+    dropped = duplicates + len(unique) - len(kept)
+    return BackboneDecision(sub_queries=kept, dropped=dropped, stop=not kept, explicit_stop=explicit_stop)
+
+
+def parse_final_answer(text: str | None) -> str:
+    """The answerer's answer: the last `<answer>` tag, else the whole visible reply stripped."""
+    visible = strip_reasoning(text)
+    answers = [_squash(a) for a in _ANSWER.findall(visible)]
+    answers = [a for a in answers if a]
+    if answers:
+        return answers[-1]
+    return _squash(visible)
+
+
+ActionKind = Literal["search", "report", "malformed"]
+
+
+@dataclass(frozen=True)
+class ExecutorAction:
+    """How the runtime reads one executor reply."""
+
+    kind: ActionKind
+    query: str | None = None
+    report: Report | None = None
+    problem: str | None = None
+    """For `malformed`: a short description that goes into the corrective message."""
+    content: str | None = None
+    """Tag protocol: the reply cut after the first `</search>` (what a stop sequence would leave, closed)."""
+
+
+def parse_tool_arguments(arguments: Any) -> tuple[str | None, str | None]:
+    """The `query` of a search call's arguments (JSON string or dict) -> (query, problem)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except (json.JSONDecodeError, RecursionError):
+            return None, "the tool-call arguments are not valid JSON"
+    if not isinstance(arguments, dict):
+        return None, 'the tool-call arguments must be a JSON object like {"query": "..."}'
+    query = arguments.get("query")
+    if not isinstance(query, str) or not query.strip():
+        return None, 'the search call has no "query" string'
+    return _squash(query), None
+
+
+def _classify_native(message: Message, search_allowed: bool) -> ExecutorAction:
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        return ExecutorAction("malformed", problem="the tool calls are not a list")
+    if calls:
+        if not search_allowed:
+            return ExecutorAction("malformed", problem="the search budget is spent, so no tool can be called")
+        if len(calls) > 1:
+            return ExecutorAction(
+                "malformed", problem="it made several tool calls; make exactly one per turn"
+            )
+        call = calls[0] if isinstance(calls[0], dict) else {}
+        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        name = function.get("name")
+        if name != SEARCH_TOOL_NAME:
+            return ExecutorAction(
+                "malformed", problem=f"unknown tool {str(name)[:50]!r}; the only tool is 'search'"
+            )
+        query, problem = parse_tool_arguments(function.get("arguments"))
+        if problem:
+            return ExecutorAction("malformed", problem=problem)
+        return ExecutorAction("search", query=query)
+    content = message.get("content")
+    report = parse_report(content if isinstance(content, str) else None)
+    if report is not None:
+        return ExecutorAction("report", report=report)
+    return ExecutorAction(
+        "malformed", problem="it has neither a search call nor an <answer>...</answer> report"
+    )
+
+
+def _classify_tag(message: Message, search_allowed: bool) -> ExecutorAction:
+    raw = message.get("content")
+    raw = raw if isinstance(raw, str) else ""
+    visible = strip_reasoning(raw)
+    search = _SEARCH_OPEN.search(visible)
+    answer = _ANSWER.search(visible)
+    if search and (answer is None or search.start() < answer.start()):
+        if not search_allowed:
+            return ExecutorAction("malformed", problem="the search budget is spent, so you cannot search")
+        rest = visible[search.end() :]
+        close = _SEARCH_CLOSE.search(rest)
+        query = _squash(rest[: close.start()] if close else rest.split("<", 1)[0])
+        if not query:
+            return ExecutorAction("malformed", problem="the <search> tag is empty")
+        # Keep everything the model wrote up to the end of this search (a stop sequence would cut there).
+        return ExecutorAction("search", query=query, content=_cut_after_search(raw) or raw)
+    report = parse_report(raw)
+    if report is not None:
+        return ExecutorAction("report", report=report)
+    return ExecutorAction(
+        "malformed", problem="it has neither <search>query</search> nor an <answer>...</answer> report"
+    )
+
+
+def _cut_after_search(raw: str) -> str | None:
+    """The raw text up to and including the first `</search>` after the first visible `<search>`."""
+    visible_start = 0
+    lowered = raw.lower()
+    end_think = lowered.rfind("</think>")
+    if end_think >= 0:
+        visible_start = end_think + len("</think>")
+    start = lowered.find("<search>", visible_start)
+    if start < 0:
+        return None
+    close = lowered.find("</search>", start)
+    if close >= 0:
+        return raw[: close + len("</search>")]
+    tail = raw[start + len("<search>") :].split("<", 1)[0]
+    return raw[: start + len("<search>")] + tail.rstrip() + "</search>"
+
+
+def classify_executor_reply(message: Message, protocol: str, search_allowed: bool) -> ExecutorAction:
+    """Read one assistant message under `protocol` ("native" or "tag"); never raises."""
+    if not isinstance(message, dict):
+        return ExecutorAction("malformed", problem="the reply is not a message")
+    if protocol == "tag":
+        return _classify_tag(message, search_allowed)
+    return _classify_native(message, search_allowed)

@@ -1,0 +1,316 @@
+"""One episode of the role-factorised agent: backbone rounds, executors per role, answerer.
+
+Collection semantics (DESIGN.md): every sub-query is executed by every executor role
+concurrently; only the driver role's reports reach the backbone and the answerer; the other
+roles are "shadow" runs in the same state. A run's outcome is the final answer the answerer
+gives when that run's report replaces the driver's at its position (`answer_with_substitution`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from executor_sft.agents.answerer import Finding, run_answerer
+from executor_sft.agents.backbone import BackboneSession
+from executor_sft.agents.config import PipelineConfig
+from executor_sft.agents.executor import run_executor
+from executor_sft.llm.base import ChatModel
+from executor_sft.metrics.answer import exact_match, f1_score
+from executor_sft.metrics.judge import LLMJudge
+from executor_sft.retrieval.base import Retriever
+from executor_sft.schema import Episode, EpisodeMetrics, ExecutorRun, Outcome, Question, Round, Usage
+
+BACKBONE, ANSWERER = "backbone", "answerer"
+OUTCOME_USAGE = "answerer_outcomes"
+"""Usage key for the answerer calls spent on labelling non-driver runs (kept apart from the pipeline's own cost)."""
+
+
+def make_run_id(episode_id: str, round_index: int, sub_query_index: int, role: str) -> str:
+    return f"{episode_id}/r{round_index}/q{sub_query_index}/{role}"
+
+
+def _require(models: Mapping[str, ChatModel], roles: list[str]) -> None:
+    missing = [r for r in roles if r not in models]
+    if missing:
+        raise ValueError(f"no model configured for role(s) {missing}; got models for {sorted(models)}")
+
+
+async def _score(
+    question: Question, answer: str | None, judge: LLMJudge | None
+) -> tuple[float, float, bool | None]:
+    em = exact_match(answer, question.golden_answers)
+    f1 = f1_score(answer, question.golden_answers)
+    verdict = await judge.judge(question.question, question.golden_answers, answer) if judge else None
+    return em, f1, verdict
+
+
+def _judge_from(models: Mapping[str, ChatModel], judge: LLMJudge | None) -> LLMJudge | None:
+    if judge is not None:
+        return judge
+    return LLMJudge(models["judge"]) if "judge" in models else None
+
+
+async def run_episode(
+    question: Question,
+    models: Mapping[str, ChatModel],
+    retriever: Retriever,
+    config: PipelineConfig | None = None,
+    sample_index: int = 0,
+    *,
+    judge: LLMJudge | None = None,
+) -> Episode:
+    """Run backbone -> executors (all roles) -> answerer for one question; never raises on model output.
+
+    `models` maps "backbone", "answerer" and every executor role to a ChatModel (a "judge"
+    entry is used when no `judge` is passed; pass one `LLMJudge` to share its cache).
+    """
+    config = config or PipelineConfig()
+    _require(models, [BACKBONE, ANSWERER, *config.executor_roles])
+    judge = _judge_from(models, judge)
+    episode_id = f"{question.id}#{sample_index}"
+    session = BackboneSession(
+        models[BACKBONE],
+        question.question,
+        max_parallel=config.max_parallel,
+        max_rounds=config.max_rounds,
+        prompts=config.prompts,
+        sampling=config.role(BACKBONE).sampling,
+    )
+    rounds: list[Round] = []
+    runs: list[ExecutorRun] = []
+    findings: list[Finding] = []
+    usage: dict[str, Usage] = {r: Usage() for r in (BACKBONE, *config.executor_roles, ANSWERER)}
+    stop_reason, error = "round_budget", None
+
+    for r in range(config.max_rounds):
+        step = await session.decide()
+        if step.error is None:
+            usage[BACKBONE].add(step.record.usage)
+        rounds.append(
+            Round(
+                index=r,
+                sub_queries=step.decision.sub_queries,
+                backbone=step.record,
+                dropped_sub_queries=step.decision.dropped,
+            )
+        )
+        if step.error is not None:
+            stop_reason, error = "error", f"backbone: {step.error}"
+            break
+        if step.decision.stop:
+            stop_reason = "stopped"
+            break
+        jobs = [
+            _execute(models[role], retriever, q, role, config, episode_id, r, i)
+            for i, q in enumerate(step.decision.sub_queries)
+            for role in config.executor_roles
+        ]
+        round_runs = list(await asyncio.gather(*jobs))
+        runs.extend(round_runs)
+        for run in round_runs:
+            usage[run.role].add(run.usage)
+        by_index = {run.sub_query_index: run for run in round_runs if run.role == config.driver}
+        pairs = [(q, by_index[i].report) for i, q in enumerate(step.decision.sub_queries)]
+        findings.extend(pairs)
+        if r + 1 < config.max_rounds:
+            session.add_reports(r, pairs, rounds_left=config.max_rounds - r - 1)
+
+    answer, answerer_record = None, None
+    if stop_reason != "error" or findings:
+        result = await run_answerer(
+            models[ANSWERER],
+            question.question,
+            findings,
+            prompts=config.prompts,
+            sampling=config.role(ANSWERER).sampling,
+        )
+        answerer_record = result.record
+        if result.error is not None:
+            stop_reason, error = "error", error or f"answerer: {result.error}"
+        else:
+            usage[ANSWERER].add(result.record.usage)
+            answer = result.answer
+
+    em, f1, verdict = await _score(question, answer, judge)
+    episode = Episode(
+        episode_id=episode_id,
+        sample_index=sample_index,
+        question=question,
+        config=_config_record(config, models, retriever, judge),
+        rounds=rounds,
+        runs=runs,
+        answer=answer,
+        metrics=EpisodeMetrics(em=em, f1=f1, judge=verdict),
+        usage=usage,
+        stop_reason=stop_reason,
+        error=error,
+        answerer=answerer_record,
+    )
+    for run in runs:
+        if run.role == config.driver:
+            run.outcome = Outcome(answer=answer, em=em, f1=f1, judge=verdict)
+    if config.label_outcomes:
+        shadows = [run for run in runs if run.role != config.driver]
+        outcomes = await asyncio.gather(
+            *(
+                answer_with_substitution(episode, run, models[ANSWERER], config=config, judge=judge)
+                for run in shadows
+            )
+        )
+        outcome_usage = Usage()
+        for run, outcome in zip(shadows, outcomes, strict=True):
+            run.outcome = outcome
+            call = getattr(outcome, "answerer_call", None)
+            if call and not call.get("error"):
+                outcome_usage.add(Usage(**call["usage"], calls=1))
+        if outcome_usage.calls:
+            episode.usage[OUTCOME_USAGE] = outcome_usage
+    return episode
+
+
+async def _execute(
+    model: ChatModel,
+    retriever: Retriever,
+    sub_query: str,
+    role: str,
+    config: PipelineConfig,
+    episode_id: str,
+    round_index: int,
+    sub_query_index: int,
+    *,
+    max_searches: int | None = None,
+    run_role: str | None = None,
+    counterfactual_of: str | None = None,
+) -> ExecutorRun:
+    settings = config.role(role)
+    turns, searches = config.budget(role)
+    run_role = run_role or role
+    return await run_executor(
+        model,
+        retriever,
+        sub_query,
+        role=run_role,
+        run_id=make_run_id(episode_id, round_index, sub_query_index, run_role),
+        round=round_index,
+        sub_query_index=sub_query_index,
+        max_turns=turns,
+        max_searches=max_searches if max_searches is not None else searches,
+        top_k=config.top_k_for(role),
+        protocol=settings.protocol,
+        sampling=settings.sampling,
+        prompts=config.prompts,
+        counterfactual_of=counterfactual_of,
+    )
+
+
+def _config_record(
+    config: PipelineConfig, models: Mapping[str, ChatModel], retriever: Retriever, judge: LLMJudge | None
+) -> dict[str, Any]:
+    record = config.model_dump(mode="json")
+    record["models"] = {role: str(getattr(m, "name", "unknown")) for role, m in models.items()}
+    record["retriever"] = getattr(retriever, "index_id", "unnamed")
+    if judge is not None:
+        record["judge_model"] = str(getattr(judge.model, "name", "unknown"))
+    return record
+
+
+def pipeline_config_of(episode: Episode) -> PipelineConfig:
+    """The PipelineConfig an episode was run with (recorded in `episode.config`)."""
+    fields = PipelineConfig.model_fields
+    return PipelineConfig.model_validate({k: v for k, v in episode.config.items() if k in fields})
+
+
+def driver_findings(episode: Episode, driver: str | None = None) -> list[tuple[tuple[int, int], str, Any]]:
+    """((round, sub_query_index), sub-query, driver report) for every dispatched sub-query, in order."""
+    driver = driver or episode.config.get("driver", "teacher")
+    reports = {(run.round, run.sub_query_index): run.report for run in episode.runs if run.role == driver}
+    return [
+        ((rnd.index, i), q, reports.get((rnd.index, i)))
+        for rnd in episode.rounds
+        for i, q in enumerate(rnd.sub_queries)
+    ]
+
+
+async def answer_with_substitution(
+    episode: Episode,
+    run: ExecutorRun,
+    answerer: ChatModel,
+    *,
+    config: PipelineConfig | None = None,
+    judge: LLMJudge | None = None,
+) -> Outcome:
+    """The outcome of `run`: the answerer re-run with `run.report` in place of the driver's report.
+
+    All other findings are unchanged. When the substituted report equals the driver's (the
+    driver run itself, or an identical report) the episode's own answer and metrics are
+    reused without a call. A failed answerer call yields an outcome with `answer=None`,
+    em = f1 = 0, `judge=None` and `error` set. Raises ValueError only if `run`'s position
+    (round, sub_query_index) is not a sub-query of `episode`.
+    """
+    config = config or pipeline_config_of(episode)
+    findings = driver_findings(episode, config.driver)
+    position = (run.round, run.sub_query_index)
+    slots = [pos for pos, _, _ in findings]
+    if position not in slots:
+        raise ValueError(
+            f"{run.run_id}: round {run.round} sub-query {run.sub_query_index} is not in {episode.episode_id}"
+        )
+    at = slots.index(position)
+    if findings[at][2] == run.report and episode.answer is not None:
+        m = episode.metrics
+        return Outcome(answer=episode.answer, em=m.em, f1=m.f1, judge=m.judge, substituted=False)
+    pairs: list[Finding] = [
+        (q, run.report if i == at else report) for i, (_, q, report) in enumerate(findings)
+    ]
+    result = await run_answerer(
+        answerer,
+        episode.question.question,
+        pairs,
+        prompts=config.prompts,
+        sampling=config.role(ANSWERER).sampling,
+    )
+    call = result.record.model_dump(mode="json")
+    if result.error is not None:
+        return Outcome(
+            answer=None, em=0.0, f1=0.0, judge=None, substituted=True, answerer_call=call, error=result.error
+        )
+    em, f1, verdict = await _score(episode.question, result.answer, judge)
+    return Outcome(answer=result.answer, em=em, f1=f1, judge=verdict, substituted=True, answerer_call=call)
+
+
+async def run_counterfactual(
+    episode: Episode,
+    run: ExecutorRun,
+    model: ChatModel,
+    retriever: Retriever,
+    answerer: ChatModel,
+    *,
+    config: PipelineConfig | None = None,
+    judge: LLMJudge | None = None,
+    max_searches: int = 1,
+    role: str | None = None,
+) -> ExecutorRun:
+    """Re-run `run`'s sub-query with a smaller search budget (same role settings) and label its outcome.
+
+    The new run has role `<role>_budget<max_searches>` (e.g. `teacher_budget1`) unless `role`
+    is given, `counterfactual_of = run.run_id`, and an outcome by answer substitution.
+    """
+    config = config or pipeline_config_of(episode)
+    run_role = role or f"{run.role}_budget{max_searches}"
+    new = await _execute(
+        model,
+        retriever,
+        run.sub_query,
+        run.role,
+        config,
+        episode.episode_id,
+        run.round,
+        run.sub_query_index,
+        max_searches=max_searches,
+        run_role=run_role,
+        counterfactual_of=run.run_id,
+    )
+    new.outcome = await answer_with_substitution(episode, new, answerer, config=config, judge=judge)
+    return new

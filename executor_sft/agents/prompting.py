@@ -1,0 +1,84 @@
+"""Role prompts: packaged defaults that a config can replace with text or a file.
+
+Every field is `None` (use the packaged prompt in `executor_sft/agents/prompts/`), literal
+text, or `file:<path>` to read a prompt from disk (relative paths resolve against the
+working directory). Prompts may use `{name}` placeholders; only the names a role passes
+(e.g. `{max_searches}`, `{top_k}`) are replaced, so other braces in a prompt are left as is.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+PROMPT_NAMES = ("executor_native", "executor_tag", "backbone", "answerer", "single_agent", "judge")
+FILE_PREFIX = "file:"
+
+
+@functools.cache
+def packaged_prompt(name: str) -> str:
+    """The default prompt shipped with the package."""
+    if name not in PROMPT_NAMES:
+        raise KeyError(f"unknown prompt {name!r}; expected one of {PROMPT_NAMES}")
+    return resources.files("executor_sft.agents").joinpath("prompts", f"{name}.md").read_text("utf-8").strip()
+
+
+def fill(template: str, **values: object) -> str:
+    """Replace `{key}` for the given keys only (no str.format, so stray braces are safe)."""
+    for key, value in values.items():
+        template = template.replace("{" + key + "}", str(value))
+    return template
+
+
+class Prompts(BaseModel):
+    """Prompt overrides per role (None = packaged default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    executor_native: str | None = None
+    executor_tag: str | None = None
+    backbone: str | None = None
+    answerer: str | None = None
+    single_agent: str | None = None
+    judge: str | None = None
+
+    # Short runtime notices (user messages the executor loop adds).
+    search_budget_spent: str = (
+        "You have used all your searches. Do not search again: reply now with your report "
+        "<answer>...</answer><evidence>...</evidence>."
+    )
+    correction: str = "Your last reply could not be used: {problem}. {instruction}"
+    backbone_reports: str = (
+        "Reports from round {round}:\n\n{reports}\n\n"
+        "Dispatch the next sub-queries, or reply <stop/> if these findings are enough. "
+        "Rounds of dispatch left: {rounds_left}."
+    )
+
+    @field_validator(*PROMPT_NAMES)
+    @classmethod
+    def _check_file(cls, value: str | None, info) -> str | None:
+        if value is not None and value.startswith(FILE_PREFIX):
+            path = Path(value[len(FILE_PREFIX) :]).expanduser()
+            if not path.is_file():
+                raise ValueError(f"prompt {info.field_name}: file not found: {path}")
+        return value
+
+    def get(self, name: str) -> str:
+        """The prompt text for `name`: override text, override file contents, or the default."""
+        if name not in PROMPT_NAMES:
+            raise KeyError(f"unknown prompt {name!r}; expected one of {PROMPT_NAMES}")
+        value = getattr(self, name)
+        if value is None:
+            return packaged_prompt(name)
+        if value.startswith(FILE_PREFIX):
+            return Path(value[len(FILE_PREFIX) :]).expanduser().read_text("utf-8").strip()
+        return value
+
+    def render(self, name: str, **values: object) -> str:
+        return fill(self.get(name), **values)
+
+    def executor(self, protocol: str) -> str:
+        return self.get("executor_tag" if protocol == "tag" else "executor_native")

@@ -1,0 +1,145 @@
+"""LLM judge: is a predicted answer correct given the gold answers? (True / False / None).
+
+Verdict parsing (`parse_verdict`): reasoning and markdown are removed, then the reply must
+*start* with a verdict word, optionally after a label like "Verdict:" or "Answer:".
+True words: true, yes, correct. False words: false, no, incorrect, wrong. Anything else
+(including a reply that starts with neither, e.g. "I think it's true") is None, because
+guessing from free text would turn judge noise into labels.
+
+An empty or missing prediction is False without a model call. Verdicts are cached by
+(question, gold answers, prediction) in memory and optionally in a JSONL file; transport
+failures return None and are not cached, so a rerun retries them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+_TRUE = {"true", "yes", "correct"}
+_FALSE = {"false", "no", "incorrect", "wrong"}
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.IGNORECASE | re.DOTALL)
+_LABEL = re.compile(
+    r"^(?:final\s+)?(?:verdict|answer|judgement|judgment|result|output)\s*[:=\-]\s*", re.IGNORECASE
+)
+_DECOR = re.compile(r"[*_`#>\"'“”‘’\[\]()]")
+
+
+def parse_verdict(text: str | None) -> bool | None:
+    """Read a judge reply as True/False, or None when it is not a clear verdict."""
+    if not text:
+        return None
+    text = _THINK.sub("", text)
+    if "</think>" in text.lower():
+        text = text[text.lower().rfind("</think>") + len("</think>") :]
+    text = _DECOR.sub(" ", text).strip()
+    text = _LABEL.sub("", text).strip()
+    match = re.match(r"[A-Za-z]+", text)
+    if not match:
+        return None
+    word = match.group(0).lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    return None
+
+
+def judge_key(question: str, golden_answers: Sequence[str], prediction: str) -> str:
+    payload = json.dumps([question, list(golden_answers), prediction], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class LLMJudge:
+    """Judge predictions with a chat model at temperature 0, caching every verdict by content."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        prompt: str | None = None,
+        sampling: SamplingParams | None = None,
+        cache_path: str | Path | None = None,
+    ):
+        from executor_sft.agents.prompting import Prompts
+
+        self.model = model
+        self.prompt = prompt if prompt is not None else Prompts().get("judge")
+        base = sampling or SamplingParams(max_tokens=16)
+        self.sampling = dataclasses.replace(base, temperature=0.0)
+        self.cache: dict[str, bool | None] = {}
+        self.cache_path = Path(cache_path) if cache_path else None
+        self._inflight: dict[str, asyncio.Future] = {}
+        self.calls = 0
+        if self.cache_path and self.cache_path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        assert self.cache_path is not None
+        with self.cache_path.open(encoding="utf-8") as fh:
+            for i, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    self.cache[row["key"]] = row["verdict"]
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    logger.warning("%s:%d: skipping an unreadable judge cache line", self.cache_path, i)
+
+    def _store(self, key: str, question: str, golden: list[str], prediction: str, verdict, raw: str) -> None:
+        self.cache[key] = verdict
+        if self.cache_path is None:
+            return
+        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+        row = {"key": key, "question": question, "golden_answers": golden, "prediction": prediction}
+        row |= {"verdict": verdict, "raw": raw, "model": getattr(self.model, "name", "unknown")}
+        with self.cache_path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    def render(self, question: str, golden_answers: Sequence[str], prediction: str) -> str:
+        gold = "; ".join(golden_answers)
+        return (
+            self.prompt.replace("{question}", question)
+            .replace("{golden_answers}", gold)
+            .replace("{prediction}", prediction)
+        )
+
+    async def judge(
+        self, question: str, golden_answers: Sequence[str], prediction: str | None
+    ) -> bool | None:
+        if prediction is None or not prediction.strip():
+            return False
+        golden = [str(g) for g in golden_answers]
+        key = judge_key(question, golden, prediction)
+        if key in self.cache:
+            return self.cache[key]
+        if key in self._inflight:
+            return await self._inflight[key]
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        verdict: bool | None = None
+        try:
+            messages = [{"role": "user", "content": self.render(question, golden, prediction)}]
+            try:
+                self.calls += 1
+                result = await self.model.chat(messages, tools=None, sampling=self.sampling)
+            except ChatError as exc:
+                logger.warning("judge call failed (not cached): %s", exc)
+            else:
+                raw = result.message.get("content") or ""
+                verdict = parse_verdict(raw)
+                self._store(key, question, golden, prediction, verdict, raw)
+        finally:
+            future.set_result(verdict)
+            del self._inflight[key]
+        return verdict
