@@ -1,0 +1,251 @@
+"""Aggregate scored episodes into per-dataset results (mean@k with run-to-run std).
+
+Conventions (each a documented choice, see docs/eval.md):
+- A score is averaged over a question's k samples, then over questions (`mean_at_k`);
+  `std` is over sample indices. The "avg" row is the macro average over datasets, as
+  papers report it; `pooled` averages over all questions at once.
+- The LLM judge averages over the episodes that have a verdict (`n` says how many); a
+  group without any verdict reports None, not 0.
+- Sub-agent tokens and searches count the system's own executor runs (the driver role;
+  counterfactual re-runs excluded); for the single-agent baseline that is its one agent.
+- "No sub-query" episodes are those where the backbone dispatched nothing (no system run).
+  Their share is always reported; `exclude_no_subquery=True` drops them before scoring.
+- CER-C is averaged over the episodes whose question lists gold passage ids.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from executor_sft.metrics.aggregate import mean_at_k
+from executor_sft.metrics.cer import episode_cer_c
+from executor_sft.metrics.tokens import search_histogram, subagent_tokens, system_runs
+from executor_sft.rollout.store import read_episodes
+from executor_sft.schema import Episode
+
+AVG = "avg"
+
+
+@dataclass(frozen=True)
+class Stat:
+    """mean@k of one metric over one group of questions."""
+
+    mean: float
+    std: float
+    k: int
+    n: int
+    """Questions that contributed (for the judge: questions with at least one verdict)."""
+
+
+@dataclass
+class GroupResult:
+    name: str
+    n_questions: int
+    n_episodes: int
+    em: Stat | None
+    f1: Stat | None
+    judge: Stat | None
+    subagent_tokens: Stat | None
+    searches: dict[str, Any]
+    cer_c: Stat | None
+    cer_curve: list[float] | None
+    no_subquery_share: float
+    error_share: float
+    n_excluded: int = 0
+
+
+@dataclass
+class EvalResults:
+    name: str
+    datasets: dict[str, GroupResult]
+    average: dict[str, float | None]
+    """Macro average over datasets of each metric's mean (em, f1, judge, subagent_tokens, cer_c, ...)."""
+    pooled: GroupResult
+    settings: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResults:
+        def group(g: dict[str, Any]) -> GroupResult:
+            stats = {k: Stat(**v) if isinstance(v, dict) else None for k, v in g.items() if k in _STAT_FIELDS}
+            return GroupResult(**{**g, **stats})
+
+        return cls(
+            name=data["name"],
+            datasets={k: group(v) for k, v in data["datasets"].items()},
+            average=data["average"],
+            pooled=group(data["pooled"]),
+            settings=data.get("settings", {}),
+            meta=data.get("meta", {}),
+        )
+
+    def save_json(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load_json(cls, path: str | Path) -> EvalResults:
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    def metric(self, name: str) -> float | None:
+        """Macro-average value of a metric (e.g. "judge", "em", "subagent_tokens")."""
+        return self.average.get(name)
+
+
+_STAT_FIELDS = ("em", "f1", "judge", "subagent_tokens", "cer_c")
+AVERAGED = ("em", "f1", "judge", "subagent_tokens", "cer_c", "search_1", "search_2plus", "no_subquery_share")
+
+
+def has_subquery(episode: Episode) -> bool:
+    """Whether the system dispatched at least one executor run for this episode."""
+    return bool(system_runs(episode))
+
+
+def _stat(triples: list[tuple[str, int, float]]) -> Stat | None:
+    if not triples:
+        return None
+    m = mean_at_k(triples)
+    return Stat(mean=m.mean, std=m.std, k=m.k, n=m.n_questions)
+
+
+def summarize_group(
+    name: str,
+    episodes: Sequence[Episode],
+    *,
+    exclude_no_subquery: bool = False,
+    bucket_tokens: int = 10_000,
+    n_buckets: int = 10,
+    tokenizer: Any | None = None,
+) -> GroupResult:
+    """Score one group (a dataset, or everything pooled)."""
+    no_sub = [e for e in episodes if not has_subquery(e)]
+    kept = [e for e in episodes if has_subquery(e)] if exclude_no_subquery else list(episodes)
+    em, f1, judge, tokens, cer = [], [], [], [], []
+    curves: list[list[float]] = []
+    runs = []
+    for e in kept:
+        key = (e.question.id, e.sample_index)
+        em.append((*key, e.metrics.em))
+        f1.append((*key, e.metrics.f1))
+        if e.metrics.judge is not None:
+            judge.append((*key, float(e.metrics.judge)))
+        tokens.append((*key, float(subagent_tokens(e, tokenizer=tokenizer))))
+        runs.extend(system_runs(e))
+        scored = episode_cer_c(e, bucket_tokens, n_buckets)
+        if scored is not None:
+            curves.append(scored[0])
+            cer.append((*key, scored[1]))
+    curve = [statistics.fmean(col) for col in zip(*curves, strict=True)] if curves else None
+    n = len(episodes) or 1
+    return GroupResult(
+        name=name,
+        n_questions=len({e.question.id for e in kept}),
+        n_episodes=len(kept),
+        em=_stat(em),
+        f1=_stat(f1),
+        judge=_stat(judge),
+        subagent_tokens=_stat(tokens),
+        searches=search_histogram(runs).as_dict(),
+        cer_c=_stat(cer),
+        cer_curve=curve,
+        no_subquery_share=len(no_sub) / n,
+        error_share=sum(e.stop_reason == "error" for e in episodes) / n,
+        n_excluded=len(episodes) - len(kept),
+    )
+
+
+def _flat(group: GroupResult) -> dict[str, float | None]:
+    out: dict[str, float | None] = {
+        k: (getattr(group, k).mean if getattr(group, k) else None) for k in _STAT_FIELDS
+    }
+    fractions = group.searches.get("fractions", {})
+    has_runs = group.searches.get("invocations", 0) > 0
+    out["search_1"] = fractions.get("1") if has_runs else None
+    out["search_2plus"] = fractions.get(">=2") if has_runs else None
+    out["no_subquery_share"] = group.no_subquery_share
+    return out
+
+
+def macro_average(groups: Iterable[GroupResult]) -> dict[str, float | None]:
+    flats = [_flat(g) for g in groups]
+    out: dict[str, float | None] = {}
+    for key in AVERAGED:
+        values = [f[key] for f in flats if f[key] is not None]
+        out[key] = statistics.fmean(values) if values else None
+    return out
+
+
+def summarize(
+    episodes: Iterable[Episode | dict[str, Any]],
+    name: str = "eval",
+    *,
+    exclude_no_subquery: bool = False,
+    bucket_tokens: int = 10_000,
+    n_buckets: int = 10,
+    tokenizer: Any | None = None,
+    meta: dict[str, Any] | None = None,
+) -> EvalResults:
+    """Per-dataset results, their macro average, and the pooled group."""
+    eps = [e if isinstance(e, Episode) else Episode.model_validate(e) for e in episodes]
+    by_dataset: dict[str, list[Episode]] = defaultdict(list)
+    for e in eps:
+        by_dataset[e.question.dataset].append(e)
+    opts = {
+        "exclude_no_subquery": exclude_no_subquery,
+        "bucket_tokens": bucket_tokens,
+        "n_buckets": n_buckets,
+        "tokenizer": tokenizer,
+    }
+    datasets = {name_: summarize_group(name_, group, **opts) for name_, group in sorted(by_dataset.items())}
+    settings = {k: v for k, v in opts.items() if k != "tokenizer"}
+    return EvalResults(
+        name=name,
+        datasets=datasets,
+        average=macro_average(datasets.values()),
+        pooled=summarize_group("pooled", eps, **opts),
+        settings=settings,
+        meta=dict(meta or {}),
+    )
+
+
+def summarize_file(path: str | Path, name: str | None = None, **kwargs: Any) -> EvalResults:
+    """`summarize` over an episodes JSONL file (a partial last line from a killed writer is skipped)."""
+    path = Path(path)
+    episodes = []
+    for i, data in _numbered(path):
+        try:
+            episodes.append(Episode.model_validate(data))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise ValueError(f"{path}:{i}: field '{where}': {err['msg']} (not an episode record)") from None
+    return summarize(episodes, name or path.parent.name, **kwargs)
+
+
+def _numbered(path: Path):
+    """(line number, record) pairs, so errors can name the line (blank lines counted)."""
+    with path.open(encoding="utf-8") as fh:
+        lines = sum(1 for _ in fh)
+    records = list(read_episodes(path))
+    if len(records) == lines:
+        return list(enumerate(records, start=1))
+    # Blank lines or a skipped partial tail: recover the true line numbers.
+    numbers = []
+    with path.open(encoding="utf-8") as fh:
+        numbers = [n for n, line in enumerate(fh, start=1) if line.strip()]
+    return list(zip(numbers, records, strict=False))

@@ -1,0 +1,109 @@
+"""PNG plots (matplotlib, Agg backend: no display needed): Pareto and capacity curves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+
+
+@dataclass(frozen=True)
+class Point:
+    label: str
+    tokens: float
+    """Sub-agent tokens per question (x; lower is better)."""
+    accuracy: float
+    """Accuracy in [0, 1] (y; higher is better)."""
+    backbone: str = ""
+    executor: str = ""
+
+
+def pareto_front(points: Sequence[Point]) -> list[Point]:
+    """Points no other point beats on both axes (fewer-or-equal tokens and higher-or-equal accuracy,
+    one strictly), sorted by tokens."""
+    front = []
+    for p in points:
+        dominated = any(
+            q.tokens <= p.tokens
+            and q.accuracy >= p.accuracy
+            and (q.tokens < p.tokens or q.accuracy > p.accuracy)
+            for q in points
+        )
+        if not dominated:
+            front.append(p)
+    return sorted(front, key=lambda p: (p.tokens, -p.accuracy))
+
+
+def plot_pareto(
+    points: Sequence[Point], path: str | Path, metric: str = "accuracy", title: str | None = None
+) -> Path:
+    """Accuracy vs sub-agent tokens per question, with the Pareto frontier marked."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    front = pareto_front(points)
+    fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=110)
+    on_front = {id(p) for p in front}
+    for p in points:
+        marker, color = ("*", "tab:red") if id(p) in on_front else ("o", "tab:blue")
+        ax.scatter(
+            p.tokens, 100 * p.accuracy, marker=marker, s=120 if marker == "*" else 45, color=color, zorder=3
+        )
+        ax.annotate(
+            p.label, (p.tokens, 100 * p.accuracy), textcoords="offset points", xytext=(5, 4), fontsize=8
+        )
+    if front:
+        xs = [p.tokens for p in front]
+        ys = [100 * p.accuracy for p in front]
+        ax.step(xs, ys, where="post", color="tab:red", linestyle="--", linewidth=1, label="Pareto frontier")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel("sub-agent tokens per question")
+    ax.set_ylabel(f"{metric} (%)")
+    ax.set_title(title or f"{metric} vs sub-agent tokens")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_capacity(
+    points: Sequence[Point],
+    path: str | Path,
+    metric: str = "accuracy",
+    backbones: Sequence[str] | None = None,
+    executors: Sequence[str] | None = None,
+) -> Path:
+    """Two panels: accuracy vs backbone (one line per fixed executor), and vs executor (one line
+    per fixed backbone). Axis order is the given order (e.g. by model size)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    grid = [p for p in points if p.backbone and p.executor]
+    backbones = list(backbones) if backbones else list(dict.fromkeys(p.backbone for p in grid))
+    executors = list(executors) if executors else list(dict.fromkeys(p.executor for p in grid))
+    value = {(p.backbone, p.executor): 100 * p.accuracy for p in grid}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110, sharey=True)
+    for ex in executors:
+        xs = [i for i, b in enumerate(backbones) if (b, ex) in value]
+        left.plot(xs, [value[(backbones[i], ex)] for i in xs], marker="o", label=f"executor {ex}")
+    for bb in backbones:
+        xs = [i for i, e in enumerate(executors) if (bb, e) in value]
+        right.plot(xs, [value[(bb, executors[i])] for i in xs], marker="s", label=f"backbone {bb}")
+    for ax, names, what in (
+        (left, backbones, "backbone (executor fixed)"),
+        (right, executors, "executor (backbone fixed)"),
+    ):
+        ax.set_xticks(range(len(names)), names, rotation=15, fontsize=8)
+        ax.set_xlabel(what)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    left.set_ylabel(f"{metric} (%)")
+    fig.suptitle(f"capacity: {metric} as one role's model varies")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

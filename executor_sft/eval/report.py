@@ -1,0 +1,135 @@
+"""Markdown tables for one evaluation (rows = datasets) and for a sweep (rows = cells)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from executor_sft.eval.aggregate import AVG, EvalResults, GroupResult, Stat
+
+
+def _pct(stat: Stat | None, with_std: bool = True) -> str:
+    if stat is None:
+        return "–"
+    text = f"{100 * stat.mean:.1f}"
+    return f"{text} ± {100 * stat.std:.1f}" if with_std and stat.k > 1 else text
+
+
+def _num(value: float | None, pct: bool = True, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    return f"{100 * value:.{digits}f}" if pct else f"{value:,.0f}"
+
+
+def _row(name: str, g: GroupResult) -> list[str]:
+    s = g.searches
+    has_runs = s.get("invocations", 0) > 0
+    fr = s.get("fractions", {})
+    return [
+        name,
+        str(g.n_questions),
+        str(g.em.k if g.em else 0),
+        _pct(g.em),
+        _pct(g.f1),
+        _pct(g.judge) + (f" (n={g.judge.n})" if g.judge and g.judge.n < g.n_questions else ""),
+        _num(g.subagent_tokens.mean if g.subagent_tokens else None, pct=False),
+        _num(fr.get("1"), digits=0) if has_runs else "–",
+        _num(fr.get(">=2"), digits=0) if has_runs else "–",
+        _pct(g.cer_c, with_std=False),
+        _num(g.no_subquery_share, digits=0),
+    ]
+
+
+HEADER = [
+    "dataset",
+    "questions",
+    "k",
+    "EM",
+    "F1",
+    "judge",
+    "sub-agent tokens/q",
+    "1 search %",
+    "≥2 searches %",
+    "CER-C",
+    "no sub-query %",
+]
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def results_markdown(results: EvalResults) -> str:
+    """Per-dataset rows plus the macro average; scores in %, mean ± std over samples when k > 1."""
+    rows = [_row(name, g) for name, g in results.datasets.items()]
+    a = results.average
+    rows.append(
+        [
+            f"**{AVG}** (macro)",
+            str(sum(g.n_questions for g in results.datasets.values())),
+            "",
+            _num(a.get("em")),
+            _num(a.get("f1")),
+            _num(a.get("judge")),
+            _num(a.get("subagent_tokens"), pct=False),
+            _num(a.get("search_1"), digits=0),
+            _num(a.get("search_2plus"), digits=0),
+            _num(a.get("cer_c")),
+            _num(a.get("no_subquery_share"), digits=0),
+        ]
+    )
+    notes = []
+    if results.settings.get("exclude_no_subquery"):
+        notes.append("episodes without any sub-query excluded from scores")
+    bt, nb = results.settings.get("bucket_tokens"), results.settings.get("n_buckets")
+    if bt and nb:
+        notes.append(f"CER-C over {nb} buckets of {bt:,} context tokens")
+    title = f"### {results.name}\n\n"
+    return title + _table(HEADER, rows) + ("\n\n" + "; ".join(notes) + "." if notes else "") + "\n"
+
+
+SWEEP_HEADER = [
+    "cell",
+    "backbone",
+    "executor",
+    "EM",
+    "F1",
+    "judge",
+    "sub-agent tokens/q",
+    "≥2 searches %",
+    "CER-C",
+]
+
+
+def sweep_markdown(
+    cells: Sequence[tuple[str, str, str, EvalResults]], datasets: Sequence[str] | None = None
+) -> str:
+    """One row per (name, backbone, executor, results): macro averages, then EM per dataset."""
+    datasets = list(datasets) if datasets is not None else sorted({d for *_, r in cells for d in r.datasets})
+    header = SWEEP_HEADER + [f"EM {d}" for d in datasets]
+    rows = []
+    for name, backbone, executor, r in cells:
+        a = r.average
+        row = [
+            name,
+            backbone,
+            executor,
+            _num(a.get("em")),
+            _num(a.get("f1")),
+            _num(a.get("judge")),
+            _num(a.get("subagent_tokens"), pct=False),
+            _num(a.get("search_2plus"), digits=0),
+            _num(a.get("cer_c")),
+        ]
+        row += [_pct(r.datasets[d].em) if d in r.datasets else "–" for d in datasets]
+        rows.append(row)
+    return _table(header, rows) + "\n"
+
+
+def write_markdown(text: str, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,159 @@
+"""Aggregation on hand-built episodes; every expected number below is worked out by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from executor_sft.eval.aggregate import EvalResults, summarize, summarize_file
+from executor_sft.eval.report import results_markdown, sweep_markdown
+from executor_sft.schema import Episode, EpisodeMetrics, ExecutorRun, Question, SearchRecord, Usage
+
+QUESTIONS = {
+    "a1": Question(
+        id="a1", question="?", golden_answers=["x"], dataset="hotpotqa", positive_doc_ids=["g1", "g2"]
+    ),
+    "a2": Question(id="a2", question="?", golden_answers=["x"], dataset="hotpotqa"),
+    "b1": Question(id="b1", question="?", golden_answers=["x"], dataset="musique"),
+}
+
+
+def _run(i: int, steps: list[tuple[int, list[str] | None]], role: str = "teacher") -> ExecutorRun:
+    """A run whose calls cost `tokens` each; a call with doc ids searched, None reported."""
+    messages, calls, searches = [{"role": "user", "content": "q"}], [], []
+    for turn, (tokens, docs) in enumerate(steps):
+        calls.append(
+            {"usage": {"prompt_tokens": tokens, "completion_tokens": 0}, "t_start": float(10 * i + turn)}
+        )
+        if docs is None:
+            messages.append({"role": "assistant", "content": "<answer>x</answer>"})
+        else:
+            tc = {"id": f"c{turn}", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+            messages += [
+                {"role": "assistant", "content": "", "tool_calls": [tc]},
+                {"role": "tool", "content": ""},
+            ]
+            searches.append(SearchRecord(query="q", doc_ids=docs))
+    return ExecutorRun(
+        run_id=f"r{i}",
+        round=0,
+        sub_query_index=i,
+        sub_query="q",
+        role=role,
+        model="m",
+        max_turns=3,
+        max_searches=2,
+        messages=messages,
+        searches=searches,
+        n_searches=len(searches),
+        finish="report",
+        usage=Usage(prompt_tokens=sum(t for t, _ in steps), calls=len(steps)),
+        calls=calls,
+    )
+
+
+def _ep(qid: str, sample: int, em: float, f1: float, judge: bool | None, runs: list[ExecutorRun]) -> Episode:
+    # A shadow student run that must never be counted as the system's.
+    shadow = _run(9, [(99_999, ["g1", "g2"]), (1, None)], role="student")
+    return Episode(
+        episode_id=f"{qid}#{sample}",
+        sample_index=sample,
+        question=QUESTIONS[qid],
+        runs=[*runs, shadow],
+        metrics=EpisodeMetrics(em=em, f1=f1, judge=judge),
+        config={"driver": "teacher"},
+    )
+
+
+def episodes() -> list[Episode]:
+    return [
+        _ep("a1", 0, 1.0, 1.0, True, [_run(0, [(600, ["g1", "z"]), (400, None)])]),
+        _ep("a1", 1, 0.0, 0.5, False, [_run(0, [(800, ["g1"]), (1000, ["g2"]), (1200, None)])]),
+        _ep("a2", 0, 1.0, 1.0, None, []),  # the backbone answered without any sub-query
+        _ep("a2", 1, 0.0, 0.0, True, [_run(0, [(500, None)])]),
+        _ep(
+            "b1",
+            0,
+            1.0,
+            1.0,
+            True,
+            [_run(0, [(300, ["d"]), (100, None)]), _run(1, [(600, ["d"]), (0, None)])],
+        ),
+        _ep("b1", 1, 1.0, 1.0, True, [_run(0, [(1000, ["d"]), (500, ["e"]), (500, None)])]),
+    ]
+
+
+def test_per_dataset_numbers():
+    r = summarize(episodes(), "hand", bucket_tokens=1_000, n_buckets=2)
+    a, b = r.datasets["hotpotqa"], r.datasets["musique"]
+    assert (a.n_questions, a.n_episodes, b.n_questions) == (2, 4, 1)
+    # EM: per question (1+0)/2 and (1+0)/2 -> 0.5; per sample index 1.0 and 0.0 -> std 0.5.
+    assert (a.em.mean, a.em.std, a.em.k) == pytest.approx((0.5, 0.5, 2))
+    # F1: (1+0.5)/2=0.75 and (1+0)/2=0.5 -> 0.625; sample means 1.0 and 0.25 -> std 0.375.
+    assert (a.f1.mean, a.f1.std) == pytest.approx((0.625, 0.375))
+    # Judge over verdicts only: a1 (1+0)/2, a2 1/1 -> 0.75 over 2 questions; samples 1.0, 0.5.
+    assert (a.judge.mean, a.judge.std, a.judge.n) == pytest.approx((0.75, 0.25, 2))
+    # Sub-agent tokens: a1 (1000+3000)/2=2000, a2 (0+500)/2=250 -> 1125 (student shadow excluded).
+    assert a.subagent_tokens.mean == pytest.approx(1125)
+    assert (a.searches["0"], a.searches["1"], a.searches[">=2"]) == (1, 1, 1)
+    assert a.no_subquery_share == pytest.approx(0.25)
+    # CER-C (B=1000, N=2), a1 only: #0 g1 at 600 -> [0.5, 0.5]; #1 g1 at 800, g2 at 1800 -> [0.5, 1.0].
+    assert a.cer_c.mean == pytest.approx(0.625)
+    assert a.cer_curve == pytest.approx([0.5, 0.75])
+    assert b.em.mean == 1.0 and b.judge.mean == 1.0 and b.cer_c is None
+    assert b.subagent_tokens.mean == pytest.approx((1000 + 2000) / 2)
+    assert (b.searches["1"], b.searches[">=2"]) == (2, 1)
+
+
+def test_macro_average_and_pooled():
+    r = summarize(episodes(), "hand", bucket_tokens=1_000, n_buckets=2)
+    assert r.average["em"] == pytest.approx((0.5 + 1.0) / 2)
+    assert r.average["judge"] == pytest.approx((0.75 + 1.0) / 2)
+    assert r.average["subagent_tokens"] == pytest.approx((1125 + 1500) / 2)
+    assert r.average["search_2plus"] == pytest.approx((1 / 3 + 1 / 3) / 2)
+    assert r.average["cer_c"] == pytest.approx(0.625)  # only datasets with gold ids count
+    # Pooled: EM per question 0.5, 0.5, 1.0 -> 2/3.
+    assert r.pooled.em.mean == pytest.approx(2 / 3)
+    assert r.pooled.n_questions == 3
+
+
+def test_excluding_no_subquery_episodes():
+    r = summarize(episodes(), exclude_no_subquery=True)
+    a = r.datasets["hotpotqa"]
+    assert (a.n_episodes, a.n_excluded) == (3, 1)
+    assert a.em.mean == pytest.approx((0.5 + 0.0) / 2)  # a2 keeps only its sample 1 (EM 0)
+    assert a.no_subquery_share == pytest.approx(0.25)  # still reported
+
+
+def test_json_round_trip_and_markdown(tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    path.write_text("".join(e.to_json() + "\n" for e in episodes()))
+    r = summarize_file(path, bucket_tokens=1_000, n_buckets=2)
+    saved = r.save_json(tmp_path / "results.json")
+    loaded = EvalResults.load_json(saved)
+    assert loaded.datasets["hotpotqa"].em == r.datasets["hotpotqa"].em
+    assert json.loads(saved.read_text())["average"]["em"] == pytest.approx(0.75)
+    md = results_markdown(loaded)
+    assert (
+        "| hotpotqa | 2 | 2 | 50.0 ± 50.0 | 62.5 ± 37.5 | 75.0 ± 25.0 | 1,125 | 33 | 33 | 62.5 | 25 |" in md
+    )
+    assert "| **avg** (macro) | 3 |" in md
+    table = sweep_markdown([("cell", "bb", "ex", loaded)])
+    assert "| cell | bb | ex | 75.0 |" in table and "EM musique" in table
+
+
+def test_single_agent_episode_counts_its_agent(tmp_path):
+    run = _run(0, [(700, ["g1"]), (300, None)], role="single_agent")
+    ep = Episode(episode_id="a1#0", question=QUESTIONS["a1"], runs=[run], config={"mode": "single_agent"})
+    r = summarize([ep], bucket_tokens=1_000, n_buckets=1)
+    assert r.datasets["hotpotqa"].subagent_tokens.mean == 1000
+    assert r.datasets["hotpotqa"].no_subquery_share == 0.0
+    assert r.datasets["hotpotqa"].cer_c.mean == pytest.approx(0.5)
+
+
+def test_bad_episode_file_names_the_line(tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(episodes()[0].to_json() + "\n" + json.dumps({"episode_id": "x"}) + "\n")
+    with pytest.raises(ValueError, match=r"episodes.jsonl:2: .*question"):
+        summarize_file(path)
