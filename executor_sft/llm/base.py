@@ -5,6 +5,15 @@ assistant message with `content`, `reasoning_content` and `tool_calls` (OpenAI s
 `{"id", "type": "function", "function": {"name", "arguments": <JSON string>}}`), token usage
 and latency. Backends never raise for a model's bad output; transport failures that outlast
 retries raise `ChatError`, which the agents record in the episode.
+
+Malformed tool calls are surfaced, never dropped or raised: a hermes `<tool_call>` block
+that is not a JSON object with a `name` and object `arguments` becomes a tool call whose
+`function.name` is the name if readable (else `""`) and whose `function.arguments` is the
+raw block text. `executor_sft.llm.parsing.tool_call_error(call)` says whether (and why) a
+call cannot be dispatched; agents apply it before running a tool.
+
+`usage` may carry `counted_by`: "backend" (reported by the server/engine that generated),
+"tokenizer" (counted locally because the endpoint reported none) or "estimate" (chars/4).
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ class ChatResult:
     usage: TokenUsage
     latency_s: float
     model: str
+    finish_reason: str | None = None
+    """"stop", "length" or "tool_calls" when the backend knows; None otherwise."""
 
     def record(self, messages: list[Message], tools: list[dict] | None = None) -> LLMCallRecord:
         return LLMCallRecord(

@@ -1,0 +1,143 @@
+"""One model role in a YAML config (`ModelConfig`) and the factory that builds its backend.
+
+Unknown keys are errors (a typo like `temprature` must not silently fall back to a
+default); pydantic's message names the field. The API key itself never appears in a
+config: only the name of the environment variable that holds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from executor_sft.llm.base import ChatModel, SamplingParams
+
+
+class ModelConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    backend: Literal["openai", "transformers", "vllm"] = "openai"
+    model: str
+    """Served model name (openai), or path / hub id / offline alias (transformers, vllm)."""
+    name: str | None = None
+    """Label recorded in episodes (default: `model`)."""
+
+    # openai backend
+    base_urls: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:8000/v1"])
+    api_key_env: str | None = None
+    max_concurrency: int = Field(32, ge=1)
+    timeout_s: float = Field(120.0, gt=0)
+    max_retries: int = Field(4, ge=0)
+    backoff_base_s: float = Field(0.5, ge=0)
+    backoff_max_s: float = Field(20.0, ge=0)
+    pass_enable_thinking: bool = True
+    tokenizer: str | None = None
+    """Path / alias of a tokenizer: counts tokens when an endpoint reports none (openai), or
+    replaces the model's own tokenizer (vllm)."""
+
+    # sampling defaults
+    temperature: float = Field(0.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int = Field(1024, ge=1)
+    seed: int | None = None
+    stop: list[str] | None = None
+    enable_thinking: bool = False
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    # in-process backends
+    chat_template: str | None = None
+    """Path to a Jinja chat template, or "chatml_tools" for this project's template."""
+    dtype: str = "float32"
+    device: str | None = None
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("base_urls", mode="before")
+    @classmethod
+    def _one_url(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            seed=self.seed,
+            stop=list(self.stop) if self.stop else None,
+            enable_thinking=self.enable_thinking,
+        )
+
+    def label(self) -> str:
+        return self.name or self.model
+
+
+def _template_text(spec: str | None) -> str | None:
+    if spec is None:
+        return None
+    if spec == "chatml_tools":
+        from executor_sft.testing.models import chatml_tools_template
+
+        return chatml_tools_template()
+    from pathlib import Path
+
+    return Path(spec).read_text(encoding="utf-8")
+
+
+def _load_tokenizer(spec: str) -> Any:
+    if spec == "offline:qwen3":
+        from executor_sft.testing import qwen3_tokenizer
+
+        return qwen3_tokenizer()
+    if spec.startswith("offline:"):
+        from executor_sft.llm.transformers_backend import load_model
+
+        return load_model(spec)[1]
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(spec)
+
+
+def build_chat_model(cfg: ModelConfig | dict[str, Any]) -> ChatModel:
+    """The backend a config describes (imports heavy dependencies only when needed)."""
+    if not isinstance(cfg, ModelConfig):
+        cfg = ModelConfig.model_validate(cfg)
+    if cfg.backend == "openai":
+        from executor_sft.llm.openai_backend import OpenAIChatModel
+
+        return OpenAIChatModel(
+            cfg.model,
+            cfg.base_urls,
+            api_key_env=cfg.api_key_env,
+            name=cfg.label(),
+            max_concurrency=cfg.max_concurrency,
+            timeout_s=cfg.timeout_s,
+            max_retries=cfg.max_retries,
+            backoff_base_s=cfg.backoff_base_s,
+            backoff_max_s=cfg.backoff_max_s,
+            sampling=cfg.sampling(),
+            extra_body=cfg.extra_body,
+            pass_enable_thinking=cfg.pass_enable_thinking,
+            tokenizer=_load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None,
+        )
+    if cfg.backend == "transformers":
+        from executor_sft.llm.transformers_backend import TransformersChatModel
+
+        return TransformersChatModel(
+            cfg.model,
+            _load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None,
+            name=cfg.label(),
+            sampling=cfg.sampling(),
+            chat_template=_template_text(cfg.chat_template),
+            dtype=cfg.dtype,
+            device=cfg.device,
+        )
+    from executor_sft.llm.vllm_backend import VLLMChatModel
+
+    return VLLMChatModel(
+        cfg.model,
+        _load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None,
+        name=cfg.label(),
+        sampling=cfg.sampling(),
+        chat_template=_template_text(cfg.chat_template),
+        engine_kwargs=cfg.engine_kwargs,
+    )

@@ -1,0 +1,342 @@
+"""OpenAI-compatible chat endpoints (vLLM, SGLang, hosted APIs) behind the `ChatModel` interface.
+
+Why our own retry loop (the SDK's `max_retries` is 0): rollouts run thousands of concurrent
+calls against several replicas, so a failed attempt should move to another replica, back off
+with full jitter (no thundering herd after a 429 burst) and end in one `ChatError` that the
+agents record, not a stack of SDK exceptions.
+
+The API key is read from the environment variable named by `api_key_env` at construction
+and only handed to the SDK clients; it is never stored on this object, logged, or included
+in reprs and error messages (those are scrubbed in case a server echoes it back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import random
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+
+from executor_sft.llm.base import ChatError, ChatResult, SamplingParams
+from executor_sft.llm.parsing import THINK_CLOSE, TOOL_OPEN, parse_assistant_text
+from executor_sft.llm.usage import count_usage
+from executor_sft.schema import Message, TokenUsage
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass
+class _Endpoint:
+    base_url: str
+    in_flight: int = 0
+    down_until: float = 0.0
+    requests: int = 0
+    failures: int = 0
+
+
+class _Retryable(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None):
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    value = exc.response.headers.get("retry-after") if exc.response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class OpenAIChatModel:
+    """Chat over one or more OpenAI-compatible base URLs with balancing, limits and retries.
+
+    Args:
+        model: the served model name sent in each request.
+        base_urls: one URL or a list (replicas); each request goes to the replica with the
+            fewest requests in flight (ties round-robin), skipping replicas that just failed
+            to connect (for `down_cooldown_s`).
+        api_key_env: name of the environment variable holding the key (None: no key, sends
+            "EMPTY" as vLLM/SGLang expect).
+        max_concurrency: at most this many requests in flight from this object.
+        timeout_s: wall-clock limit of one attempt.
+        max_retries: further attempts after the first on 408/409/425/429/5xx, timeouts and
+            connection errors; backoff is full jitter, `uniform(0, min(backoff_max_s,
+            backoff_base_s * 2**attempt))`, or the server's Retry-After when larger.
+        sampling: defaults for calls that pass no `SamplingParams`.
+        extra_body: sent with every request (merged under the call's own `extra_body`).
+        pass_enable_thinking: send `chat_template_kwargs.enable_thinking` (vLLM/SGLang);
+            turn off for hosted APIs that reject unknown fields.
+        tokenizer: counts tokens when the endpoint reports no usage (else estimated).
+        parse_text_fallback: parse `<think>`/`<tool_call>` from content when the endpoint
+            returned them unparsed (a server started without a reasoning/tool parser).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_urls: str | list[str] = "http://127.0.0.1:8000/v1",
+        *,
+        api_key_env: str | None = None,
+        name: str | None = None,
+        max_concurrency: int = 32,
+        timeout_s: float = 120.0,
+        max_retries: int = 4,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 20.0,
+        down_cooldown_s: float = 5.0,
+        sampling: SamplingParams | None = None,
+        extra_body: dict[str, Any] | None = None,
+        pass_enable_thinking: bool = True,
+        tokenizer: Any | None = None,
+        parse_text_fallback: bool = True,
+    ):
+        urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
+        if not urls:
+            raise ValueError("OpenAIChatModel: base_urls is empty")
+        if max_concurrency < 1:
+            raise ValueError(f"OpenAIChatModel: max_concurrency must be >= 1, got {max_concurrency}")
+        self.model = model
+        self.name = name or model
+        self.api_key_env = api_key_env
+        if api_key_env:
+            key = os.environ.get(api_key_env)
+            if not key:
+                raise ValueError(
+                    f"OpenAIChatModel({self.name}): environment variable {api_key_env} is not set"
+                )
+        else:
+            key = "EMPTY"
+        # Kept only inside a closure that builds clients; not an attribute of this object.
+        self._make_client = _client_factory(key, timeout_s)
+        self._scrub = _scrubber(key if api_key_env else None)
+        self.endpoints = [_Endpoint(u.rstrip("/")) for u in urls]
+        self.max_concurrency = max_concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.down_cooldown_s = down_cooldown_s
+        self.sampling = sampling or SamplingParams()
+        self.extra_body = dict(extra_body or {})
+        self.pass_enable_thinking = pass_enable_thinking
+        self.tokenizer = tokenizer
+        self.parse_text_fallback = parse_text_fallback
+        self._rr = itertools.count()
+        # Clients and the semaphore belong to an event loop; keep one set per loop.
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        urls = [e.base_url for e in self.endpoints]
+        return f"OpenAIChatModel(name={self.name!r}, model={self.model!r}, base_urls={urls!r}, api_key_env={self.api_key_env!r})"
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._loops.get(loop)
+        if state is None:
+            state = _LoopState(asyncio.Semaphore(self.max_concurrency), {})
+            self._loops[loop] = state
+        return state
+
+    def _client(self, state: _LoopState, endpoint: _Endpoint) -> openai.AsyncOpenAI:
+        client = state.clients.get(endpoint.base_url)
+        if client is None:
+            client = state.clients[endpoint.base_url] = self._make_client(endpoint.base_url)
+        return client
+
+    def _pick(self, avoid: set[str]) -> _Endpoint:
+        now = time.monotonic()
+        pools = (
+            [e for e in self.endpoints if e.base_url not in avoid and e.down_until <= now],
+            [e for e in self.endpoints if e.down_until <= now],
+            [e for e in self.endpoints if e.base_url not in avoid],
+            self.endpoints,
+        )
+        pool = next(p for p in pools if p)
+        least = min(e.in_flight for e in pool)
+        tied = [e for e in pool if e.in_flight == least]
+        return tied[next(self._rr) % len(tied)]
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        delay = random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2**attempt))
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.backoff_max_s))
+        return delay
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients opened on the running event loop."""
+        state = self._loops.pop(asyncio.get_running_loop(), None)
+        if state:
+            await asyncio.gather(*(c.close() for c in state.clients.values()), return_exceptions=True)
+
+    # -- request / response ---------------------------------------------------------------
+    def _request(
+        self, messages: list[Message], tools: list[dict] | None, sampling: SamplingParams
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        body.update(self.extra_body)
+        body.update(sampling.extra_body or {})
+        if self.pass_enable_thinking:
+            kwargs = dict(body.get("chat_template_kwargs") or {})
+            kwargs.setdefault("enable_thinking", sampling.enable_thinking)
+            body["chat_template_kwargs"] = kwargs
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+        }
+        if tools:
+            request["tools"] = tools
+        if sampling.seed is not None:
+            request["seed"] = sampling.seed
+        if sampling.stop:
+            request["stop"] = sampling.stop
+        if body:
+            request["extra_body"] = body
+        return request
+
+    def _message(self, choice: Any, tools: list[dict] | None) -> Message:
+        raw = choice.message
+        extra = raw.model_extra or {}
+        content = raw.content or ""
+        reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+        tool_calls = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.function.name or "", "arguments": call.function.arguments or ""},
+            }
+            for call in raw.tool_calls or []
+            if getattr(call, "function", None) is not None
+        ]
+        needs_parse = (not reasoning and THINK_CLOSE in content) or (
+            tools and not tool_calls and TOOL_OPEN in content
+        )
+        if self.parse_text_fallback and needs_parse:
+            parsed = parse_assistant_text(content, parse_tools=bool(tools) and not tool_calls)
+            content = parsed.content
+            reasoning = reasoning or parsed.reasoning_content
+            tool_calls = tool_calls or parsed.tool_calls
+        message: Message = {"role": "assistant", "content": content}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        return message
+
+    async def _attempt(self, state: _LoopState, endpoint: _Endpoint, request: dict[str, Any]) -> Any:
+        client = self._client(state, endpoint)
+        endpoint.in_flight += 1
+        endpoint.requests += 1
+        try:
+            return await asyncio.wait_for(client.chat.completions.create(**request), self.timeout_s)
+        except (TimeoutError, openai.APITimeoutError) as exc:
+            raise _Retryable(f"timeout after {self.timeout_s:g}s") from exc
+        except openai.APIConnectionError as exc:
+            endpoint.down_until = time.monotonic() + self.down_cooldown_s
+            raise _Retryable(f"connection error: {self._scrub(str(exc))}") from exc
+        except openai.APIStatusError as exc:
+            detail = f"HTTP {exc.status_code}: {self._scrub(str(exc))[:500]}"
+            if exc.status_code in RETRYABLE_STATUS:
+                raise _Retryable(detail, _retry_after(exc)) from exc
+            raise ChatError(f"{self.name} at {endpoint.base_url}: {detail}") from None
+        finally:
+            endpoint.in_flight -= 1
+
+    async def chat(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        sampling: SamplingParams | None = None,
+    ) -> ChatResult:
+        sampling = sampling or self.sampling
+        request = self._request(messages, tools, sampling)
+        state = self._state()
+        async with state.semaphore:
+            start = time.perf_counter()
+            response = None
+            tried: set[str] = set()
+            errors: list[str] = []
+            for attempt in range(self.max_retries + 1):
+                endpoint = self._pick(tried)
+                try:
+                    response = await self._attempt(state, endpoint, request)
+                    break
+                except _Retryable as exc:
+                    endpoint.failures += 1
+                    errors.append(f"{endpoint.base_url}: {exc}")
+                    tried.add(endpoint.base_url)
+                    if len(tried) == len(self.endpoints):
+                        tried.clear()
+                    if attempt < self.max_retries:
+                        delay = self._backoff(attempt, exc.retry_after)
+                        log.info(
+                            "%s: attempt %d failed (%s); retry in %.2fs", self.name, attempt + 1, exc, delay
+                        )
+                        await asyncio.sleep(delay)
+            if response is None:
+                first = f" (first: {errors[0]})" if len(errors) > 1 else ""
+                raise ChatError(f"{self.name}: {len(errors)} attempts failed; last: {errors[-1]}{first}")
+            latency = time.perf_counter() - start
+        if not response.choices:
+            raise ChatError(f"{self.name}: response has no choices")
+        choice = response.choices[0]
+        message = self._message(choice, tools)
+        usage = _usage(response.usage) or count_usage(messages, tools, message, self.tokenizer)
+        return ChatResult(
+            message=message,
+            usage=usage,
+            latency_s=latency,
+            model=response.model or self.model,
+            finish_reason=choice.finish_reason,
+        )
+
+
+@dataclass
+class _LoopState:
+    semaphore: asyncio.Semaphore
+    clients: dict[str, openai.AsyncOpenAI]
+
+
+def _usage(usage: Any) -> TokenUsage | None:
+    if usage is None or usage.prompt_tokens is None:
+        return None
+    return TokenUsage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens or 0,
+        counted_by="backend",
+    )
+
+
+def _client_factory(key: str, timeout_s: float):
+    def make(base_url: str) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            api_key=key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+        )
+
+    return make
+
+
+def _scrubber(key: str | None):
+    def scrub(text: str) -> str:
+        return text.replace(key, "***") if key else text
+
+    return scrub

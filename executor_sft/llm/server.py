@@ -1,0 +1,192 @@
+"""An OpenAI-compatible HTTP server around any `ChatModel`.
+
+Serves CPU models locally (`python -m executor_sft.llm.server --model offline:smollm2`) so
+every stage can talk to them exactly as to vLLM, and gives the tests a real HTTP endpoint.
+Implements POST /v1/chat/completions (non-streaming, n=1), GET /v1/models and GET /health.
+Binds 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    n: int = 1
+    stream: bool = False
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    def sampling(self, default: SamplingParams) -> SamplingParams:
+        kwargs = self.chat_template_kwargs or {}
+        stop = [self.stop] if isinstance(self.stop, str) else self.stop
+        return SamplingParams(
+            temperature=default.temperature if self.temperature is None else self.temperature,
+            top_p=default.top_p if self.top_p is None else self.top_p,
+            max_tokens=self.max_completion_tokens or self.max_tokens or default.max_tokens,
+            seed=self.seed if self.seed is not None else default.seed,
+            stop=stop or default.stop,
+            enable_thinking=bool(kwargs.get("enable_thinking", default.enable_thinking)),
+        )
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
+    return JSONResponse(
+        status_code=status, content={"error": {"message": message, "type": kind, "code": status}}
+    )
+
+
+def create_app(model: ChatModel, served_name: str | None = None) -> FastAPI:
+    """A FastAPI app serving `model` under `served_name` (default: `model.name`)."""
+    name = served_name or model.name
+    default = getattr(model, "sampling", None) or SamplingParams()
+    app = FastAPI(title=f"executor_sft chat server ({name})")
+    app.state.model = model
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [{"id": name, "object": "model", "created": 0, "owned_by": "executor_sft"}],
+        }
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: ChatCompletionRequest):
+        if request.stream:
+            return _error(400, "stream=true is not supported by this server")
+        if request.n != 1:
+            return _error(400, f"n={request.n} is not supported (only n=1)")
+        if not request.messages:
+            return _error(400, "messages is empty")
+        tools = request.tools if request.tool_choice != "none" else None
+        try:
+            result = await model.chat(
+                request.messages, tools=tools or None, sampling=request.sampling(default)
+            )
+        except ChatError as exc:
+            return _error(502, f"upstream model failed: {exc}", "upstream_error")
+        except Exception as exc:  # the model crashed on this input: report it, keep serving
+            log.exception("chat failed")
+            return _error(500, f"{type(exc).__name__}: {exc}", "server_error")
+        message = dict(result.message)
+        message.setdefault("content", "")
+        finish = result.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop")
+        usage = result.usage
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": name,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            },
+        }
+
+    return app
+
+
+class BackgroundServer:
+    """Run an app with uvicorn on a background thread (tests, notebooks); port 0 picks a free one.
+
+    Use as a context manager; `base_url` ends in `/v1`, ready for `OpenAIChatModel`.
+    """
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
+        import uvicorn
+
+        self.config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off")
+        self.server = uvicorn.Server(self.config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True, name="chat-server")
+        self.host = host
+        self.port = port
+
+    def start(self, timeout_s: float = 30.0) -> BackgroundServer:
+        self.thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"chat server did not start on {self.host}:{self.port}")
+            time.sleep(0.02)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve a chat model over the OpenAI chat-completions API.")
+    parser.add_argument(
+        "--model", required=True, help='path, hub id or alias ("offline:smollm2", "offline:tiny-qwen3")'
+    )
+    parser.add_argument("--name", default=None, help="model id to serve under (default: --model)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--chat-template", default=None, help='Jinja file, or "chatml_tools"')
+    args = parser.parse_args(argv)
+
+    import uvicorn
+
+    from executor_sft.llm.config import ModelConfig, build_chat_model
+
+    cfg = ModelConfig(
+        backend="transformers",
+        model=args.model,
+        name=args.name,
+        dtype=args.dtype,
+        chat_template=args.chat_template,
+    )
+    t0 = time.perf_counter()
+    model = build_chat_model(cfg)
+    print(
+        f"loaded {args.model} in {time.perf_counter() - t0:.1f}s; serving http://{args.host}:{args.port}/v1",
+        flush=True,
+    )
+    uvicorn.run(create_app(model, args.name or args.model), host=args.host, port=args.port, log_level="info")
+
+
+if __name__ == "__main__":
+    main()

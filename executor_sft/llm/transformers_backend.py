@@ -1,0 +1,189 @@
+"""In-process generation with a transformers model (CPU tests, small local models).
+
+Concurrency: calls are serialised on one worker thread owned by the model object, so the
+event loop never blocks and concurrent agents simply queue. We chose this over
+micro-batching because per-call sampling settings differ, padded batches change greedy
+outputs slightly on some models, and the CPU models this backend serves gain little from
+batching; for throughput use vLLM (in-process `VLLMChatModel` or a server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from typing import Any
+
+from executor_sft.llm.base import ChatResult, SamplingParams
+from executor_sft.llm.parsing import (
+    THINK_CLOSE,
+    THINK_OPEN,
+    TOOL_CLOSE,
+    TOOL_OPEN,
+    parse_assistant_text,
+    prompt_opens_think,
+)
+from executor_sft.schema import Message, TokenUsage
+
+OFFLINE_ALIASES = ("offline:tiny-qwen3", "offline:smollm2")
+_KEEP_MARKERS = {THINK_OPEN, THINK_CLOSE, TOOL_OPEN, TOOL_CLOSE}
+
+
+def load_model(name_or_path: str, dtype: str = "float32", device: str | None = None) -> tuple[Any, Any]:
+    """(model, tokenizer) from an offline alias or a local/hub path."""
+    from executor_sft import testing
+
+    if name_or_path == "offline:tiny-qwen3":
+        model, tokenizer = testing.tiny_qwen3()
+    elif name_or_path == "offline:smollm2":
+        model, tokenizer = testing.smollm2_instruct(dtype=dtype)
+    elif name_or_path.startswith("offline:"):
+        raise ValueError(f"unknown offline model {name_or_path!r}; known: {', '.join(OFFLINE_ALIASES)}")
+    else:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=getattr(torch, dtype))
+    if device:
+        model = model.to(device)
+    model.eval()
+    return model, tokenizer
+
+
+def render_prompt(
+    tokenizer: Any, messages: list[Message], tools: list[dict] | None, enable_thinking: bool
+) -> str:
+    """The prompt text from the tokenizer's chat template (tools and enable_thinking passed through)."""
+    return tokenizer.apply_chat_template(
+        messages,
+        tools=tools or None,
+        add_generation_prompt=True,
+        tokenize=False,
+        enable_thinking=enable_thinking,
+    )
+
+
+def decode_completion(tokenizer: Any, token_ids: list[int], stop_ids: set[int]) -> tuple[str, int, bool]:
+    """Generated ids -> (text without special tokens except think/tool markers, n tokens, stopped).
+
+    Generation ends at the first stop (end-of-turn) token; it is counted in usage but not
+    returned as text.
+    """
+    n = len(token_ids)
+    stopped = False
+    for i, tok in enumerate(token_ids):
+        if tok in stop_ids:
+            n, stopped = i + 1, True
+            break
+    body = token_ids[: n - 1] if stopped else token_ids[:n]
+    text = tokenizer.decode(body, skip_special_tokens=False)
+    for special in getattr(tokenizer, "all_special_tokens", []):
+        if special and special not in _KEEP_MARKERS:
+            text = text.replace(special, "")
+    return text, n, stopped
+
+
+class TransformersChatModel:
+    """A `ChatModel` over a transformers causal LM and its tokenizer's chat template.
+
+    Args:
+        model: a loaded model, or a path / hub id / offline alias ("offline:tiny-qwen3",
+            "offline:smollm2") to load.
+        tokenizer: required with a loaded model; loaded along with a path or alias.
+        name: reported as `ChatResult.model` (default: the alias/path or the model's name).
+        sampling: defaults for calls that pass no `SamplingParams`.
+        chat_template: replaces the tokenizer's template (e.g. `chatml_tools_template()`).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any | None = None,
+        *,
+        name: str | None = None,
+        sampling: SamplingParams | None = None,
+        chat_template: str | None = None,
+        dtype: str = "float32",
+        device: str | None = None,
+    ):
+        if isinstance(model, str):
+            name = name or model
+            model, loaded_tok = load_model(model, dtype=dtype, device=device)
+            tokenizer = tokenizer or loaded_tok
+        elif tokenizer is None:
+            raise ValueError("TransformersChatModel: pass the tokenizer along with a loaded model")
+        self.model = model
+        self.tokenizer = tokenizer
+        if chat_template is not None:
+            tokenizer.chat_template = chat_template
+        self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
+        self.sampling = sampling or SamplingParams()
+        stop = model.generation_config.eos_token_id
+        stop_ids = set(stop if isinstance(stop, list) else [stop] if stop is not None else [])
+        if tokenizer.eos_token_id is not None:
+            stop_ids.add(tokenizer.eos_token_id)
+        self.stop_ids = stop_ids
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tf-chat")
+        self._lock = threading.Lock()  # also guards direct `generate_sync` callers
+
+    def __repr__(self) -> str:
+        return f"TransformersChatModel(name={self.name!r})"
+
+    def generate_sync(
+        self, messages: list[Message], tools: list[dict] | None = None, sampling: SamplingParams | None = None
+    ) -> ChatResult:
+        """Blocking generation; `chat` runs this on the model's worker thread."""
+        import torch
+
+        sampling = sampling or self.sampling
+        start = time.perf_counter()
+        prompt = render_prompt(self.tokenizer, messages, tools, sampling.enable_thinking)
+        enc = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+        enc = {k: v.to(self.model.device) for k, v in enc.items()}
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_tokens,
+            "eos_token_id": sorted(self.stop_ids) or None,
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
+        if sampling.temperature > 0:
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if sampling.stop:
+            kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
+        with self._lock, torch.inference_mode():
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+            out = self.model.generate(**enc, **kwargs)
+        n_prompt = enc["input_ids"].shape[1]
+        generated = out[0, n_prompt:].tolist()
+        text, n_completion, stopped = decode_completion(self.tokenizer, generated, self.stop_ids)
+        finish = "stop" if stopped else "length"
+        for s in sampling.stop or []:
+            cut = text.find(s)
+            if cut >= 0:
+                text, finish = text[:cut], "stop"
+        parsed = parse_assistant_text(text, parse_tools=bool(tools), think_open=prompt_opens_think(prompt))
+        if parsed.tool_calls and finish == "stop":
+            finish = "tool_calls"
+        return ChatResult(
+            message=parsed.to_message(),
+            usage=TokenUsage(prompt_tokens=n_prompt, completion_tokens=n_completion, counted_by="backend"),
+            latency_s=time.perf_counter() - start,
+            model=self.name,
+            finish_reason=finish,
+        )
+
+    async def chat(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        sampling: SamplingParams | None = None,
+    ) -> ChatResult:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.generate_sync, messages, tools, sampling)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
