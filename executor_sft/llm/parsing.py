@@ -9,7 +9,8 @@ Malformed tool-call convention (what the agents check): a `<tool_call>` block wh
 not a JSON object with a string `name` and an object `arguments` is still returned as a
 tool call, so the agent can see the model tried to call a tool and correct it:
 - `function.name` is the name if one could be read from the body, else `""`;
-- `function.arguments` is the raw body text (stripped) when it is not a JSON object.
+- `function.arguments` is the raw body text (stripped) when the body is not JSON, or the
+  JSON of the offending `arguments` value when it is not an object.
 `tool_call_error(call)` returns why a call is unusable (or None), which is the one test
 agents should apply before dispatching.
 """
@@ -74,27 +75,28 @@ class ParsedToolCalls:
 
 
 def _call_from_body(body: str) -> tuple[dict[str, Any], bool]:
-    """One hermes block body -> (tool call, is_malformed)."""
+    """One hermes block body -> (tool call, is_malformed); the convention is in the module doc."""
     raw = body.strip()
     try:
         obj = json.loads(raw)
     except (ValueError, RecursionError):
         obj = None
-    if isinstance(obj, dict) and isinstance(obj.get("name"), str) and obj["name"]:
+    if isinstance(obj, dict):
+        name = obj.get("name") if isinstance(obj.get("name"), str) else ""
         args = obj.get("arguments", obj.get("parameters", {}))
         if isinstance(args, str) and not args.strip():
             args = "{}"
-        if isinstance(args, str):
-            try:
-                decoded = json.loads(args)
-            except (ValueError, RecursionError):
-                decoded = None
-            if isinstance(decoded, dict):
-                return make_tool_call(obj["name"], args), False
-            return make_tool_call(obj["name"], args), True
         if isinstance(args, dict):
-            return make_tool_call(obj["name"], json.dumps(args, ensure_ascii=False)), False
-        return make_tool_call(obj["name"], raw), True
+            arguments, valid = json.dumps(args, ensure_ascii=False), True
+        elif isinstance(args, str):
+            try:
+                valid = isinstance(json.loads(args), dict)
+            except (ValueError, RecursionError):
+                valid = False
+            arguments = args
+        else:  # a list, number or null: keep it visible, as JSON that is not an object
+            arguments, valid = json.dumps(args, ensure_ascii=False), False
+        return make_tool_call(name, arguments), not (name and valid)
     match = _NAME_RE.search(raw)
     name = ""
     if match:
@@ -109,8 +111,9 @@ def parse_tool_calls(text: str) -> ParsedToolCalls:
     """Extract hermes `<tool_call>{"name", "arguments"}</tool_call>` blocks from content.
 
     The content is the text outside the blocks, stripped. An opening tag without a closing
-    tag (generation cut off) still yields a (probably malformed) call from the rest of the
-    text; a stray closing tag stays in the content.
+    tag (generation cut off, or `</tool_call>` used as a stop string) yields a call from the
+    rest of the text, valid if that text is a complete call; a stray closing tag stays in
+    the content.
     """
     if TOOL_OPEN not in text:
         return ParsedToolCalls(content=text.strip())
@@ -130,9 +133,9 @@ def parse_tool_calls(text: str) -> ParsedToolCalls:
         next_open = text.find(TOOL_OPEN, body_start)
         if end < 0 or (0 <= next_open < end):
             stop = next_open if next_open >= 0 else len(text)
-            call, _ = _call_from_body(text[body_start:stop])
+            call, bad = _call_from_body(text[body_start:stop])
             calls.append(call)
-            malformed += 1
+            malformed += bad
             pos = stop
             continue
         call, bad = _call_from_body(text[body_start:end])
