@@ -14,12 +14,19 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from rich.console import Console
 from tqdm import tqdm
 from trl import TrlParser
 
-from executor_sft.filters import EpisodeFilter, FilterConfig, iter_jsonl, print_report, write_json
-from executor_sft.filters.io import atomic_open
+from executor_sft.filters import (
+    EpisodeFilter,
+    FilterConfig,
+    MalformedLineError,
+    RecordError,
+    atomic_open,
+    iter_jsonl,
+    print_report,
+    write_json,
+)
 
 
 @dataclass
@@ -29,10 +36,8 @@ class FilterPaths:
     report: str | None = field(default=None, metadata={"help": "Composition report to write (JSON)."})
 
 
-def main(argv: list[str] | None = None) -> int:
-    paths, config = TrlParser((FilterPaths, FilterConfig)).parse_args_and_config(argv)
-    start = time.perf_counter()
-    filt = EpisodeFilter(config)
+def _write_rows(filt: EpisodeFilter, paths: FilterPaths) -> None:
+    """Stream rows into a temporary file renamed over `paths.output` only on success."""
     with (
         atomic_open(paths.output) as out,
         tqdm(iter_jsonl(paths.rollouts), desc="filtering", unit=" episodes", file=sys.stderr) as bar,
@@ -41,15 +46,27 @@ def main(argv: list[str] | None = None) -> int:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if n_rows % 100 == 0:
                 bar.set_postfix(rows=n_rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths, config = TrlParser((FilterPaths, FilterConfig)).parse_args_and_config(argv)
+    start = time.perf_counter()
+    filt = EpisodeFilter(config)
+    try:
+        _write_rows(filt, paths)
+    except (RecordError, MalformedLineError) as exc:  # bad input: one clear line, no traceback
+        print(f"error: {exc}\nnothing written; {paths.output} left as it was", file=sys.stderr)
+        return 2
     report = filt.report.to_dict()
     if paths.report:
         write_json(paths.report, report)
     print_report(report)
     totals = report["totals"]
-    Console(stderr=True).print(
+    print(
         f"{totals['episodes']} episodes, {totals['runs']} runs -> {totals['rows']} rows "
         f"({totals['unique_questions']} questions) in {time.perf_counter() - start:.1f}s; "
-        f"wrote {paths.output}" + (f" and {paths.report}" if paths.report else "")
+        f"wrote {paths.output}" + (f" and {paths.report}" if paths.report else ""),
+        file=sys.stderr,
     )
     return 0
 

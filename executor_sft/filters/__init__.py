@@ -12,7 +12,14 @@ The pieces (predicates, strata, dedupe, row building, report) are exported for c
 
 from executor_sft.filters.config import INFO_GAIN_MULTI_SEARCH, SINGLE_SEARCH, STRATA, FilterConfig
 from executor_sft.filters.dedupe import Deduper, canonical_key, canonical_messages
-from executor_sft.filters.io import Located, atomic_open, iter_jsonl, write_json, write_jsonl
+from executor_sft.filters.io import (
+    Located,
+    MalformedLineError,
+    atomic_open,
+    iter_jsonl,
+    write_json,
+    write_jsonl,
+)
 from executor_sft.filters.pipeline import EpisodeFilter, FilterResult, filter_episodes
 from executor_sft.filters.predicates import (
     correctness_failure,
@@ -46,6 +53,7 @@ __all__ = [
     "FilterConfig",
     "FilterResult",
     "Located",
+    "MalformedLineError",
     "RecordError",
     "RowError",
     "RunView",

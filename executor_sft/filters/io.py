@@ -14,6 +14,10 @@ from typing import IO, Any, NamedTuple
 logger = logging.getLogger(__name__)
 
 
+class MalformedLineError(ValueError):
+    """A JSONL line that is not a JSON object; the message names the file and line."""
+
+
 class Located(NamedTuple):
     """A record and where it came from (`file:line`), for error messages."""
 
@@ -25,7 +29,7 @@ def iter_jsonl(path: str | Path) -> Iterator[Located]:
     """Yield each JSON object of a JSONL file lazily with its `file:line`.
 
     Blank lines are skipped. A line that is not a JSON object raises ValueError naming the
-    file and line, except an unfinished last line (no trailing newline: a writer was killed),
+    file and line (`MalformedLineError`), except an unfinished last line (no trailing newline: a writer was killed),
     which is skipped with a warning, as the episode store does.
     """
     path = Path(path)
@@ -39,9 +43,11 @@ def iter_jsonl(path: str | Path) -> Iterator[Located]:
                 if not line.endswith("\n"):
                     logger.warning("%s:%d: skipping an unfinished last line", path, i)
                     return
-                raise ValueError(f"{path}:{i}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+                raise MalformedLineError(
+                    f"{path}:{i}: invalid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
             if not isinstance(record, dict):
-                raise ValueError(f"{path}:{i}: expected a JSON object, got {type(record).__name__}")
+                raise MalformedLineError(f"{path}:{i}: expected a JSON object, got {type(record).__name__}")
             yield Located(f"{path}:{i}", record)
 
 

@@ -87,6 +87,13 @@ class RunView:
     @classmethod
     def parse(cls, run: Any, where: str = "<run>", path: str = "run") -> RunView:
         d = as_dict(run)
+        run_id = _str(_get(d, "run_id", where, f"{path}.run_id"), where, f"{path}.run_id")
+        role = _str(_get(d, "role", where, f"{path}.role"), where, f"{path}.role")
+        round_ = _int(_get(d, "round", where, f"{path}.round"), where, f"{path}.round")
+        sqi = _int(
+            _get(d, "sub_query_index", where, f"{path}.sub_query_index"), where, f"{path}.sub_query_index"
+        )
+        finish = _str(_get(d, "finish", where, f"{path}.finish"), where, f"{path}.finish")
         n = _get(d, "n_searches", where, f"{path}.n_searches", required=False)
         if n is _MISSING or n is None:
             searches = d.get("searches")
@@ -110,14 +117,12 @@ class RunView:
         if corrections is not None:
             corrections = _int(corrections, where, f"{path}.n_corrections")
         return cls(
-            run_id=_str(_get(d, "run_id", where, f"{path}.run_id"), where, f"{path}.run_id"),
-            role=_str(_get(d, "role", where, f"{path}.role"), where, f"{path}.role"),
-            round=_int(_get(d, "round", where, f"{path}.round"), where, f"{path}.round"),
-            sub_query_index=_int(
-                _get(d, "sub_query_index", where, f"{path}.sub_query_index"), where, f"{path}.sub_query_index"
-            ),
+            run_id=run_id,
+            role=role,
+            round=round_,
+            sub_query_index=sqi,
             n_searches=_int(n, where, f"{path}.n_searches"),
-            finish=_str(_get(d, "finish", where, f"{path}.finish"), where, f"{path}.finish"),
+            finish=finish,
             has_outcome=outcome is not None,
             em=float(em_raw or 0.0),
             judge=judge,
@@ -141,9 +146,12 @@ class EpisodeView:
     @classmethod
     def parse(cls, episode: Any, where: str = "<episode>") -> EpisodeView:
         d = as_dict(episode)
+        episode_id = _str(_get(d, "episode_id", where, "episode_id"), where, "episode_id")
         question = _get(d, "question", where, "question")
         if not isinstance(question, Mapping):
             raise RecordError(where, "question", f"must be an object, got {question!r}")
+        question_id = _str(_get(question, "id", where, "question.id"), where, "question.id")
+        dataset = question.get("dataset")
         runs = _get(d, "runs", where, "runs")
         if not isinstance(runs, list):
             raise RecordError(where, "runs", "must be a list")
@@ -152,10 +160,9 @@ class EpisodeView:
             if not isinstance(run, Mapping | BaseModel):
                 raise RecordError(where, f"runs[{i}]", "must be an object")
             views.append(RunView.parse(run, where, f"runs[{i}]"))
-        dataset = question.get("dataset")
         return cls(
-            episode_id=_str(_get(d, "episode_id", where, "episode_id"), where, "episode_id"),
-            question_id=_str(_get(question, "id", where, "question.id"), where, "question.id"),
+            episode_id=episode_id,
+            question_id=question_id,
             dataset="unknown" if dataset is None else _str(dataset, where, "question.dataset"),
             runs=views,
             where=where,
