@@ -1,0 +1,59 @@
+"""A generated fictional world and scripted policies for the offline demo and the tests.
+
+The world (`write_world`) gives a corpus, multi-hop questions with decompositions and gold
+passages, and held-out splits. The scripted policies implement `ChatModel` and play the
+backbone, executor, answerer and judge roles through the real runtime; they are data
+sources with known behaviour, never a stand-in for the LLM path.
+"""
+
+from executor_sft.synthetic.relations import RELATIONS, Relation, parse_subquery, render_subject
+from executor_sft.synthetic.scripted_answerer import ScriptedAnswerer
+from executor_sft.synthetic.scripted_backbone import ScriptedBackbone, find_question
+from executor_sft.synthetic.scripted_executor import ScriptedTeacherExecutor, scripted_student_executor
+from executor_sft.synthetic.scripted_judge import ScriptedJudge
+from executor_sft.synthetic.world import (
+    Entity,
+    Hop,
+    World,
+    WorldConfig,
+    WorldQuestion,
+    generate_world,
+    load_world,
+    world_stats,
+    write_world,
+)
+
+
+def scripted_models(world: World, noise: float = 0.0, seed: int = 0) -> dict:
+    """Role -> scripted `ChatModel` for `run_episode`: backbone, answerer, judge, teacher, student."""
+    return {
+        "backbone": ScriptedBackbone(world),
+        "answerer": ScriptedAnswerer(world),
+        "judge": ScriptedJudge(),
+        "teacher": ScriptedTeacherExecutor(world, noise=noise, seed=seed),
+        "student": scripted_student_executor(world, noise=noise, seed=seed + 1),
+    }
+
+
+__all__ = [
+    "RELATIONS",
+    "Entity",
+    "Hop",
+    "Relation",
+    "ScriptedAnswerer",
+    "ScriptedBackbone",
+    "ScriptedJudge",
+    "ScriptedTeacherExecutor",
+    "World",
+    "WorldConfig",
+    "WorldQuestion",
+    "find_question",
+    "generate_world",
+    "load_world",
+    "parse_subquery",
+    "render_subject",
+    "scripted_models",
+    "scripted_student_executor",
+    "world_stats",
+    "write_world",
+]

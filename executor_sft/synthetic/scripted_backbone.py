@@ -1,0 +1,81 @@
+"""A scripted backbone for the synthetic world: a data source for the demo and the tests.
+
+It is NOT a stand-in for the LLM path. It knows each question's decomposition and plays it
+out through the real protocol (docs/protocols.md): bridge questions one hop per round, with
+the entity filled in from the driver executor's `<answer>` in the round feedback (so a wrong
+report propagates, as it would with a real backbone); comparison questions as parallel
+sub-queries in one round; then `<stop/>`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from executor_sft.llm.base import ChatResult, SamplingParams
+from executor_sft.schema import Message
+from executor_sft.synthetic._chat import answers_after, first_user, result, text_of
+from executor_sft.synthetic.relations import RELATIONS, render_subject
+from executor_sft.synthetic.world import Hop, World, WorldQuestion
+
+STOP = "<stop/>"
+_NO_ANSWER = {"", "unknown"}
+
+
+def find_question(world: World, text: str) -> WorldQuestion | None:
+    """The world question quoted in `text` (the longest one, if several match)."""
+    found = [q for q in world.questions if q.question in text]
+    return max(found, key=lambda q: len(q.question)) if found else None
+
+
+def bridge_subquery(hop: Hop, subject_name: str) -> str:
+    """A bridge hop's sub-query with the subject filled in from the previous hop's report."""
+    rel = RELATIONS[hop.relation]
+    return rel.question.format(s=render_subject(rel.subject, subject_name, hop.descriptor))
+
+
+class ScriptedBackbone:
+    """Scripted backbone policy (a `ChatModel`) that dispatches the world's decompositions."""
+
+    def __init__(self, world: World, name: str = "scripted-backbone"):
+        self.world = world
+        self.name = name
+
+    async def chat(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        sampling: SamplingParams | None = None,
+    ) -> ChatResult:
+        return result({"role": "assistant", "content": self.reply(messages)}, messages, self.name)
+
+    def reply(self, messages: list[Message]) -> str:
+        question = find_question(self.world, first_user(messages))
+        if question is None:
+            return STOP
+        rounds = [m for m in messages if m.get("role") == "assistant"]
+        done = len(rounds)
+        hops = question.decomposition
+        if question.type == "comparison" or all(h.depends_on is None for h in hops):
+            return STOP if done else _dispatch([h.question for h in hops])
+        if done >= len(hops):
+            return STOP
+        if done == 0:
+            return _dispatch([hops[0].question])
+        # The feedback for the previous round is the last user message; read the answer to
+        # the sub-query this backbone dispatched last.
+        feedback = text_of(next(m for m in reversed(messages) if m.get("role") == "user"))
+        dispatched = _subqueries(text_of(rounds[-1]))
+        answers = answers_after(feedback, dispatched) if dispatched else []
+        answer = (answers[-1] if answers else None) or ""
+        if answer.strip().lower() in _NO_ANSWER:
+            return STOP
+        return _dispatch([bridge_subquery(hops[done], answer.strip())])
+
+
+def _dispatch(sub_queries: list[str]) -> str:
+    return "\n".join(f"<subquery>{q}</subquery>" for q in sub_queries)
+
+
+def _subqueries(text: str) -> list[str]:
+    return [q.strip() for q in re.findall(r"<subquery>(.*?)</subquery>", text, re.S)]
