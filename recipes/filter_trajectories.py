@@ -45,7 +45,7 @@ def _write_rows(filt: EpisodeFilter, paths: FilterPaths) -> None:
         for n_rows, row in enumerate(filt.stream(bar), start=1):
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if n_rows % 100 == 0:
-                bar.set_postfix(rows=n_rows)
+                bar.set_postfix(rows=n_rows, refresh=False)
 
 
 def main(argv: list[str] | None = None) -> int:
