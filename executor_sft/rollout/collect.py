@@ -1,0 +1,230 @@
+"""The collection engine: episodes for every (question, sample), counterfactual re-runs, resume.
+
+The engine is I/O bound, so it keeps `concurrency` episodes in flight on one event loop; each
+episode runs its sub-queries and executor roles concurrently as well. Model calls are awaited,
+retrieval runs in worker threads (`Retriever.asearch`) and the durable write of a finished
+episode runs in a thread too, so nothing blocks the loop. A finished episode is written with
+its counterfactual runs in one record, so a kill never leaves half-labelled work behind, and
+a restart skips every episode id already in the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from executor_sft.agents.config import PipelineConfig
+from executor_sft.agents.pipeline import run_counterfactual, run_episode
+from executor_sft.data import load_questions
+from executor_sft.filters.predicates import is_correct
+from executor_sft.llm.base import ChatModel
+from executor_sft.metrics.judge import LLMJudge
+from executor_sft.retrieval.base import Retriever
+from executor_sft.rollout.config import CollectConfig, CounterfactualConfig
+from executor_sft.rollout.store import EpisodeStore, read_episodes
+from executor_sft.rollout.summary import CollectionStats, collection_stats, render_summary
+from executor_sft.schema import Episode, Question, Usage
+
+logger = logging.getLogger(__name__)
+
+COUNTERFACTUAL_ANSWERER_USAGE = "answerer_outcomes"
+
+
+@dataclass
+class CollectResult:
+    path: Path
+    written: int
+    skipped: int
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    """(episode_id, error) for episodes that raised; they are not written and a re-run retries them."""
+    summary: dict[str, Any] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+
+def select_questions(config: CollectConfig) -> list[Question]:
+    """The question set of this config and shard (round-robin over the file order)."""
+    src = config.questions
+    questions = load_questions(src.path, dataset=src.dataset)
+    if src.split is not None:
+        questions = [q for q in questions if getattr(q, "split", None) == src.split]
+    if src.limit is not None:
+        questions = questions[: src.limit]
+    return questions[config.shard_index :: config.num_shards]
+
+
+async def add_counterfactuals(
+    episode: Episode,
+    models: Mapping[str, ChatModel],
+    retriever: Retriever,
+    pipeline: PipelineConfig,
+    settings: CounterfactualConfig,
+    judge: LLMJudge | None,
+) -> int:
+    """Re-run every correct multi-search run of `settings.role` with a smaller budget; return how many."""
+    if not settings.enabled:
+        return 0
+    require_judge = settings.require_judge if settings.require_judge is not None else judge is not None
+    targets = [
+        run
+        for run in episode.runs
+        if run.role == settings.role
+        and run.counterfactual_of is None
+        and run.n_searches >= settings.min_searches
+        and is_correct(run, require_judge=require_judge)
+    ]
+    new_runs = await asyncio.gather(
+        *(
+            run_counterfactual(
+                episode,
+                run,
+                models[settings.role],
+                retriever,
+                models["answerer"],
+                config=pipeline,
+                judge=judge,
+                max_searches=settings.max_searches,
+            )
+            for run in targets
+        )
+    )
+    for run in new_runs:
+        episode.runs.append(run)
+        episode.usage.setdefault(run.role, Usage()).add(run.usage)
+        call = getattr(run.outcome, "answerer_call", None) if run.outcome else None
+        if call and not call.get("error"):
+            episode.usage.setdefault(COUNTERFACTUAL_ANSWERER_USAGE, Usage()).add(
+                Usage(**call["usage"], calls=1)
+            )
+    return len(new_runs)
+
+
+def build_models(config: CollectConfig) -> dict[str, ChatModel]:
+    from executor_sft.llm.config import build_chat_model
+
+    missing = [r for r in config.required_roles() if r not in config.models]
+    if missing:
+        raise ValueError(f"config.models has no entry for role(s) {missing}")
+    return {role: build_chat_model(cfg) for role, cfg in config.models.items()}
+
+
+def _postfix(stats: CollectionStats, failed: int) -> dict[str, str]:
+    tokens = {role: s.tokens for role, s in stats.roles.items() if s.tokens}
+    shown = {role: f"{t / 1000:.0f}k" for role, t in sorted(tokens.items())}
+    runs = sum(s.runs for s in stats.roles.values())
+    return {"runs": str(runs), **shown, "errors": str(stats.episode_errors + failed)}
+
+
+async def collect(
+    config: CollectConfig,
+    *,
+    models: Mapping[str, ChatModel] | None = None,
+    retriever: Retriever | None = None,
+    judge: LLMJudge | None = None,
+    questions: Sequence[Question] | None = None,
+    show_progress: bool = True,
+) -> CollectResult:
+    """Collect `samples_per_question` episodes per question into `config.rollouts_path`.
+
+    `models`, `retriever` and `questions` default to what the config describes; pass them to
+    drive collection with objects you built yourself (scripted policies, a shared server).
+    """
+    start = time.perf_counter()
+    models = dict(models) if models is not None else build_models(config)
+    missing = [r for r in config.required_roles() if r not in models]
+    if missing:
+        raise ValueError(f"no model for role(s) {missing}")
+    if retriever is None:
+        from executor_sft.retrieval.config import build_retriever
+
+        retriever = build_retriever(config.retriever)
+    if judge is None and "judge" in models:
+        judge = LLMJudge(models["judge"])
+    questions = list(questions) if questions is not None else select_questions(config)
+
+    store = EpisodeStore(config.rollouts_path)
+    todo = [
+        (q, s) for q in questions for s in range(config.samples_per_question) if f"{q.id}#{s}" not in store
+    ]
+    skipped = len(questions) * config.samples_per_question - len(todo)
+    stats = CollectionStats()
+    failed: list[tuple[str, str]] = []
+    write_lock = asyncio.Lock()
+    queue: asyncio.Queue[tuple[Question, int]] = asyncio.Queue()
+    for item in todo:
+        queue.put_nowait(item)
+    bar = tqdm(total=len(todo), desc="episodes", unit="ep", disable=not show_progress, dynamic_ncols=True)
+
+    async def worker() -> None:
+        while True:
+            try:
+                question, sample = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            episode_id = f"{question.id}#{sample}"
+            try:
+                episode = await run_episode(
+                    question, models, retriever, config.pipeline, sample_index=sample, judge=judge
+                )
+                await add_counterfactuals(
+                    episode, models, retriever, config.pipeline, config.counterfactual, judge
+                )
+                async with write_lock:
+                    await asyncio.to_thread(store.append, episode)
+                stats.add(episode)
+            except Exception as exc:  # a bug or an outage: keep going, leave it for the resume
+                logger.warning("episode %s failed: %s: %s", episode_id, type(exc).__name__, exc)
+                failed.append((episode_id, f"{type(exc).__name__}: {exc}"))
+            bar.update(1)
+            bar.set_postfix(_postfix(stats, len(failed)), refresh=False)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(config.concurrency, max(1, len(todo))))))
+    finally:
+        bar.close()
+        store.close()
+
+    summary = collection_stats(
+        Episode.model_validate(e) for e in read_episodes(config.rollouts_path)
+    ).to_dict()
+    summary.update(written=stats.episodes, skipped=skipped, failed=len(failed))
+    summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return CollectResult(
+        path=config.rollouts_path,
+        written=stats.episodes,
+        skipped=skipped,
+        failed=failed,
+        summary=summary,
+        elapsed_s=time.perf_counter() - start,
+    )
+
+
+def format_result(result: CollectResult) -> str:
+    lines = [
+        render_summary(result.summary),
+        f"wrote {result.written} episodes to {result.path} in {result.elapsed_s:.1f}s "
+        f"({result.skipped} already done, {len(result.failed)} failed and left for a re-run)",
+    ]
+    lines += [f"  failed {eid}: {err}" for eid, err in result.failed[:10]]
+    return "\n".join(lines)
+
+
+def merge_rollouts(inputs: Sequence[str | Path], output: str | Path) -> tuple[int, int]:
+    """Merge shard files into one; returns (written, duplicates skipped). Resumable."""
+    written = duplicates = 0
+    with EpisodeStore(output) as store:
+        for path in inputs:
+            for record in read_episodes(path):
+                if store.append(record):
+                    written += 1
+                else:
+                    duplicates += 1
+    return written, duplicates

@@ -1,0 +1,87 @@
+"""Collection config: one YAML file maps onto `CollectConfig` (unknown keys are errors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from executor_sft.agents.config import PipelineConfig
+from executor_sft.llm.config import ModelConfig
+from executor_sft.retrieval.config import RetrieverConfig
+
+
+class QuestionSource(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    """Any file or Hub name `executor_sft.data.load_questions` reads."""
+    split: str | None = None
+    """Keep only rows whose `split` field equals this (e.g. `train` in minibench)."""
+    limit: int | None = Field(default=None, ge=1)
+    dataset: str | None = None
+    """Dataset label for rows that carry none."""
+
+
+class CounterfactualConfig(BaseModel):
+    """Re-run correct multi-search teacher runs with a smaller search budget (DESIGN: counterfactual)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    role: str = "teacher"
+    """Executor role whose runs are re-run (the re-run uses this role's model and settings)."""
+    min_searches: int = Field(default=2, ge=1)
+    max_searches: int = Field(default=1, ge=0)
+    require_judge: bool | None = None
+    """Whether "correct" needs judge == True; None means: only when a judge is configured."""
+
+
+class CollectConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    questions: QuestionSource
+    retriever: RetrieverConfig
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    """Role -> model: backbone, answerer, every executor role, and optionally judge."""
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    counterfactual: CounterfactualConfig = Field(default_factory=CounterfactualConfig)
+    samples_per_question: int = Field(default=1, ge=1)
+    concurrency: int = Field(default=16, ge=1)
+    """Episodes in flight at once; each runs its executor roles and sub-queries concurrently too."""
+    output_dir: str = "outputs/rollouts"
+    num_shards: int = Field(default=1, ge=1)
+    shard_index: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> CollectConfig:
+        if self.shard_index >= self.num_shards:
+            raise ValueError(f"shard_index {self.shard_index} must be < num_shards {self.num_shards}")
+        return self
+
+    def required_roles(self) -> list[str]:
+        return ["backbone", "answerer", *self.pipeline.executor_roles]
+
+    @property
+    def rollouts_path(self) -> Path:
+        name = "rollouts.jsonl"
+        if self.num_shards > 1:
+            name = f"rollouts-{self.shard_index:05d}-of-{self.num_shards:05d}.jsonl"
+        return Path(self.output_dir) / name
+
+
+def load_collect_config(path: str | Path, overrides: dict[str, Any] | None = None) -> CollectConfig:
+    """Read a YAML config; errors name the file and the offending field path."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: invalid YAML: {exc}") from None
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return CollectConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
+        raise ValueError(f"{path}: {problems}") from None

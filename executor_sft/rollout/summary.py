@@ -1,0 +1,110 @@
+"""Collection statistics: tokens per role, searches per invocation (paper Table 4), errors."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from executor_sft.schema import Episode
+
+
+@dataclass
+class RoleStats:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    runs: int = 0
+    searches: Counter = field(default_factory=Counter)
+    """Executor runs by number of searches: "0", "1", ">=2"."""
+    finish: Counter = field(default_factory=Counter)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class CollectionStats:
+    episodes: int = 0
+    questions: set[str] = field(default_factory=set)
+    roles: dict[str, RoleStats] = field(default_factory=lambda: defaultdict(RoleStats))
+    stop_reasons: Counter = field(default_factory=Counter)
+    episode_errors: int = 0
+    counterfactuals: int = 0
+
+    def add(self, episode: Episode) -> None:
+        self.episodes += 1
+        self.questions.add(episode.question.id)
+        self.stop_reasons[episode.stop_reason] += 1
+        self.episode_errors += episode.error is not None
+        for role, usage in episode.usage.items():
+            stats = self.roles[role]
+            stats.prompt_tokens += usage.prompt_tokens
+            stats.completion_tokens += usage.completion_tokens
+            stats.calls += usage.calls
+        for run in episode.runs:
+            stats = self.roles[run.role]
+            stats.runs += 1
+            stats.searches["0" if run.n_searches == 0 else "1" if run.n_searches == 1 else ">=2"] += 1
+            stats.finish[run.finish] += 1
+            self.counterfactuals += run.counterfactual_of is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        n_questions = max(1, len(self.questions))
+        roles = {}
+        for role, s in sorted(self.roles.items()):
+            invoked = sum(s.searches.values())
+            roles[role] = {
+                "prompt_tokens": s.prompt_tokens,
+                "completion_tokens": s.completion_tokens,
+                "tokens_per_question": s.tokens / n_questions,
+                "calls": s.calls,
+                "runs": s.runs,
+                "searches_per_invocation": {
+                    k: {"runs": s.searches[k], "share": s.searches[k] / invoked if invoked else 0.0}
+                    for k in ("0", "1", ">=2")
+                },
+                "finish": dict(s.finish),
+            }
+        return {
+            "episodes": self.episodes,
+            "questions": len(self.questions),
+            "stop_reasons": dict(self.stop_reasons),
+            "episode_errors": self.episode_errors,
+            "counterfactual_runs": self.counterfactuals,
+            "roles": roles,
+        }
+
+
+def collection_stats(episodes: Iterable[Episode]) -> CollectionStats:
+    stats = CollectionStats()
+    for episode in episodes:
+        stats.add(episode)
+    return stats
+
+
+def render_summary(summary: dict[str, Any]) -> str:
+    """A plain-text table of `CollectionStats.to_dict()` for the console and logs."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{summary['episodes']} episodes over {summary['questions']} questions")
+    for col in ("role", "runs", "tokens/question", "calls", "0 search", "1 search", ">=2 searches", "finish"):
+        table.add_column(col, justify="right" if col != "role" and col != "finish" else "left")
+    for role, r in summary["roles"].items():
+        s = r["searches_per_invocation"]
+        searches = [f"{s[k]['runs']} ({s[k]['share']:.0%})" if r["runs"] else "-" for k in ("0", "1", ">=2")]
+        finish = ", ".join(f"{k}={v}" for k, v in sorted(r["finish"].items())) or "-"
+        table.add_row(
+            role, str(r["runs"]), f"{r['tokens_per_question']:.0f}", str(r["calls"]), *searches, finish
+        )
+    console = Console(width=140, record=True, file=io.StringIO())
+    console.print(table)
+    errors = (
+        f"stop reasons: {summary['stop_reasons']}; episode errors: {summary['episode_errors']}; "
+        f"counterfactual runs: {summary['counterfactual_runs']}"
+    )
+    return console.export_text() + errors

@@ -1,0 +1,51 @@
+"""Collect teacher/student executor rollouts under a fixed backbone.
+
+    python recipes/collect_rollouts.py --config recipes/configs/collect_minibench_offline.yaml
+    python recipes/collect_rollouts.py --config CFG --num-shards 4 --shard-index 0   # one machine of four
+    python recipes/collect_rollouts.py merge --inputs out/rollouts-*.jsonl --output out/rollouts.jsonl
+
+Re-running the same command resumes: finished episodes are skipped, never duplicated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "merge":
+        parser = argparse.ArgumentParser(prog="collect_rollouts.py merge")
+        parser.add_argument("--inputs", nargs="+", required=True)
+        parser.add_argument("--output", required=True)
+        args = parser.parse_args(argv[1:])
+        written, duplicates = merge_rollouts(args.inputs, args.output)
+        print(f"merged {written} episodes into {args.output} ({duplicates} duplicates skipped)")
+        return 0
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--config", required=True, help="YAML file mapping onto executor_sft.rollout.CollectConfig"
+    )
+    parser.add_argument("--output-dir", dest="output_dir")
+    parser.add_argument("--num-shards", dest="num_shards", type=int)
+    parser.add_argument("--shard-index", dest="shard_index", type=int)
+    parser.add_argument("--concurrency", type=int)
+    parser.add_argument("--samples-per-question", dest="samples_per_question", type=int)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    overrides = {k: v for k, v in vars(args).items() if k != "config"}
+    config = load_collect_config(args.config, overrides)
+    result = asyncio.run(collect(config))
+    print(format_result(result))
+    return 1 if result.failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
