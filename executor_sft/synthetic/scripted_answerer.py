@@ -1,7 +1,8 @@
 """A scripted answerer for the synthetic world: a data source for the demo and the tests.
 
 It is NOT a stand-in for the LLM path. It composes the final answer from the reports only
-(as the real answerer must): a bridge question takes the last hop's reported answer; a
+(as the real answerer must): a bridge question follows the chain of findings (each hop must
+be about the entity the previous report named) and takes the last hop's answer; a
 comparison compares the two reported values and names the winner. So with scripted roles an
 episode is right or wrong exactly as the executors' reports are.
 """
@@ -12,8 +13,10 @@ import re
 from typing import Any
 
 from executor_sft.llm.base import ChatResult, SamplingParams
+from executor_sft.metrics.answer import normalize_answer
 from executor_sft.schema import Message
 from executor_sft.synthetic._chat import answers_after, answers_in, first_user, result
+from executor_sft.synthetic.relations import parse_subquery
 from executor_sft.synthetic.scripted_backbone import find_question
 from executor_sft.synthetic.world import World
 
@@ -48,21 +51,45 @@ class ScriptedAnswerer:
         question = find_question(self.world, text)
         if question is not None and question.type == "comparison" and question.compare:
             return self._compare(text, question.compare)
+        if question is not None and question.type == "bridge":
+            return self._follow_chain(text)
         found = answers_in(text)
         return found[-1] if found else "unknown"
 
+    def _findings(self, text: str) -> list[tuple[str, str | None]]:
+        sub_queries = [m.group(1).strip() for m in _SUBQUERY_LINE.finditer(text)]
+        return list(zip(sub_queries, answers_after(text, sub_queries), strict=True))
+
+    def _follow_chain(self, text: str) -> str:
+        """Follow the findings hop by hop; a hop about another entity than the previous answer breaks it.
+
+        With a broken chain the findings do not connect, so the answer is the last one that
+        does (a best guess of the wrong kind, hence wrong): a report's error is never masked
+        by later reports that were researched from a different answer.
+        """
+        current: str | None = None
+        for sub_query, answer in self._findings(text):
+            parsed = parse_subquery(sub_query, self.world.types_of)
+            if current is not None and (
+                parsed is None or normalize_answer(parsed.name) != normalize_answer(current)
+            ):
+                break
+            if not answer:
+                break
+            current = answer
+        return current or "unknown"
+
     def _compare(self, text: str, compare: dict[str, Any]) -> str:
-        """Name the candidate whose reported value wins; the first candidate when a value is missing."""
+        """Name the candidate whose reported value wins ("unknown" when a value is missing)."""
         candidates: list[str] = compare["candidates"]
         # Each finding's sub-query names one candidate; pair candidates with reports by that.
-        sub_queries = [m.group(1).strip() for m in _SUBQUERY_LINE.finditer(text)]
         values: dict[str, int | None] = {}
-        for sub_query, answer in zip(sub_queries, answers_after(text, sub_queries), strict=True):
+        for sub_query, answer in self._findings(text):
             for c in candidates:
                 if c not in values and re.search(rf"(?<!\w){re.escape(c)}(?!\w)", sub_query):
                     values[c] = _number(answer)
         a, b = (values.get(c) for c in candidates)
         if a is None or b is None:
-            return candidates[0] if b is None else candidates[1]
+            return "unknown"
         pick = min if compare["pick"] == "min" else max
         return candidates[0] if pick(a, b) == a else candidates[1]
