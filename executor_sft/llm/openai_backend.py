@@ -243,20 +243,29 @@ class OpenAIChatModel:
         client = self._client(state, endpoint)
         endpoint.in_flight += 1
         endpoint.requests += 1
+        # Errors are built inside the handlers but raised outside them, so the SDK exception
+        # (whose text may quote request headers) is not attached as __context__.
+        error: Exception
         try:
             return await asyncio.wait_for(client.chat.completions.create(**request), self.timeout_s)
-        except (TimeoutError, openai.APITimeoutError) as exc:
-            raise _Retryable(f"timeout after {self.timeout_s:g}s") from exc
+        except (TimeoutError, openai.APITimeoutError):
+            error = _Retryable(f"timeout after {self.timeout_s:g}s")
         except openai.APIConnectionError as exc:
             endpoint.down_until = time.monotonic() + self.down_cooldown_s
-            raise _Retryable(f"connection error: {self._scrub(str(exc))}") from exc
+            error = _Retryable(f"connection error: {self._scrub(str(exc))}")
         except openai.APIStatusError as exc:
             detail = f"HTTP {exc.status_code}: {self._scrub(str(exc))[:500]}"
             if exc.status_code in RETRYABLE_STATUS:
-                raise _Retryable(detail, _retry_after(exc)) from exc
-            raise ChatError(f"{self.name} at {endpoint.base_url}: {detail}") from None
+                error = _Retryable(detail, _retry_after(exc))
+            else:
+                error = ChatError(f"{self.name} at {endpoint.base_url}: {detail}")
+        except openai.APIError as exc:  # e.g. a response that is not a chat completion
+            error = ChatError(
+                f"{self.name} at {endpoint.base_url}: {type(exc).__name__}: {self._scrub(str(exc))[:500]}"
+            )
         finally:
             endpoint.in_flight -= 1
+        raise error
 
     async def chat(
         self,

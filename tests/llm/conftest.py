@@ -1,17 +1,8 @@
-"""Real HTTP servers on 127.0.0.1 for the backend tests: a real model and test-only apps."""
+"""Session-scoped real model and its HTTP server for the backend tests."""
 
 from __future__ import annotations
 
-import asyncio
-import random
-import socket
-from collections import Counter
-from collections.abc import Callable
-from typing import Any
-
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.llm.transformers_backend import TransformersChatModel
@@ -27,82 +18,3 @@ def smollm2_chat(smollm2):
 def smollm2_server(smollm2_chat):
     with BackgroundServer(create_app(smollm2_chat)) as server:
         yield server
-
-
-def dead_url() -> str:
-    """A 127.0.0.1 URL nothing listens on (a port just released by the OS)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
-
-
-class FaultInjector:
-    """Test-only middleware state: fails a seeded fraction of chat calls with 429/500/delays."""
-
-    def __init__(
-        self, p429: float = 0.0, p500: float = 0.0, p_delay: float = 0.0, delay_s: float = 0.0, seed: int = 0
-    ):
-        self.p429, self.p500, self.p_delay, self.delay_s = p429, p500, p_delay, delay_s
-        self.rng = random.Random(seed)
-        self.counts: Counter[str] = Counter()
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.auth_headers: list[str] = []
-
-    def install(self, app: FastAPI) -> FastAPI:
-        @app.middleware("http")
-        async def inject(request: Request, call_next):
-            if request.url.path != "/v1/chat/completions":
-                return await call_next(request)
-            self.auth_headers.append(request.headers.get("authorization", ""))
-            self.counts["requests"] += 1
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            try:
-                roll = self.rng.random()
-                if roll < self.p429:
-                    self.counts["429"] += 1
-                    return JSONResponse({"error": {"message": "slow down"}}, status_code=429)
-                if roll < self.p429 + self.p500:
-                    self.counts["500"] += 1
-                    return JSONResponse({"error": {"message": "boom"}}, status_code=500)
-                if roll < self.p429 + self.p500 + self.p_delay:
-                    self.counts["delay"] += 1
-                    await asyncio.sleep(self.delay_s)
-                self.counts["passed"] += 1
-                return await call_next(request)
-            finally:
-                self.in_flight -= 1
-
-        return app
-
-
-def raw_app(handler: Callable[[dict[str, Any], Request], Any]) -> FastAPI:
-    """An endpoint that answers chat completions with whatever `handler(body, request)` returns."""
-    app = FastAPI()
-    app.state.bodies = []
-
-    @app.post("/v1/chat/completions")
-    async def completions(request: Request):
-        body = await request.json()
-        app.state.bodies.append(body)
-        result = handler(body, request)
-        return result if isinstance(result, JSONResponse) else JSONResponse(result)
-
-    return app
-
-
-def completion(
-    message: dict[str, Any], usage: dict[str, int] | None = None, model: str = "raw"
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}],
-    }
-    if usage is not None:
-        body["usage"] = {**usage, "total_tokens": sum(usage.values())}
-    return body
