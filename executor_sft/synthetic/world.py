@@ -286,7 +286,8 @@ class WorldConfig:
     n_entities: int = 800
     n_questions: int = 400
     ambiguity: float = 0.8
-    """Share of question-bearing people whose name is shared with namesakes (cities: a sixth of it)."""
+    """Share of question-bearing people whose name is shared with namesakes; about ambiguity/8 of
+    the cities also come in same-name groups (one notable city, `namesakes` small towns)."""
     namesakes: int = 3
     """Distractor namesakes per ambiguous person (>= the retriever's k, so a bare-name search misses)."""
     comparison_share: float = 0.3
@@ -369,18 +370,26 @@ class _Builder:
                 if group
                 else [rng.choice(countries)]
             )
+            taken: dict[str, set[int]] = {"city_founded": set(), "population": set()}
             for j, country in enumerate(homes):
                 city = self.add("city", name, descriptor=country.name, kind="core" if j == 0 else "namesake")
-                city.facts.update(
-                    located_in=country.id,
-                    city_founded=rng.randint(900, 1900),
-                    population=rng.randint(8, 2500) * 1000 + rng.randint(0, 999),
-                )
+                city.facts["located_in"] = country.id
+                # Namesakes never share a fact with each other: a wrong-city answer is always wrong.
+                for key, draw in (
+                    ("city_founded", lambda: rng.randint(900, 1900)),
+                    ("population", lambda: rng.randint(8, 2500) * 1000 + rng.randint(0, 999)),
+                ):
+                    value = draw()
+                    while value in taken[key]:
+                        value = draw()
+                    taken[key].add(value)
+                    city.facts[key] = value
                 city.extra["feature"] = rng.choice(_CITY_FEATURES)
                 cities.append(city)
                 if group:
                     shared.append(city)
-        core_cities = [c for c in cities if c not in shared]
+        shared_ids = {c.id for c in shared}
+        core_cities = [c for c in cities if c.id not in shared_ids]
         for country in countries:
             home = [c for c in core_cities if c.facts["located_in"] == country.id]
             if not home:  # every country needs a capital of its own
