@@ -29,7 +29,8 @@ class RoleConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     protocol: Literal["native", "tag"] = "native"
-    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    sampling: SamplingParams | None = None
+    """None: the model's own defaults (e.g. from its `ModelConfig`); set, it replaces them for this role."""
     max_turns: int | None = Field(default=None, ge=1)
     max_searches: int | None = Field(default=None, ge=0)
     top_k: int | None = Field(default=None, ge=1)

@@ -79,9 +79,8 @@ async def run_executor(
         raise ValueError(f"protocol must be 'native' or 'tag', got {protocol!r}")
     searches_cap = resolve_max_searches(max_turns, max_searches)
     prompts = prompts or Prompts()
-    sampling = sampling or SamplingParams()
     if protocol == "tag":
-        sampling = _tag_sampling(sampling)
+        sampling = _tag_sampling(sampling or getattr(model, "sampling", None) or SamplingParams())
     template = system_prompt if system_prompt is not None else prompts.executor(protocol)
     messages: list[Message] = [
         {"role": "system", "content": fill(template, top_k=top_k, max_searches=searches_cap)},

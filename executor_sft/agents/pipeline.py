@@ -9,6 +9,7 @@ gives when that run's report replaces the driver's at its position (`answer_with
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,7 @@ from executor_sft.agents.answerer import Finding, run_answerer
 from executor_sft.agents.backbone import BackboneSession
 from executor_sft.agents.config import PipelineConfig
 from executor_sft.agents.executor import run_executor
-from executor_sft.llm.base import ChatModel
+from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
@@ -210,6 +211,11 @@ def _config_record(
 ) -> dict[str, Any]:
     record = config.model_dump(mode="json")
     record["models"] = {role: str(getattr(m, "name", "unknown")) for role, m in models.items()}
+    record["model_sampling"] = {
+        role: dataclasses.asdict(m.sampling)
+        for role, m in models.items()
+        if isinstance(getattr(m, "sampling", None), SamplingParams)
+    }
     record["retriever"] = getattr(retriever, "index_id", "unnamed")
     if judge is not None:
         record["judge_model"] = str(getattr(judge.model, "name", "unknown"))

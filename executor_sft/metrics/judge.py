@@ -75,7 +75,7 @@ class LLMJudge:
 
         self.model = model
         self.prompt = prompt if prompt is not None else Prompts().get("judge")
-        base = sampling or SamplingParams(max_tokens=16)
+        base = sampling or getattr(model, "sampling", None) or SamplingParams(max_tokens=16)
         self.sampling = dataclasses.replace(base, temperature=0.0)
         self.cache: dict[str, bool | None] = {}
         self.cache_path = Path(cache_path) if cache_path else None

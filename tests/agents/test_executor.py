@@ -221,6 +221,17 @@ async def test_sampling_passed_through():
     assert model.requests[0]["sampling"] is sampling
 
 
+async def test_no_sampling_leaves_model_defaults():
+    model = ScriptedChatModel([report("x")])
+    await run_executor(model, ToyRetriever(), SUB_QUERY)
+    assert model.requests[0]["sampling"] is None  # the backend applies its own defaults
+    tagged = ScriptedChatModel([report("x")])
+    tagged.sampling = SamplingParams(temperature=0.3, max_tokens=99)
+    await run_executor(tagged, ToyRetriever(), SUB_QUERY, protocol="tag")
+    sent = tagged.requests[0]["sampling"]
+    assert (sent.temperature, sent.max_tokens, sent.stop) == (0.3, 99, ["</search>"])
+
+
 def test_max_searches_above_turns_minus_one_is_rejected():
     with pytest.raises(ValueError, match="max_searches"):
         import asyncio
