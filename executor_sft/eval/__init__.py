@@ -1,0 +1,44 @@
+"""Evaluation: run benchmarks (resumable), aggregate mean@k tables, sweep model pairs, plot."""
+
+from executor_sft.eval.aggregate import EvalResults, GroupResult, Stat, summarize, summarize_file
+from executor_sft.eval.config import (
+    EvalConfig,
+    MetricsConfig,
+    QuestionSource,
+    SingleAgentConfig,
+    load_eval_config,
+)
+from executor_sft.eval.plots import Point, pareto_front, plot_capacity, plot_pareto, plot_summary
+from executor_sft.eval.report import results_markdown, sweep_markdown
+from executor_sft.eval.runner import EvalRun, ModelPool, ensure_index, run_eval, select_questions
+from executor_sft.eval.sweep import SweepConfig, SweepResult, build_cells, load_sweep_config, run_sweep
+
+__all__ = [
+    "EvalConfig",
+    "EvalResults",
+    "EvalRun",
+    "GroupResult",
+    "MetricsConfig",
+    "ModelPool",
+    "Point",
+    "QuestionSource",
+    "SingleAgentConfig",
+    "Stat",
+    "SweepConfig",
+    "SweepResult",
+    "build_cells",
+    "ensure_index",
+    "load_eval_config",
+    "load_sweep_config",
+    "pareto_front",
+    "plot_capacity",
+    "plot_pareto",
+    "plot_summary",
+    "results_markdown",
+    "run_eval",
+    "run_sweep",
+    "select_questions",
+    "summarize",
+    "summarize_file",
+    "sweep_markdown",
+]

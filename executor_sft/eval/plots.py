@@ -107,3 +107,51 @@ def plot_capacity(
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def plot_summary(results, path: str | Path) -> Path:
+    """One evaluation at a glance: per-dataset EM/F1/judge bars, and the CER-C curves.
+
+    `results` is an `EvalResults` (not imported here to keep this module free of eval logic).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = list(results.datasets)
+    fig, (bars, curves) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
+    width = 0.27
+    for j, metric in enumerate(("em", "f1", "judge")):
+        values = [getattr(results.datasets[n], metric) for n in names]
+        xs = [i + (j - 1) * width for i in range(len(names))]
+        bars.bar(
+            xs,
+            [100 * v.mean if v else 0.0 for v in values],
+            width,
+            label=metric.upper() if metric != "judge" else "judge",
+        )
+    bars.set_xticks(range(len(names)), names, rotation=15, fontsize=8)
+    bars.set_ylabel("score (%)")
+    bars.set_ylim(0, 100)
+    bars.legend(fontsize=8)
+    bars.set_title("answer accuracy per dataset")
+    bucket = results.settings.get("bucket_tokens", 10_000)
+    drawn = False
+    for n in names:
+        curve = results.datasets[n].cer_curve
+        if curve:
+            xs = [bucket * (i + 1) for i in range(len(curve))]
+            curves.step(xs, [100 * c for c in curve], where="post", marker=".", label=n)
+            drawn = True
+    if drawn:
+        curves.legend(fontsize=8)
+    else:
+        curves.text(0.5, 0.5, "no gold passage ids", ha="center", va="center", transform=curves.transAxes)
+    curves.set_xlabel("executor context tokens consumed")
+    curves.set_ylabel("gold passages retrieved (%)")
+    curves.set_ylim(0, 100)
+    curves.set_title("CER-C curve")
+    curves.grid(alpha=0.3)
+    fig.suptitle(results.name)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,326 @@
+"""Run an evaluation: questions x k samples through the pipeline (or single agent), resumably.
+
+Episodes go to `<output_dir>/episodes.jsonl` through the crash-safe `EpisodeStore`: a killed
+run resumes where it stopped (finished `episode_id`s are skipped) and nothing is duplicated.
+Models and the retriever are built only when work is pending, so re-running a finished
+evaluation just re-aggregates. A run that would mix systems in one store (different models,
+pipeline, retriever or mode than the store was started with) is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from executor_sft.data.questions import load_questions
+from executor_sft.eval.aggregate import EvalResults, summarize
+from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig, QuestionSource
+from executor_sft.eval.report import results_markdown, write_markdown
+from executor_sft.llm.base import ChatModel
+from executor_sft.llm.config import ModelConfig, build_chat_model
+from executor_sft.retrieval.base import Retriever
+from executor_sft.rollout.store import EpisodeStore
+from executor_sft.schema import Episode, Question
+
+logger = logging.getLogger(__name__)
+
+EPISODES_FILE = "episodes.jsonl"
+RESULTS_JSON = "results.json"
+RESULTS_MD = "results.md"
+SUMMARY_PNG = "summary.png"
+SYSTEM_FILE = "system.json"
+
+
+def select_questions(sources: list[QuestionSource]) -> list[Question]:
+    """Questions from every source, filtered by split and dataset, `limit` per dataset."""
+    out: list[Question] = []
+    seen: set[str] = set()
+    for src in sources:
+        path = Path(src.path)
+        hub_split = src.split if not path.exists() else None
+        questions = load_questions(src.path, split=hub_split, dataset=src.dataset)
+        if src.split is not None and path.exists():
+            questions = [q for q in questions if (q.model_extra or {}).get("split") == src.split]
+        if src.datasets is not None:
+            questions = [q for q in questions if q.dataset in src.datasets]
+        per_dataset: Counter[str] = Counter()
+        for q in questions:
+            if src.limit is not None and per_dataset[q.dataset] >= src.limit:
+                continue
+            if q.id in seen:
+                continue
+            per_dataset[q.dataset] += 1
+            seen.add(q.id)
+            out.append(q)
+        if not per_dataset:
+            raise ValueError(
+                f"{src.path}: no questions left after filtering (split={src.split}, datasets={src.datasets})"
+            )
+    return out
+
+
+def ensure_index(index_dir: str | Path, corpus: str | Path) -> Path:
+    """Build a BM25 index over `corpus` into `index_dir` unless one is there (atomic rename)."""
+    index_dir = Path(index_dir)
+    if (index_dir / "manifest.json").exists():
+        return index_dir
+    from executor_sft.retrieval.build import build_index
+
+    if not Path(corpus).exists():
+        raise FileNotFoundError(f"build_index_from: corpus not found: {corpus}")
+    tmp = index_dir.with_name(f"{index_dir.name}.tmp-{os.getpid()}")
+    logger.info("building a BM25 index over %s into %s", corpus, index_dir)
+    result = build_index(corpus, tmp, bm25=True)
+    logger.info(result.summary())
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tmp.rename(index_dir)
+    except OSError:  # another process finished first: keep its index
+        shutil.rmtree(tmp, ignore_errors=True)
+    return index_dir
+
+
+class ModelPool:
+    """Builds each distinct model config once and shares it across roles and sweep cells.
+
+    `factory` replaces `build_chat_model` (tests map some configs to scripted doubles).
+    """
+
+    def __init__(self, factory: Callable[[ModelConfig], ChatModel] | None = None) -> None:
+        self._models: dict[str, ChatModel] = {}
+        self.factory = factory or build_chat_model
+
+    def get(self, cfg: ModelConfig) -> ChatModel:
+        key = cfg.model_dump_json()
+        if key not in self._models:
+            logger.info("loading model %s (%s)", cfg.label(), cfg.backend)
+            self._models[key] = self.factory(cfg)
+        return self._models[key]
+
+    def build(self, models: Mapping[str, ModelConfig]) -> dict[str, ChatModel]:
+        return {role: self.get(cfg) for role, cfg in models.items()}
+
+
+def system_record(config: EvalConfig) -> dict[str, Any]:
+    """What defines the evaluated system; episodes of different systems never share a store."""
+    data = config.model_dump(mode="json", include={"mode", "models", "retriever"})
+    data["models"] = {role: m for role, m in data["models"].items() if role != JUDGE_ROLE}
+    data["retriever"] = {
+        k: v for k, v in data["retriever"].items() if k not in ("cache", "timeout_s", "max_retries")
+    }
+    data["system"] = (
+        config.single_agent.model_dump(mode="json")
+        if config.mode == "single_agent"
+        else config.pipeline.model_dump(mode="json")
+    )
+    return data
+
+
+def _check_system(out: Path, config: EvalConfig) -> None:
+    path = out / SYSTEM_FILE
+    record = system_record(config)
+    if path.exists():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored != record:
+            changed = sorted(k for k in set(stored) | set(record) if stored.get(k) != record.get(k))
+            raise ValueError(
+                f"{out}: holds episodes of a different system (changed: {', '.join(changed)}); "
+                f"use a new output_dir or delete {path} and {out / EPISODES_FILE}"
+            )
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+@dataclass
+class EvalRun:
+    """What `run_eval` did and where it wrote it."""
+
+    results: EvalResults
+    output_dir: Path
+    ran: int = 0
+    skipped: int = 0
+    failed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def files(self) -> dict[str, Path]:
+        names = {
+            "episodes": EPISODES_FILE,
+            "results_json": RESULTS_JSON,
+            "results_md": RESULTS_MD,
+            "plot": SUMMARY_PNG,
+        }
+        return {k: self.output_dir / v for k, v in names.items() if (self.output_dir / v).exists()}
+
+    def summary(self) -> str:
+        a = self.results.average
+
+        def pct(key: str) -> str:
+            return "–" if a.get(key) is None else f"{100 * a[key]:.1f}"
+
+        tokens = "–" if a.get("subagent_tokens") is None else f"{a['subagent_tokens']:,.0f}"
+        lines = [
+            f"{self.results.name}: {self.ran} episodes run, {self.skipped} already done, "
+            f"{len(self.failed)} failed, {self.seconds:.0f}s",
+            f"  avg EM {pct('em')}  F1 {pct('f1')}  judge {pct('judge')}  sub-agent tokens/q {tokens}  "
+            f"CER-C {pct('cer_c')}  no-sub-query {pct('no_subquery_share')}%",
+        ]
+        if self.failed:
+            lines.append(
+                f"  failed (rerun to retry): {', '.join(self.failed[:5])}{' ...' if len(self.failed) > 5 else ''}"
+            )
+        lines += [f"  {k}: {v}" for k, v in self.files.items()]
+        return "\n".join(lines)
+
+
+def _load_tokenizer(spec: str | None) -> Any:
+    if spec is None:
+        return None
+    from executor_sft.llm.config import _load_tokenizer as load
+
+    return load(spec)
+
+
+async def _run_pending(
+    config: EvalConfig,
+    pending: list[tuple[Question, int]],
+    store: EpisodeStore,
+    models: Mapping[str, ChatModel],
+    retriever: Retriever,
+    progress: bool,
+) -> list[str]:
+    from executor_sft.agents import run_episode, run_single_agent
+    from executor_sft.metrics.judge import LLMJudge
+
+    judge = None
+    if JUDGE_ROLE in models:
+        cache = config.judge_cache or str(config.out / "judge_cache.jsonl")
+        judge = LLMJudge(models[JUDGE_ROLE], cache_path=cache)
+    sem = asyncio.Semaphore(config.concurrency)
+    failed: list[str] = []
+    bar = tqdm(total=len(pending), desc=config.name, unit="ep", disable=not progress)
+
+    async def one(question: Question, sample: int) -> None:
+        async with sem:
+            try:
+                if config.mode == "single_agent":
+                    sa = config.single_agent
+                    episode = await run_single_agent(
+                        models[SINGLE_AGENT_ROLE],
+                        retriever,
+                        question,
+                        sample_index=sample,
+                        max_turns=sa.max_turns,
+                        max_searches=sa.max_searches,
+                        top_k=sa.top_k,
+                        protocol=sa.protocol,
+                        sampling=sa.sampling,
+                        prompts=config.pipeline.prompts,
+                        judge=judge,
+                    )
+                else:
+                    episode = await run_episode(
+                        question, models, retriever, config.pipeline, sample, judge=judge
+                    )
+            except Exception:  # a bug, not model output: keep going, report, let a rerun retry
+                logger.exception("%s#%d: episode failed", question.id, sample)
+                failed.append(f"{question.id}#{sample}")
+            else:
+                store.append(episode)
+            finally:
+                bar.update(1)
+
+    try:
+        await asyncio.gather(*(one(q, s) for q, s in pending))
+    finally:
+        bar.close()
+    return failed
+
+
+def _episode_id(question: Question, sample: int) -> str:
+    return f"{question.id}#{sample}"
+
+
+def run_eval(
+    config: EvalConfig,
+    *,
+    models: Mapping[str, ChatModel] | None = None,
+    retriever: Retriever | None = None,
+    pool: ModelPool | None = None,
+    progress: bool = True,
+) -> EvalRun:
+    """Run (or resume) an evaluation and write episodes.jsonl, results.json, results.md, summary.png.
+
+    `models` / `retriever` replace the configured ones (tests, or objects shared by a sweep);
+    `pool` shares loaded models across calls.
+    """
+    start = time.perf_counter()
+    out = config.out
+    _check_system(out, config)
+    questions = select_questions(config.questions)
+    work = [(q, s) for q in questions for s in range(config.samples)]
+    wanted = {_episode_id(q, s) for q, s in work}
+    store = EpisodeStore(out / EPISODES_FILE)
+    failed: list[str] = []
+    try:
+        pending = [(q, s) for q, s in work if _episode_id(q, s) not in store]
+        skipped = len(work) - len(pending)
+        if pending:
+            if retriever is None:
+                from executor_sft.retrieval.config import build_retriever
+
+                if config.build_index_from is not None:
+                    ensure_index(config.retriever.index, config.build_index_from)
+                retriever = build_retriever(config.retriever)
+            if models is None:
+                models = (pool or ModelPool()).build(config.models)
+            failed = asyncio.run(_run_pending(config, pending, store, models, retriever, progress))
+        episodes = [e for e in store if e.episode_id in wanted]
+    finally:
+        store.close()
+    results = summarize(
+        episodes,
+        config.name,
+        exclude_no_subquery=config.metrics.exclude_no_subquery,
+        bucket_tokens=config.metrics.bucket_tokens,
+        n_buckets=config.metrics.n_buckets,
+        tokenizer=_load_tokenizer(config.metrics.tokenizer),
+        meta=_meta(config, episodes, failed),
+    )
+    results.save_json(out / RESULTS_JSON)
+    write_markdown(results_markdown(results), out / RESULTS_MD)
+    if config.plots and episodes:
+        from executor_sft.eval.plots import plot_summary
+
+        plot_summary(results, out / SUMMARY_PNG)
+    return EvalRun(
+        results=results,
+        output_dir=out,
+        ran=len(pending) - len(failed),
+        skipped=skipped,
+        failed=failed,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _meta(config: EvalConfig, episodes: list[Episode], failed: list[str]) -> dict[str, Any]:
+    return {
+        "mode": config.mode,
+        "models": {role: m.label() for role, m in config.models.items()},
+        "samples": config.samples,
+        "episodes": len(episodes),
+        "failed": len(failed),
+        "stop_reasons": dict(Counter(e.stop_reason for e in episodes)),
+    }

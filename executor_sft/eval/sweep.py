@@ -1,0 +1,256 @@
+"""Sweep a grid of (backbone, executor) model pairs plus single-agent baselines.
+
+Every cell is a normal evaluation (`run_eval`) in `<output_dir>/cells/<cell>/`, so cells
+resume independently; a finished cell whose config is unchanged is loaded from its
+`results.json` without building any model. Loaded models are shared across cells. The
+combined table, JSON and the Pareto / capacity plots are rewritten after every cell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from executor_sft.eval.aggregate import EvalResults
+from executor_sft.eval.config import (
+    JUDGE_ROLE,
+    SINGLE_AGENT_ROLE,
+    EvalConfig,
+    read_yaml,
+    validation_message,
+)
+from executor_sft.eval.plots import Point, plot_capacity, plot_pareto
+from executor_sft.eval.report import sweep_markdown, write_markdown
+from executor_sft.eval.runner import RESULTS_JSON, ModelPool, run_eval
+from executor_sft.llm.config import ModelConfig
+from executor_sft.retrieval.base import Retriever
+
+logger = logging.getLogger(__name__)
+
+CELL_FILE = "cell.json"
+SWEEP_JSON = "sweep.json"
+SWEEP_MD = "sweep.md"
+PARETO_PNG = "pareto.png"
+CAPACITY_PNG = "capacity.png"
+
+
+class SweepConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "sweep"
+    output_dir: str
+    base: str | dict[str, Any]
+    """An eval config (YAML path or inline mapping) every cell starts from: questions,
+    samples, pipeline, retriever, judge, metrics. Its name, output_dir and models are replaced."""
+    backbones: dict[str, ModelConfig] = Field(default_factory=dict)
+    executors: dict[str, ModelConfig] = Field(default_factory=dict)
+    cells: list[tuple[str, str]] | None = None
+    """(backbone, executor) pairs to run; default: the full grid."""
+    answerer: Literal["base", "backbone"] | ModelConfig = "base"
+    """The answerer of every cell: the base config's (fixed, as in the paper), the cell's backbone, or a model."""
+    single_agents: dict[str, ModelConfig] = Field(default_factory=dict)
+    metric: Literal["judge", "em", "f1"] = "judge"
+    """Accuracy on the plots' y axis; falls back to EM for cells without judge verdicts."""
+
+    @model_validator(mode="after")
+    def _check(self) -> SweepConfig:
+        for b, e in self.cells or []:
+            if b not in self.backbones:
+                raise ValueError(f"cells: unknown backbone {b!r}; known: {sorted(self.backbones)}")
+            if e not in self.executors:
+                raise ValueError(f"cells: unknown executor {e!r}; known: {sorted(self.executors)}")
+        if not self.grid() and not self.single_agents:
+            raise ValueError("a sweep needs backbones and executors, or single_agents")
+        return self
+
+    def grid(self) -> list[tuple[str, str]]:
+        if self.cells is not None:
+            return [tuple(c) for c in self.cells]
+        return [(b, e) for b in self.backbones for e in self.executors]
+
+
+def load_sweep_config(path: str | Path) -> SweepConfig:
+    try:
+        return SweepConfig.model_validate(read_yaml(path))
+    except ValidationError as exc:
+        raise ValueError(validation_message(path, exc)) from None
+
+
+@dataclass
+class Cell:
+    name: str
+    kind: Literal["pipeline", "single_agent"]
+    backbone: str
+    executor: str
+    config: EvalConfig
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_") or "cell"
+
+
+def _base_dict(sweep: SweepConfig) -> dict[str, Any]:
+    data = read_yaml(sweep.base) if isinstance(sweep.base, str) else dict(sweep.base)
+    data.setdefault("output_dir", "unused")
+    return data
+
+
+def build_cells(sweep: SweepConfig) -> list[Cell]:
+    """One EvalConfig per grid cell and per single-agent baseline."""
+    base = _base_dict(sweep)
+    base_models = {k: ModelConfig.model_validate(v) for k, v in (base.get("models") or {}).items()}
+    judge = {JUDGE_ROLE: base_models[JUDGE_ROLE]} if JUDGE_ROLE in base_models else {}
+    pipeline = dict(base.get("pipeline") or {})
+    driver = pipeline.get("driver", "executor")
+    pipeline.update(executor_roles=[driver], driver=driver)
+    out = Path(sweep.output_dir) / "cells"
+    cells: list[Cell] = []
+
+    def make(name: str, mode: str, models: dict[str, ModelConfig], extra: dict[str, Any]) -> EvalConfig:
+        data = {**base, **extra, "name": name, "output_dir": str(out / _slug(name)), "mode": mode}
+        data["models"] = {k: v.model_dump() for k, v in {**models, **judge}.items()}
+        try:
+            return EvalConfig.model_validate(data)
+        except ValidationError as exc:
+            raise ValueError(validation_message(f"sweep {sweep.name}, cell {name}", exc)) from None
+
+    for b, e in sweep.grid():
+        if sweep.answerer == "base":
+            if "answerer" not in base_models:
+                raise ValueError("sweep: answerer='base' but the base config has no answerer model")
+            answerer = base_models["answerer"]
+        elif sweep.answerer == "backbone":
+            answerer = sweep.backbones[b]
+        else:
+            answerer = sweep.answerer
+        models = {"backbone": sweep.backbones[b], "answerer": answerer, driver: sweep.executors[e]}
+        name = f"{b}+{e}"
+        cells.append(Cell(name, "pipeline", b, e, make(name, "pipeline", models, {"pipeline": pipeline})))
+    for label, model in sweep.single_agents.items():
+        name = f"single:{label}"
+        cells.append(
+            Cell(name, "single_agent", "", label, make(name, "single_agent", {SINGLE_AGENT_ROLE: model}, {}))
+        )
+    return cells
+
+
+def _fingerprint(config: EvalConfig) -> str:
+    data = config.model_dump(mode="json", exclude={"concurrency", "plots"})
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class SweepResult:
+    cells: list[tuple[Cell, EvalResults]]
+    output_dir: Path
+    ran: list[str]
+    cached: list[str]
+
+    @property
+    def files(self) -> dict[str, Path]:
+        names = {"json": SWEEP_JSON, "markdown": SWEEP_MD, "pareto": PARETO_PNG, "capacity": CAPACITY_PNG}
+        return {k: self.output_dir / v for k, v in names.items() if (self.output_dir / v).exists()}
+
+    def summary(self) -> str:
+        lines = [f"sweep: {len(self.cells)} cells ({len(self.ran)} run, {len(self.cached)} cached)"]
+        lines.append(sweep_markdown([(c.name, c.backbone, c.executor, r) for c, r in self.cells]).rstrip())
+        lines += [f"  {k}: {v}" for k, v in self.files.items()]
+        return "\n".join(lines)
+
+
+def accuracy(results: EvalResults, metric: str) -> tuple[float, str]:
+    value = results.average.get(metric)
+    if value is None:
+        return results.average.get("em") or 0.0, "em"
+    return value, metric
+
+
+def run_sweep(
+    sweep: SweepConfig,
+    *,
+    pool: ModelPool | None = None,
+    retriever: Retriever | None = None,
+    progress: bool = True,
+) -> SweepResult:
+    """Run every cell (resumable, cached), then write sweep.json, sweep.md and the plots."""
+    pool = pool or ModelPool()
+    out = Path(sweep.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    done: list[tuple[Cell, EvalResults]] = []
+    ran, cached = [], []
+    for cell in build_cells(sweep):
+        cell_dir = cell.config.out
+        marker = cell_dir / CELL_FILE
+        fp = _fingerprint(cell.config)
+        if _is_finished(cell_dir, fp):
+            done.append((cell, EvalResults.load_json(cell_dir / RESULTS_JSON)))
+            cached.append(cell.name)
+            logger.info("cell %s: cached", cell.name)
+            _write_outputs(sweep, out, done)
+            continue
+        run = run_eval(cell.config, pool=pool, retriever=retriever, progress=progress)
+        if not run.failed:
+            record = {
+                "fingerprint": fp,
+                "name": cell.name,
+                "backbone": cell.backbone,
+                "executor": cell.executor,
+            }
+            marker.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        done.append((cell, run.results))
+        ran.append(cell.name)
+        _write_outputs(sweep, out, done)
+    return SweepResult(done, out, ran, cached)
+
+
+def _is_finished(cell_dir: Path, fingerprint: str) -> bool:
+    marker = cell_dir / CELL_FILE
+    if not marker.exists() or not (cell_dir / RESULTS_JSON).exists():
+        return False
+    return json.loads(marker.read_text(encoding="utf-8")).get("fingerprint") == fingerprint
+
+
+def _write_outputs(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResults]]) -> None:
+    rows = [(c.name, c.backbone, c.executor, r) for c, r in done]
+    write_markdown(f"## {sweep.name}\n\n" + sweep_markdown(rows), out / SWEEP_MD)
+    payload = {
+        "name": sweep.name,
+        "metric": sweep.metric,
+        "cells": [
+            {
+                "name": c.name,
+                "kind": c.kind,
+                "backbone": c.backbone,
+                "executor": c.executor,
+                "results": r.to_dict(),
+            }
+            for c, r in done
+        ],
+    }
+    tmp = out / (SWEEP_JSON + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(out / SWEEP_JSON)
+    points, used = [], set()
+    for c, r in done:
+        acc, metric = accuracy(r, sweep.metric)
+        used.add(metric)
+        tokens = r.average.get("subagent_tokens") or 0.0
+        backbone, executor = (c.backbone, c.executor) if c.kind == "pipeline" else ("", "")
+        points.append(Point(c.name, tokens, acc, backbone=backbone, executor=executor))
+    label = "/".join(sorted(used)) or sweep.metric
+    plot_pareto(points, out / PARETO_PNG, metric=label, title=f"{sweep.name}: {label} vs sub-agent tokens")
+    if any(p.backbone for p in points):
+        plot_capacity(
+            points,
+            out / CAPACITY_PNG,
+            metric=label,
+            backbones=list(sweep.backbones),
+            executors=list(sweep.executors),
+        )

@@ -1,0 +1,62 @@
+"""Evaluate a system (role-factorised pipeline or single-agent baseline) on question sets.
+
+    python recipes/evaluate.py --config recipes/configs/eval_minibench_smollm2.yaml \
+        [--output-dir runs/eval/x] [--samples 3] [--limit 20] [--concurrency 8]
+
+Writes <output_dir>/episodes.jsonl (crash-safe; a rerun resumes), results.json, results.md
+and summary.png, and prints a summary. Re-running a finished evaluation only re-aggregates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from executor_sft.eval import load_eval_config, run_eval
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", required=True, help="eval YAML (EvalConfig)")
+    parser.add_argument("--output-dir", help="override output_dir")
+    parser.add_argument("--samples", type=int, help="override samples (k)")
+    parser.add_argument("--limit", type=int, help="override every question source's per-dataset limit")
+    parser.add_argument("--concurrency", type=int, help="override concurrency")
+    parser.add_argument(
+        "--exclude-no-subquery", action="store_true", help="score only episodes with sub-queries"
+    )
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+    overrides = {
+        k: v
+        for k, v in {
+            "output_dir": args.output_dir,
+            "samples": args.samples,
+            "concurrency": args.concurrency,
+        }.items()
+        if v is not None
+    }
+    try:
+        config = load_eval_config(args.config, overrides)
+        if args.limit is not None:
+            config.questions = [q.model_copy(update={"limit": args.limit}) for q in config.questions]
+        if args.exclude_no_subquery:
+            config.metrics.exclude_no_subquery = True
+        run = run_eval(config, progress=not args.no_progress)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(run.summary())
+    return 1 if run.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

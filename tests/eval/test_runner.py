@@ -1,0 +1,143 @@
+"""run_eval with scripted doubles over real BM25: outputs, resume, refusal to mix systems, failures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from eval_helpers import scripted, scripted_factory
+
+from executor_sft.eval import (
+    EvalConfig,
+    ModelPool,
+    QuestionSource,
+    load_eval_config,
+    run_eval,
+    select_questions,
+)
+
+
+@pytest.fixture(scope="module")
+def dev_questions(minibench_questions_path):
+    return select_questions([QuestionSource(path=str(minibench_questions_path), split="dev", limit=1)])
+
+
+def _config(tmp_path, questions_path, index_dir, **overrides) -> EvalConfig:
+    data = {
+        "name": "scripted",
+        "output_dir": str(tmp_path / "out"),
+        "questions": [{"path": str(questions_path), "split": "dev", "limit": 1}],
+        "samples": 2,
+        "concurrency": 3,
+        "models": {
+            "backbone": scripted("bb-wide"),
+            "answerer": scripted("answerer"),
+            "executor": scripted("ex-thorough"),
+            "judge": scripted("judge"),
+        },
+        "pipeline": {"executor_roles": ["executor"], "driver": "executor", "max_turns": 3},
+        "retriever": {"index": str(index_dir), "k": 3},
+        "metrics": {"bucket_tokens": 2000, "n_buckets": 4},
+    }
+    data.update(overrides)
+    return EvalConfig.model_validate(data)
+
+
+def test_select_questions(minibench_questions_path, dev_questions):
+    assert [q.dataset for q in dev_questions] == ["hotpotqa", "musique", "2wikimultihopqa"]
+    assert all(q.model_extra["split"] == "dev" for q in dev_questions)
+    two = select_questions(
+        [QuestionSource(path=str(minibench_questions_path), split="train", datasets=["musique"], limit=2)]
+    )
+    assert [q.dataset for q in two] == ["musique", "musique"]
+    with pytest.raises(ValueError, match="no questions left"):
+        select_questions([QuestionSource(path=str(minibench_questions_path), datasets=["nope"])])
+
+
+def test_run_eval_writes_results_and_resumes(
+    tmp_path, minibench_questions_path, minibench_bm25_dir, minibench_bm25, dev_questions
+):
+    gold = {q.question: q.golden_answers[0] for q in dev_questions}
+    built: list[str] = []
+    cfg = _config(tmp_path, minibench_questions_path, minibench_bm25_dir)
+    run = run_eval(
+        cfg, pool=ModelPool(scripted_factory(gold, built)), retriever=minibench_bm25, progress=False
+    )
+    assert (run.ran, run.skipped, run.failed) == (6, 0, [])
+    lines = (cfg.out / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == 6
+    r = run.results
+    assert set(r.datasets) == {"hotpotqa", "musique", "2wikimultihopqa"}
+    # The thorough executor searches twice and reports the gold answer; the answerer relays it.
+    assert r.average["em"] == 1.0 and r.average["judge"] == 1.0
+    assert r.average["search_2plus"] == 1.0 and r.average["no_subquery_share"] == 0.0
+    hot = r.datasets["hotpotqa"]
+    assert hot.em.k == 2 and hot.searches["invocations"] == 4  # 2 samples x 2 sub-queries
+    episodes = [json.loads(line) for line in lines]
+    expected = (
+        sum(
+            run_["usage"]["prompt_tokens"] + run_["usage"]["completion_tokens"]
+            for e in episodes
+            if e["question"]["dataset"] == "hotpotqa"
+            for run_ in e["runs"]
+        )
+        / 2
+    )
+    assert hot.subagent_tokens.mean == pytest.approx(expected)
+    assert hot.cer_c is not None and 0.0 <= hot.cer_c.mean <= 1.0
+    for name in ("results.json", "results.md", "summary.png", "judge_cache.jsonl"):
+        assert (cfg.out / name).stat().st_size > 0
+    assert "| hotpotqa | 1 | 2 | 100.0 ± 0.0 |" in (cfg.out / "results.md").read_text()
+
+    # Kill simulation: drop the last record and leave half of it; a rerun redoes only that one.
+    with (cfg.out / "episodes.jsonl").open("w") as fh:
+        fh.write("\n".join(lines[:5]) + "\n" + lines[5][:40])
+    built.clear()
+    again = run_eval(
+        cfg, pool=ModelPool(scripted_factory(gold, built)), retriever=minibench_bm25, progress=False
+    )
+    assert (again.ran, again.skipped) == (1, 5)
+    ids = [json.loads(x)["episode_id"] for x in (cfg.out / "episodes.jsonl").read_text().splitlines()]
+    assert sorted(ids) == sorted(json.loads(x)["episode_id"] for x in lines)
+    # Finished: nothing to run, no model built.
+    built.clear()
+    done = run_eval(
+        cfg, pool=ModelPool(scripted_factory(gold, built)), retriever=minibench_bm25, progress=False
+    )
+    assert (done.ran, done.skipped, built) == (0, 6, [])
+    assert done.results.average == pytest.approx(again.results.average)
+
+
+def test_refuses_to_mix_systems_and_reports_failures(
+    tmp_path, minibench_questions_path, minibench_bm25_dir, minibench_bm25
+):
+    cfg = _config(tmp_path, minibench_questions_path, minibench_bm25_dir, samples=1)
+    # A models mapping without the executor role makes every episode raise: reported, not stored.
+    models = {"backbone": scripted_factory({}, [])(cfg.models["backbone"])}
+    run = run_eval(cfg, models=models, retriever=minibench_bm25, progress=False)
+    assert len(run.failed) == 3 and run.ran == 0
+    assert not (cfg.out / "episodes.jsonl").exists() or (cfg.out / "episodes.jsonl").read_text() == ""
+    other = _config(
+        tmp_path,
+        minibench_questions_path,
+        minibench_bm25_dir,
+        samples=1,
+        models={**{k: v.model_dump() for k, v in cfg.models.items()}, "executor": scripted("ex-quick")},
+    )
+    with pytest.raises(ValueError, match=r"different system \(changed: models\)"):
+        run_eval(other, models=models, retriever=minibench_bm25, progress=False)
+
+
+def test_config_errors_name_the_field(tmp_path):
+    path = tmp_path / "eval.yaml"
+    path.write_text(
+        "output_dir: x\nquestions: [{path: q.jsonl}]\nretriever: {index: i}\nmodels: {backbone: {model: m}}\nsampels: 3\n"
+    )
+    with pytest.raises(ValueError) as err:
+        load_eval_config(path)
+    assert "eval.yaml" in str(err.value) and "field 'sampels'" in str(err.value)
+    path.write_text(
+        "output_dir: x\nquestions: [{path: q.jsonl}]\nretriever: {index: i}\nmodels: {backbone: {model: m}}\n"
+    )
+    with pytest.raises(ValueError, match=r"no model for role\(s\) \['answerer', 'executor'\]"):
+        load_eval_config(path)
