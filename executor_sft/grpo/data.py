@@ -1,0 +1,248 @@
+"""GRPO prompts from rollouts: (sub-query, reference answer) pairs from verified teacher reports.
+
+A teacher run qualifies when it finished with a report and its outcome is correct (the filter's
+`is_correct`: EM == 1 and, by default, judge True). Its report's answer becomes the reference
+the student's own answer is scored against. Sub-queries are deduplicated by text (whitespace
+and case folded); further verified answers to the same sub-query are kept as extra aliases.
+
+Rows: `prompt` (system + user messages, TRL conversational format), `reference` (list of
+answer aliases, first = first verified report), `sub_query`, `question_id`, `dataset`,
+`episode_id`, `source_run_id`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from executor_sft.agents.prompting import Prompts, fill
+from executor_sft.filters.predicates import correctness_failure
+from executor_sft.filters.records import RecordError, RunView
+from executor_sft.metrics.answer import normalize_answer
+from executor_sft.schema import Message
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class GRPODataReport:
+    """Counts behind one extraction (printed by the recipe, returned by the library call)."""
+
+    episodes: int = 0
+    runs_considered: int = 0
+    examples: int = 0
+    duplicates: int = 0
+    extra_aliases: int = 0
+    excluded: Counter = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        reasons = ", ".join(f"{k}={v}" for k, v in sorted(self.excluded.items())) or "none"
+        return (
+            f"{self.examples} GRPO examples from {self.episodes} episodes "
+            f"({self.runs_considered} runs of the selected roles; {self.duplicates} duplicate sub-queries, "
+            f"{self.extra_aliases} extra answer aliases; excluded: {reasons})"
+        )
+
+
+def _sub_query_key(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _field(d: Mapping[str, Any], key: str, where: str, path: str, kind: type) -> Any:
+    value = d.get(key)
+    if not isinstance(value, kind):
+        raise RecordError(where, f"{path}.{key}", f"must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _system_prompt(
+    run: Mapping[str, Any], override: str | None, top_k: int, max_searches: int, prompts: Prompts
+) -> str:
+    if override is not None:
+        text = Prompts(executor_native=override).get("executor_native")
+        return fill(text, top_k=top_k, max_searches=max_searches)
+    messages = run.get("messages") or []
+    if messages and isinstance(messages[0], Mapping) and messages[0].get("role") == "system":
+        return str(messages[0].get("content") or "")
+    return prompts.render("executor_native", top_k=top_k, max_searches=max_searches)
+
+
+def build_prompt(sub_query: str, system_prompt: str) -> list[Message]:
+    """The executor's fresh context: system prompt + the sub-query as the user turn."""
+    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": sub_query}]
+
+
+def grpo_examples_from_episodes(
+    episodes: Iterable[tuple[str, Mapping[str, Any]]],
+    roles: tuple[str, ...] = ("teacher",),
+    require_judge: bool = True,
+    system_prompt: str | None = None,
+    top_k: int = 3,
+    max_searches: int = 2,
+    report: GRPODataReport | None = None,
+) -> list[dict[str, Any]]:
+    """Rows from (where, episode dict) pairs; `where` (e.g. `file:line`) is used in error messages.
+
+    `system_prompt`: None = the system message recorded in each teacher run (what SFT trained
+    on), falling back to the packaged executor prompt; text or `file:<path>` = that prompt,
+    with `{top_k}`/`{max_searches}` filled in.
+    """
+    report = report if report is not None else GRPODataReport()
+    prompts = Prompts()
+    rows: list[dict[str, Any]] = []
+    by_key: dict[str, dict[str, Any]] = {}
+    for where, ep in episodes:
+        report.episodes += 1
+        if not isinstance(ep, Mapping):
+            raise RecordError(where, "<record>", "must be a JSON object")
+        runs = ep.get("runs")
+        if not isinstance(runs, list):
+            raise RecordError(where, "runs", "must be a list")
+        question = ep.get("question") if isinstance(ep.get("question"), Mapping) else {}
+        for i, run in enumerate(runs):
+            path = f"runs[{i}]"
+            if not isinstance(run, Mapping):
+                raise RecordError(where, path, "must be an object")
+            if run.get("role") not in roles:
+                continue
+            report.runs_considered += 1
+            if run.get("counterfactual_of") is not None:
+                report.excluded["counterfactual"] += 1
+                continue
+            failure = correctness_failure(RunView.parse(run, where, path), require_judge=require_judge)
+            if failure is not None:
+                report.excluded[failure] += 1
+                continue
+            rep = run.get("report")
+            if not isinstance(rep, Mapping):
+                raise RecordError(
+                    where, f"{path}.report", "must be an object for a run that finished with a report"
+                )
+            answer = " ".join(_field(rep, "answer", where, f"{path}.report", str).split())
+            if not normalize_answer(answer):
+                report.excluded["empty_answer"] += 1
+                continue
+            sub_query = " ".join(_field(run, "sub_query", where, path, str).split())
+            if not sub_query:
+                raise RecordError(where, f"{path}.sub_query", "is empty")
+            key = _sub_query_key(sub_query)
+            if key in by_key:
+                report.duplicates += 1
+                aliases = by_key[key]["reference"]
+                if normalize_answer(answer) not in {normalize_answer(a) for a in aliases}:
+                    aliases.append(answer)
+                    report.extra_aliases += 1
+                continue
+            row = {
+                "prompt": build_prompt(
+                    sub_query, _system_prompt(run, system_prompt, top_k, max_searches, prompts)
+                ),
+                "reference": [answer],
+                "sub_query": sub_query,
+                "question_id": str(question.get("id", "")),
+                "dataset": str(question.get("dataset") or "unknown"),
+                "episode_id": str(ep.get("episode_id", "")),
+                "source_run_id": str(run.get("run_id", "")),
+            }
+            by_key[key] = row
+            rows.append(row)
+    report.examples = len(rows)
+    return rows
+
+
+def _read_with_lines(path: Path) -> Iterable[tuple[str, Any]]:
+    """(file:line, record) for each non-blank line; an unfinished last line (a killed writer) is skipped."""
+    with path.open(encoding="utf-8") as fh:
+        for i, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{path}:{i}", json.loads(line)
+            except json.JSONDecodeError as exc:
+                if not line.endswith("\n"):
+                    logger.warning("%s:%d: skipping an unfinished last line", path, i)
+                    return
+                raise ValueError(f"{path}:{i}: invalid JSON ({exc.msg})") from None
+
+
+def grpo_examples_from_rollouts(
+    path: str | Path | Iterable[str | Path],
+    roles: tuple[str, ...] = ("teacher",),
+    require_judge: bool = True,
+    system_prompt: str | None = None,
+    top_k: int = 3,
+    max_searches: int = 2,
+    report: GRPODataReport | None = None,
+) -> list[dict[str, Any]]:
+    """GRPO rows from one or more rollouts.jsonl files (see `grpo_examples_from_episodes`)."""
+    paths = [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
+    report = report if report is not None else GRPODataReport()
+    for p in paths:
+        if not p.is_file():
+            raise FileNotFoundError(f"rollouts file not found: {p}")
+
+    def episodes():
+        for p in paths:
+            yield from tqdm(_read_with_lines(p), desc=f"read {p.name}", unit="ep", leave=False)
+
+    rows = grpo_examples_from_episodes(
+        episodes(), roles, require_judge, system_prompt, top_k, max_searches, report
+    )
+    logger.info(report.summary())
+    return rows
+
+
+def to_dataset(rows: list[dict[str, Any]]):
+    """A `datasets.Dataset` TRL's GRPOTrainer takes as `train_dataset`."""
+    from datasets import Dataset
+
+    if not rows:
+        raise ValueError(
+            "no GRPO examples: no correct teacher report in the rollouts (check roles / require_judge)"
+        )
+    return Dataset.from_list(rows)
+
+
+def write_jsonl(rows: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def load_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Read GRPO rows back, checking the two columns training needs (errors name file:line:field)."""
+    path = Path(path)
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for i, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{i}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: invalid JSON ({exc.msg})") from None
+            prompt = row.get("prompt") if isinstance(row, dict) else None
+            if not isinstance(prompt, list) or not all(isinstance(m, dict) and "role" in m for m in prompt):
+                raise RecordError(where, "prompt", "must be a list of chat messages")
+            ref = row.get("reference")
+            if isinstance(ref, str):
+                row["reference"] = [ref]
+            elif not (isinstance(ref, list) and ref and all(isinstance(r, str) for r in ref)):
+                raise RecordError(
+                    where, "reference", f"must be a string or a non-empty list of strings, got {ref!r}"
+                )
+            rows.append(row)
+    return rows

@@ -1,0 +1,248 @@
+"""The GRPO reward: conditional log-penalty (CLP) on the executor's own report.
+
+`R = score * max(0, 1 - eps * log(1 + tool_calls))`: a wrong (or missing) report scores 0
+whatever it cost, a correct one is discounted by the number of searches with diminishing
+marginal cost, so the policy learns to search again only when it pays off.
+
+The TRL reward functions below read the executor's multi-turn completion (assistant turns,
+with `tool_calls`, and `tool` turns) as TRL hands it over, parse the final report with the
+runtime's parser, and score its `<answer>` against the sub-query's reference answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from executor_sft.agents.parsing import parse_report
+from executor_sft.metrics.answer import exact_match, f1_score
+from executor_sft.schema import Message, Report
+
+Metric = Literal["em", "f1", "judge"]
+JudgeFn = Callable[[str, list[str], str], "bool | None | Awaitable[bool | None]"]
+"""judge(question, golden_answers, prediction) -> True/False/None, sync or async. An object with
+such a `.judge` method (e.g. `executor_sft.metrics.judge.LLMJudge`) is accepted too."""
+
+DEFAULT_EPS = 0.15
+
+
+def clp_reward(em: float, tool_calls: int, eps: float = DEFAULT_EPS) -> float:
+    """Conditional log-penalty: `em * max(0, 1 - eps * log(1 + tool_calls))`.
+
+    `em` is the answer score in [0, 1] (EM, F1 or a judge verdict as 0/1). The reward is
+    positive for `tool_calls < exp(1/eps) - 1` and exactly 0 from there on.
+    """
+    if tool_calls < 0:
+        raise ValueError(f"tool_calls must be >= 0, got {tool_calls}")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    if em <= 0:
+        return 0.0
+    return float(em) * max(0.0, 1.0 - eps * math.log1p(tool_calls))
+
+
+def _as_messages(completion: Any) -> list[Message]:
+    """TRL passes conversational completions as message lists; plain text is one assistant turn."""
+    if isinstance(completion, str):
+        return [{"role": "assistant", "content": completion}]
+    return list(completion or [])
+
+
+def count_tool_calls(completion: Any) -> int:
+    """Tool calls the executor made: every entry of `tool_calls` in its assistant turns."""
+    return sum(
+        len(m.get("tool_calls") or []) for m in _as_messages(completion) if m.get("role") == "assistant"
+    )
+
+
+def final_report(completion: Any) -> Report | None:
+    """The report of the final assistant turn, or None (no `<answer>`, or the turn still calls a tool).
+
+    Only the last assistant turn counts: an `<answer>` written next to a search call, or in an
+    earlier turn, is not a report (the runtime would have executed the search).
+    """
+    turns = [m for m in _as_messages(completion) if m.get("role") == "assistant"]
+    if not turns or turns[-1].get("tool_calls"):
+        return None
+    content = turns[-1].get("content")
+    if isinstance(content, list):  # content blocks
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return parse_report(content)
+
+
+def _aliases(reference: str | Sequence[str] | None) -> list[str]:
+    if reference is None:
+        return []
+    if isinstance(reference, str):
+        return [reference]
+    return [r for r in reference if r]
+
+
+def _question(prompt: Any) -> str:
+    """The sub-query: the last user message of a conversational prompt (or the prompt text)."""
+    if isinstance(prompt, str):
+        return prompt
+    users = [m.get("content") or "" for m in prompt or [] if m.get("role") == "user"]
+    return users[-1] if users else ""
+
+
+@dataclass
+class ScoredCompletion:
+    """What the reward saw in one completion (also the source of the logged metrics)."""
+
+    tool_calls: int
+    report: Report | None
+    score: float  # answer score in [0, 1] (0 without a report)
+    reward: float
+
+    @property
+    def format_ok(self) -> bool:
+        return self.report is not None
+
+
+class _CLPBase:
+    """Shared scoring and logging; subclasses decide how an answer is scored."""
+
+    metric: Metric
+
+    def __init__(self, eps: float = DEFAULT_EPS, metric_prefix: str = "executor"):
+        if eps < 0:
+            raise ValueError(f"eps must be >= 0, got {eps}")
+        self.eps = eps
+        self.metric_prefix = metric_prefix
+        self.__name__ = f"clp_{self.metric}"  # TRL names the logged column `rewards/<__name__>/mean`
+        self.last: list[ScoredCompletion] = []
+
+    def _finish(
+        self, parsed: list[tuple[int, Report | None]], scores: list[float], kwargs: dict
+    ) -> list[float]:
+        self.last = [
+            ScoredCompletion(calls, report, score, clp_reward(score, calls, self.eps))
+            for (calls, report), score in zip(parsed, scores, strict=True)
+        ]
+        log_metric = kwargs.get("log_metric")
+        if log_metric is not None and self.last:
+            n = len(self.last)
+            p = self.metric_prefix
+            log_metric(f"{p}/tool_calls", sum(s.tool_calls for s in self.last) / n)
+            log_metric(f"{p}/correct", sum(s.score >= 1.0 for s in self.last) / n)
+            log_metric(f"{p}/answer_score", sum(s.score for s in self.last) / n)
+            log_metric(f"{p}/format_ok", sum(s.format_ok for s in self.last) / n)
+        return [s.reward for s in self.last]
+
+    @staticmethod
+    def _parse(completions: Sequence[Any]) -> list[tuple[int, Report | None]]:
+        return [(count_tool_calls(c), final_report(c)) for c in completions]
+
+    @staticmethod
+    def _references(reference: Sequence[Any] | None, n: int) -> list[list[str]]:
+        if reference is None:
+            raise ValueError(
+                "the CLP reward needs a `reference` column (the sub-query's verified answers); "
+                "build the dataset with executor_sft.grpo.grpo_examples_from_rollouts"
+            )
+        if len(reference) != n:
+            raise ValueError(f"`reference` has {len(reference)} entries for {n} completions")
+        return [_aliases(r) for r in reference]
+
+
+class CLPReward(_CLPBase):
+    """TRL reward function: CLP over EM (default) or token F1 against `reference`.
+
+    Logs (through TRL's `log_metric`, averaged per logging step): `executor/tool_calls`
+    (mean tool calls per completion), `executor/correct` (share with answer score 1),
+    `executor/answer_score` (mean EM/F1) and `executor/format_ok` (share with a report).
+    """
+
+    def __init__(
+        self, metric: Literal["em", "f1"] = "em", eps: float = DEFAULT_EPS, metric_prefix: str = "executor"
+    ):
+        if metric not in ("em", "f1"):
+            raise ValueError(f"metric must be 'em' or 'f1' (use JudgeCLPReward for a judge), got {metric!r}")
+        self.metric = metric
+        self._score = exact_match if metric == "em" else f1_score
+        super().__init__(eps, metric_prefix)
+
+    def __call__(self, prompts=None, completions=(), reference=None, **kwargs: Any) -> list[float]:
+        parsed = self._parse(completions)
+        refs = self._references(reference, len(parsed))
+        scores = [
+            self._score(report.answer, gold) if report is not None and gold else 0.0
+            for (_, report), gold in zip(parsed, refs, strict=True)
+        ]
+        return self._finish(parsed, scores, kwargs)
+
+
+class JudgeCLPReward(_CLPBase):
+    """TRL reward function (async): CLP over a judge's verdict (True = 1, False/None = 0).
+
+    `judge(question, golden_answers, prediction)` may be sync or async; calls for one batch run
+    concurrently (sync judges in threads). The question is the `sub_query` column when present,
+    else the prompt's last user message.
+    """
+
+    metric: Metric = "judge"
+
+    def __init__(
+        self, judge: Any, eps: float = DEFAULT_EPS, metric_prefix: str = "executor", max_concurrency: int = 16
+    ):
+        method = getattr(judge, "judge", None)
+        if not callable(judge) and callable(method):
+            judge = method  # an LLMJudge-like object
+        if not callable(judge):
+            raise TypeError(f"judge must be callable or have a .judge method, got {type(judge).__name__}")
+        self.judge = judge
+        # async def functions / bound methods, or objects whose class defines `async def __call__`
+        self._judge_is_async = inspect.iscoroutinefunction(judge) or inspect.iscoroutinefunction(
+            type(judge).__call__
+        )
+        self.max_concurrency = max_concurrency
+        super().__init__(eps, metric_prefix)
+
+    async def _verdict(
+        self, sem: asyncio.Semaphore, question: str, gold: list[str], prediction: str
+    ) -> float:
+        async with sem:
+            if self._judge_is_async:
+                verdict = await self.judge(question, gold, prediction)
+            else:
+                verdict = await asyncio.to_thread(self.judge, question, gold, prediction)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+        return 1.0 if verdict is True else 0.0
+
+    async def __call__(self, prompts=None, completions=(), reference=None, **kwargs: Any) -> list[float]:
+        parsed = self._parse(completions)
+        refs = self._references(reference, len(parsed))
+        sub_queries = kwargs.get("sub_query") or [_question(p) for p in (prompts or [""] * len(parsed))]
+        sem = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(i: int) -> float:
+            report = parsed[i][1]
+            if report is None or not refs[i]:
+                return 0.0
+            return await self._verdict(sem, sub_queries[i], refs[i], report.answer)
+
+        scores = list(await asyncio.gather(*(one(i) for i in range(len(parsed)))))
+        return self._finish(parsed, scores, kwargs)
+
+    def score_sync(self, **kwargs: Any) -> list[float]:
+        """Run the async reward outside an event loop (for scripts and tests)."""
+        return asyncio.run(self(**kwargs))
+
+
+def make_reward(
+    metric: Metric = "em", eps: float = DEFAULT_EPS, judge: JudgeFn | None = None
+) -> CLPReward | JudgeCLPReward:
+    """The CLP reward for `metric`; `judge` is required (and only used) for `metric="judge"`."""
+    if metric == "judge":
+        if judge is None:
+            raise ValueError(
+                "reward metric 'judge' needs a judge callable: judge(question, golden_answers, prediction)"
+            )
+        return JudgeCLPReward(judge, eps)
+    return CLPReward(metric, eps)

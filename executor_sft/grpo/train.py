@@ -1,0 +1,255 @@
+"""GRPO for the executor with TRL's GRPOTrainer: multi-turn search rollouts, CLP reward.
+
+`recipes/grpo_executor.py` parses (GRPOScriptArguments, GRPOConfig, ModelConfig) with TrlParser
+and calls `run_grpo`; `build_grpo_trainer` is the same minus `train()` (tests and notebooks use
+it to add callbacks or a trainer subclass).
+
+What TRL does for us (trl 1.16): `environment_factory` gives each rollout its own
+`SearchEnvironment`; its `search` method is the tool; TRL parses `<tool_call>` blocks with the
+tokenizer's response schema, runs the tool, appends the tool turn and generates again, up to
+`max_tool_calling_iterations` times; the tool-result tokens get `tool_mask = 0`, so the loss
+(`completion_mask * tool_mask`) never trains on retrieved passages. Generation runs on
+transformers, or vLLM in `colocate`/`server` mode (`use_vllm`, `vllm_mode`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from executor_sft.grpo.data import grpo_examples_from_rollouts, load_jsonl, to_dataset
+from executor_sft.grpo.environment import SearchEnvironmentFactory
+from executor_sft.grpo.rewards import DEFAULT_EPS, JudgeFn, make_reward
+from executor_sft.retrieval.base import Retriever
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class GRPOScriptArguments:
+    """Stage options that are not TRL's (data, retrieval, reward)."""
+
+    dataset: str | None = field(
+        default=None,
+        metadata={"help": "GRPO rows (JSONL from recipes/build_grpo_data.py): prompt + reference."},
+    )
+    rollouts: list[str] | None = field(
+        default=None, metadata={"help": "Build the rows on the fly from these rollouts.jsonl files instead."}
+    )
+    roles: list[str] = field(
+        default_factory=lambda: ["teacher"],
+        metadata={"help": "Roles whose verified reports become references."},
+    )
+    require_judge: bool = field(
+        default=True, metadata={"help": "A reference needs EM == 1 and judge True (False: EM only)."}
+    )
+    system_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "Executor system prompt (text or file:PATH) when building from rollouts; default: the one recorded in each run."
+        },
+    )
+    max_examples: int | None = field(default=None, metadata={"help": "Use at most this many rows (first N)."})
+    retriever_index: str | None = field(
+        default=None, metadata={"help": "Index directory (recipes/build_index.py)."}
+    )
+    retriever_url: str | None = field(
+        default=None, metadata={"help": "Or a retrieval server URL (Search-R1 wire format)."}
+    )
+    retriever_kind: Literal["bm25", "rank_bm25", "dense", "hybrid", "rrf"] = field(default="bm25")
+    retriever_cache: bool = field(
+        default=True, metadata={"help": "In-memory LRU cache of (query, k) results."}
+    )
+    retriever_top_k: int = field(
+        default=3, metadata={"help": "Passages per search (GRPOConfig.top_k is sampling)."}
+    )
+    max_searches: int = field(
+        default=2, metadata={"help": "Searches per rollout; further calls get a 'report now' notice."}
+    )
+    reward: Literal["em", "f1", "judge"] = field(
+        default="em", metadata={"help": "Answer score inside the CLP reward."}
+    )
+    clp_eps: float = field(
+        default=DEFAULT_EPS, metadata={"help": "CLP penalty: R = score * max(0, 1 - eps*log(1+calls))."}
+    )
+    judge: str | None = field(
+        default=None,
+        metadata={
+            "help": "For reward=judge: 'module:attr', a judge(question, golden, prediction) callable or a zero-arg factory of one."
+        },
+    )
+    judge_model: str | None = field(
+        default=None,
+        metadata={"help": "For reward=judge: or an LLMJudge over this served model (OpenAI-compatible)."},
+    )
+    judge_base_url: str = field(default="http://127.0.0.1:8000/v1", metadata={"help": "The judge endpoint."})
+    judge_api_key_env: str | None = field(
+        default=None, metadata={"help": "Env var holding the judge API key."}
+    )
+    judge_cache: str | None = field(default=None, metadata={"help": "JSONL verdict cache for the LLM judge."})
+
+
+def load_grpo_dataset(args: GRPOScriptArguments):
+    if (args.dataset is None) == (args.rollouts is None):
+        raise ValueError(
+            "give exactly one of `dataset` (GRPO rows JSONL) or `rollouts` (rollouts.jsonl files)"
+        )
+    if args.dataset is not None:
+        rows = load_jsonl(args.dataset)
+    else:
+        rows = grpo_examples_from_rollouts(
+            args.rollouts,
+            roles=tuple(args.roles),
+            require_judge=args.require_judge,
+            system_prompt=args.system_prompt,
+            top_k=args.retriever_top_k,
+            max_searches=args.max_searches,
+        )
+    if args.max_examples is not None:
+        rows = rows[: args.max_examples]
+    return to_dataset(rows)
+
+
+def load_retriever_from_args(args: GRPOScriptArguments) -> Retriever:
+    from executor_sft.retrieval.config import CacheConfig, RetrieverConfig, build_retriever
+
+    cfg = RetrieverConfig(
+        index=args.retriever_index,
+        url=args.retriever_url,
+        kind=args.retriever_kind,
+        k=args.retriever_top_k,
+        cache=CacheConfig(enabled=args.retriever_cache),
+    )
+    return build_retriever(cfg)
+
+
+def load_judge(spec: str) -> JudgeFn:
+    """'module:attr' -> the judge; a class or zero-arg factory is called once to build it."""
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise ValueError(f"judge {spec!r}: expected 'module:attr'")
+    obj = getattr(importlib.import_module(module_name), attr)
+    if isinstance(obj, type):
+        return obj()
+    try:
+        import inspect
+
+        params = inspect.signature(obj).parameters
+        if not params:
+            return obj()
+    except (TypeError, ValueError):
+        pass
+    return obj
+
+
+def build_judge(args: GRPOScriptArguments) -> Any:
+    """The judge the arguments name: `judge` ('module:attr') or an LLMJudge over `judge_model`."""
+    if args.judge is not None:
+        return load_judge(args.judge)
+    if args.judge_model is not None:
+        from executor_sft.llm.config import ModelConfig as ChatModelConfig
+        from executor_sft.llm.config import build_chat_model
+        from executor_sft.metrics.judge import LLMJudge
+
+        chat = build_chat_model(
+            ChatModelConfig(
+                backend="openai",
+                model=args.judge_model,
+                base_urls=[args.judge_base_url],
+                api_key_env=args.judge_api_key_env,
+            )
+        )
+        return LLMJudge(chat, cache_path=args.judge_cache)
+    raise ValueError(
+        "reward=judge needs `judge` ('module:attr') or `judge_model`, or a judge passed to build_grpo_trainer"
+    )
+
+
+def _model_init_kwargs(training_args, model_args) -> None:
+    """As TRL's own grpo script: ModelConfig's dtype / attention / revision go to model_init_kwargs."""
+    kwargs: dict[str, Any] = {
+        "revision": model_args.model_revision,
+        "trust_remote_code": training_args.trust_remote_code,
+        "attn_implementation": model_args.attn_implementation,
+        "dtype": model_args.dtype,
+    }
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    if training_args.model_init_kwargs:
+        kwargs.update(training_args.model_init_kwargs)
+    training_args.model_init_kwargs = kwargs
+
+
+def build_grpo_trainer(
+    script_args: GRPOScriptArguments,
+    training_args,
+    model_args,
+    *,
+    model: Any = None,
+    processing_class: Any = None,
+    train_dataset: Any = None,
+    retriever: Retriever | None = None,
+    judge: JudgeFn | Any = None,
+    trainer_cls: type | None = None,
+    callbacks: list | None = None,
+):
+    """A ready GRPOTrainer: dataset, search environment, CLP reward, optional LoRA.
+
+    `model`/`processing_class`/`train_dataset`/`retriever`/`judge` override what the arguments
+    would load (e.g. an in-memory model); `trainer_cls` may be a GRPOTrainer subclass.
+    """
+    from trl import GRPOTrainer, get_peft_config, get_quantization_config
+
+    if script_args.max_searches < 0 or script_args.retriever_top_k < 1:
+        raise ValueError(
+            f"need max_searches >= 0 and top_k >= 1, got {script_args.max_searches}, {script_args.retriever_top_k}"
+        )
+    if training_args.max_tool_calling_iterations is None:
+        # K = max_searches + 1 turns: every budgeted search, then the report.
+        training_args.max_tool_calling_iterations = script_args.max_searches
+        logger.info("max_tool_calling_iterations unset: using max_searches=%d", script_args.max_searches)
+    dataset = train_dataset if train_dataset is not None else load_grpo_dataset(script_args)
+    retriever = retriever if retriever is not None else load_retriever_from_args(script_args)
+    if script_args.reward == "judge" and judge is None:
+        judge = build_judge(script_args)
+    reward = make_reward(script_args.reward, script_args.clp_eps, judge)
+    factory = SearchEnvironmentFactory(
+        retriever, top_k=script_args.retriever_top_k, max_searches=script_args.max_searches
+    )
+    if model is None:
+        _model_init_kwargs(training_args, model_args)
+        model = model_args.model_name_or_path
+        if not model:
+            raise ValueError("model_name_or_path is required (the SFT checkpoint to start from)")
+    cls = trainer_cls or GRPOTrainer
+    return cls(
+        model=model,
+        reward_funcs=[reward],
+        args=training_args,
+        train_dataset=dataset,
+        processing_class=processing_class,
+        peft_config=get_peft_config(model_args),
+        environment_factory=factory,
+        callbacks=callbacks,
+        quantization_config=get_quantization_config(model_args) if isinstance(model, str) else None,
+    )
+
+
+def run_grpo(script_args: GRPOScriptArguments, training_args, model_args, **overrides: Any):
+    """Build the trainer, train, save to `output_dir`; returns the trainer."""
+    trainer = build_grpo_trainer(script_args, training_args, model_args, **overrides)
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        logs = [h for h in trainer.state.log_history if "reward" in h]
+        if logs:
+            last = logs[-1]
+            summary = ", ".join(
+                f"{k}={last[k]:.3f}"
+                for k in ("reward", "executor/correct", "executor/tool_calls", "executor/format_ok")
+                if k in last
+            )
+            trainer.accelerator.print(f"GRPO done: {trainer.state.global_step} steps; last log: {summary}")
+        trainer.accelerator.print(f"model saved to {training_args.output_dir}")
+    return trainer

@@ -1,0 +1,62 @@
+"""GRPO prompts from rollouts: verified teacher reports -> (sub-query, reference) rows.
+
+    python recipes/build_grpo_data.py --rollouts runs/rollouts.jsonl --output runs/grpo.jsonl \
+        [--roles teacher] [--no-require-judge] [--system_prompt file:my_prompt.md] [--top_k 3 --max_searches 2]
+
+Rows: `prompt` (system + sub-query), `reference` (answer aliases), `sub_query`, `question_id`,
+`dataset`, `episode_id`, `source_run_id`. Written atomically; a summary goes to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from trl import TrlParser
+
+from executor_sft.grpo.data import GRPODataReport, grpo_examples_from_rollouts, write_jsonl
+
+
+@dataclass
+class BuildGRPOData:
+    rollouts: list[str] = field(
+        metadata={"help": "Episode records (rollouts.jsonl, schema v1); several files allowed."}
+    )
+    output: str = field(metadata={"help": "GRPO rows to write (JSONL)."})
+    roles: list[str] = field(
+        default_factory=lambda: ["teacher"], metadata={"help": "Roles whose verified reports count."}
+    )
+    require_judge: bool = field(default=True, metadata={"help": "Need judge True besides EM == 1."})
+    system_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "Executor system prompt (text or file:PATH); default: the one recorded in each run."
+        },
+    )
+    top_k: int = field(default=3, metadata={"help": "Fills {top_k} in a given/packaged system prompt."})
+    max_searches: int = field(
+        default=2, metadata={"help": "Fills {max_searches} in a given/packaged system prompt."}
+    )
+
+
+def main(argv: list[str] | None = None) -> GRPODataReport:
+    (args,) = TrlParser((BuildGRPOData,)).parse_args_and_config(
+        args=list(sys.argv[1:] if argv is None else argv)
+    )
+    report = GRPODataReport()
+    rows = grpo_examples_from_rollouts(
+        args.rollouts,
+        roles=tuple(args.roles),
+        require_judge=args.require_judge,
+        system_prompt=args.system_prompt,
+        top_k=args.top_k,
+        max_searches=args.max_searches,
+        report=report,
+    )
+    write_jsonl(rows, args.output)
+    print(f"{report.summary()} -> {args.output}", file=sys.stderr)
+    return report
+
+
+if __name__ == "__main__":
+    main()

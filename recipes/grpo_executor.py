@@ -1,0 +1,39 @@
+"""Optional GRPO stage for the executor: multi-turn search rollouts, CLP reward (TRL GRPOTrainer).
+
+    # 1) prompts + references from verified teacher reports
+    python recipes/build_grpo_data.py --rollouts runs/rollouts.jsonl --output runs/grpo.jsonl
+    # 2) GRPO from the SFT checkpoint (vLLM colocate on one GPU)
+    accelerate launch --config_file accelerate_configs/single_gpu.yaml recipes/grpo_executor.py \
+        --config recipes/configs/grpo_qwen3_1.7b.yaml \
+        --model_name_or_path outputs/qwen3-1.7b-executor-sft \
+        --dataset runs/grpo.jsonl --retriever_index indexes/wiki
+    # LoRA instead of a full fine-tune
+    ... --use_peft --lora_r 32 --lora_target_modules all-linear
+
+Arguments: `GRPOScriptArguments` (data, retriever, search budget, reward), TRL's `GRPOConfig`
+(training, generation, vLLM) and `ModelConfig` (model, dtype, LoRA). See docs/grpo.md.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def parse_args(argv: list[str] | None = None):
+    from trl import GRPOConfig, ModelConfig, TrlParser
+
+    from executor_sft.grpo.train import GRPOScriptArguments
+
+    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
+    return parser.parse_args_and_config(args=list(sys.argv[1:] if argv is None else argv))
+
+
+def main(argv: list[str] | None = None):
+    from executor_sft.grpo.train import run_grpo
+
+    script_args, training_args, model_args = parse_args(argv)
+    return run_grpo(script_args, training_args, model_args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The per-rollout search environment, over real BM25 on a slice of the minibench corpus."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+
+import pytest
+
+from executor_sft.agents.prompting import Prompts
+from executor_sft.agents.tools import SEARCH_TOOL
+from executor_sft.grpo.environment import NO_RESULTS, SearchEnvironment, SearchEnvironmentFactory
+from executor_sft.retrieval import BM25Retriever, Corpus, format_passages, iter_corpus
+
+
+class CountingRetriever:
+    """Wraps a real retriever and counts calls (to check the budget stops retrieval)."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def search(self, queries, k):
+        self.calls.append((list(queries), k))
+        return self.inner.search(queries, k)
+
+
+@pytest.fixture(scope="module")
+def small_bm25(minibench_corpus_path):
+    passages = list(itertools.islice(iter_corpus(minibench_corpus_path), 500))
+    return BM25Retriever.build(Corpus.from_passages(passages)), passages
+
+
+@pytest.mark.slow  # imports transformers
+def test_tool_schema_is_the_runtime_search_tool():
+    from transformers.utils import get_json_schema
+
+    env = SearchEnvironment(retriever=None, top_k=3)
+    # TRL renders each public method with transformers' get_json_schema: it must be SEARCH_TOOL.
+    assert get_json_schema(env.search) == SEARCH_TOOL
+    # ... and TRL exposes every public function of the class except reset/get_reward as a tool.
+    tools = [n for n, _ in inspect.getmembers(SearchEnvironment, inspect.isfunction) if not n.startswith("_")]
+    assert sorted(tools) == ["reset", "search"]
+
+
+def test_search_returns_formatted_top_k(small_bm25):
+    bm25, passages = small_bm25
+    retriever = CountingRetriever(bm25)
+    env = SearchEnvironment(retriever, top_k=2, max_searches=2)
+    env.reset(prompt=[], reference=["x"])
+    title = passages[7].title
+    out = env.search(f"  {title}\n")
+    assert out == format_passages(bm25.search([title], 2)[0])
+    assert out.startswith("Doc 1 (Title: ") and "\nDoc 2 (Title: " in out
+    assert retriever.calls == [([title], 2)]  # whitespace folded
+    assert env.n_searches == 1 and env.searches[0].query == title and len(env.searches[0].doc_ids) == 2
+
+
+def test_budget_then_notice_and_reset(small_bm25):
+    bm25, passages = small_bm25
+    retriever = CountingRetriever(bm25)
+    env = SearchEnvironment(retriever, top_k=1, max_searches=1)
+    env.reset()
+    assert env.search(passages[0].title).startswith("Doc 1")
+    notice = env.search(passages[1].title)
+    assert notice == Prompts().search_budget_spent
+    assert len(retriever.calls) == 1 and env.n_searches == 1  # the over-budget call did not retrieve
+    env.reset()
+    assert env.n_searches == 0 and env.search(passages[1].title).startswith("Doc 1")
+
+
+def test_empty_or_unmatched_query(small_bm25):
+    bm25, _ = small_bm25
+    env = SearchEnvironment(bm25, top_k=3, max_searches=3)
+    assert env.search("   ") == NO_RESULTS
+    assert env.search("zzqqxxnotaword") == NO_RESULTS
+    assert env.n_searches == 2  # both were tool calls: both count against the budget
+
+
+def test_factory_makes_isolated_instances(small_bm25):
+    bm25, passages = small_bm25
+    factory = SearchEnvironmentFactory(bm25, top_k=1, max_searches=1, budget_notice="stop now")
+    a, b = factory(), factory()
+    assert a is not b and factory.created == [a, b]
+    a.search(passages[0].title)
+    assert a.search(passages[0].title) == "stop now"
+    assert b.search(passages[0].title).startswith("Doc 1")  # b's budget is its own
+
+
+def test_rejects_bad_budget():
+    with pytest.raises(ValueError, match="top_k"):
+        SearchEnvironment(None, top_k=0)
+    with pytest.raises(ValueError, match="max_searches"):
+        SearchEnvironment(None, max_searches=-1)
