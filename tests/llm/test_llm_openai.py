@@ -129,9 +129,10 @@ def test_fault_injection_retries_survive():
     assert [r.message["content"] for r in results] == ["ok"] * 24
     assert faults.counts["429"] and faults.counts["500"] and faults.counts["delay"]
     assert faults.counts["requests"] == faults.counts["passed"] + faults.counts["429"] + faults.counts["500"]
-    failures = model.endpoints[0].failures
-    assert failures >= faults.counts["429"] + faults.counts["500"]
-    assert faults.counts["requests"] == 24 + failures
+    assert faults.counts["passed"] >= 24
+    # Every injected fault (error status or a delay past the timeout) cost the client one attempt.
+    injected = faults.counts["429"] + faults.counts["500"] + faults.counts["delay"]
+    assert model.endpoints[0].failures >= injected
 
 
 def test_failures_that_outlast_retries_raise_chat_error():
