@@ -1,0 +1,48 @@
+"""Retrieval: corpora, BM25 / dense / hybrid retrievers, reranking, caching, HTTP server and client.
+
+Later stages construct retrievers with `build_retriever(RetrieverConfig(...))` or
+`load_retriever(DIR, kind=...)` and only ever call `Retriever.search` / `asearch`.
+"""
+
+from executor_sft.retrieval.base import Hit, Retriever, format_passages
+from executor_sft.retrieval.bm25 import BM25Retriever, RankBM25Retriever
+from executor_sft.retrieval.build import BuildResult, build_index
+from executor_sft.retrieval.cache import CachedRetriever
+from executor_sft.retrieval.config import CacheConfig, RetrieverConfig, build_retriever, load_retriever
+from executor_sft.retrieval.corpus import Corpus, CorpusFormatError, Passage, iter_corpus, load_corpus
+from executor_sft.retrieval.dense import DenseRetriever
+from executor_sft.retrieval.encoders import Encoder, EncoderConfig
+from executor_sft.retrieval.fusion import HybridRetriever, fuse
+from executor_sft.retrieval.manifest import IndexMismatchError, Manifest
+from executor_sft.retrieval.remote import RemoteRetriever, RetrievalError
+from executor_sft.retrieval.rerank import RerankRetriever
+
+__all__ = [
+    "BM25Retriever",
+    "BuildResult",
+    "CacheConfig",
+    "CachedRetriever",
+    "Corpus",
+    "CorpusFormatError",
+    "DenseRetriever",
+    "Encoder",
+    "EncoderConfig",
+    "Hit",
+    "HybridRetriever",
+    "IndexMismatchError",
+    "Manifest",
+    "Passage",
+    "RankBM25Retriever",
+    "RemoteRetriever",
+    "RerankRetriever",
+    "RetrievalError",
+    "Retriever",
+    "RetrieverConfig",
+    "build_index",
+    "build_retriever",
+    "format_passages",
+    "fuse",
+    "iter_corpus",
+    "load_corpus",
+    "load_retriever",
+]

@@ -1,0 +1,111 @@
+"""Lexical retrieval: bm25s (default: sparse scores, fast, mmap loading) and rank-bm25 (option).
+
+Both tokenize the same way (lowercase, English stopwords, Snowball English stemmer via
+PyStemmer) over title + text, so their results are comparable.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from executor_sft.retrieval.base import Hit, Retriever
+from executor_sft.retrieval.corpus import Corpus
+from executor_sft.retrieval.manifest import BM25Info
+
+
+@functools.lru_cache(maxsize=4)
+def _stemmer(language: str | None):
+    if not language:
+        return None
+    import Stemmer
+
+    return Stemmer.Stemmer(language)
+
+
+def tokenize(texts: list[str], info: BM25Info, show_progress: bool = False) -> list[list[str]]:
+    import bm25s
+
+    stemmer = _stemmer(info.stemmer)
+    stem = stemmer.stemWords if stemmer else None
+    return bm25s.tokenize(
+        texts, stopwords=info.stopwords, stemmer=stem, return_ids=False, show_progress=show_progress
+    )
+
+
+def _hits(corpus: Corpus, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
+    out = []
+    for r, s in zip(rows.tolist(), scores.tolist(), strict=True):
+        if s <= 0:  # no query term matched: not a hit
+            continue
+        p = corpus[int(r)]
+        out.append(Hit(p.id, p.title, p.text, float(s)))
+    return out
+
+
+class BM25Retriever(Retriever):
+    """bm25s over an index directory's `bm25/` folder (memory-mapped by default)."""
+
+    def __init__(self, model, corpus: Corpus, info: BM25Info, index_id: str = "bm25"):
+        self.model, self.corpus, self.info, self.index_id = model, corpus, info, index_id
+
+    @classmethod
+    def build(
+        cls, corpus: Corpus, info: BM25Info | None = None, show_progress: bool = False
+    ) -> BM25Retriever:
+        import bm25s
+
+        info = info or BM25Info()
+        model = bm25s.BM25(k1=info.k1, b=info.b, method=info.method)
+        model.index(tokenize(corpus.index_texts(), info, show_progress), show_progress=show_progress)
+        return cls(model, corpus, info)
+
+    def save(self, directory: str | Path) -> None:
+        self.model.save(str(directory), show_progress=False)
+
+    @classmethod
+    def load(
+        cls, directory: str | Path, corpus: Corpus, info: BM25Info, mmap: bool = True, index_id: str = "bm25"
+    ):
+        import bm25s
+
+        model = bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False)
+        return cls(model, corpus, info, index_id)
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        if not queries:
+            return []
+        k = max(1, min(k, len(self.corpus)))
+        tokens = tokenize(list(queries), self.info)
+        results: list[list[Hit]] = [[] for _ in queries]
+        live = [i for i, t in enumerate(tokens) if t]
+        if live:
+            rows, scores = self.model.retrieve([tokens[i] for i in live], k=k, show_progress=False)
+            for j, i in enumerate(live):
+                results[i] = _hits(self.corpus, rows[j], scores[j])
+        return results
+
+
+class RankBM25Retriever(Retriever):
+    """rank-bm25 (BM25Okapi): dense per-query scoring over every document; for compatibility."""
+
+    def __init__(self, corpus: Corpus, info: BM25Info | None = None, index_id: str = "rank_bm25"):
+        from rank_bm25 import BM25Okapi
+
+        self.corpus, self.info, self.index_id = corpus, info or BM25Info(backend="rank_bm25"), index_id
+        self.model = BM25Okapi(tokenize(corpus.index_texts(), self.info), k1=self.info.k1, b=self.info.b)
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        k = max(1, min(k, len(self.corpus)))
+        out = []
+        for tokens in tokenize(list(queries), self.info):
+            if not tokens:
+                out.append([])
+                continue
+            scores = self.model.get_scores(tokens)
+            top = np.argpartition(-scores, k - 1)[:k]
+            top = top[np.argsort(-scores[top], kind="stable")]
+            out.append(_hits(self.corpus, top, scores[top]))
+        return out

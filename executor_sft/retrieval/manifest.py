@@ -1,0 +1,130 @@
+"""The index manifest: what built an index directory, so a mismatched load fails loudly.
+
+A retriever loaded with a different encoder, prefix or corpus than the index was built with
+returns plausible-looking garbage; the manifest turns that into a clear error instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_SCHEMA = "executor_sft.index/v1"
+
+
+class IndexMismatchError(ValueError):
+    """The index directory was built with options other than the ones requested."""
+
+
+class CorpusInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    path: str
+    size_bytes: int
+    fingerprint: str
+    num_docs: int
+
+
+class BM25Info(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    backend: str = "bm25s"
+    stemmer: str | None = "english"
+    stopwords: str | None = "en"
+    k1: float = 1.5
+    b: float = 0.75
+    method: str = "lucene"
+
+
+class DenseInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str
+    model_path: str
+    backend: str
+    pooling: str
+    query_prefix: str
+    passage_prefix: str
+    dim: int
+    full_dim: int
+    max_length: int
+    index_type: str
+    index_params: dict[str, Any] = Field(default_factory=dict)
+    num_vectors: int = 0
+    shard_size: int = 0
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    schema_: str = Field(MANIFEST_SCHEMA, alias="schema")
+    corpus: CorpusInfo
+    kinds: list[str] = Field(default_factory=list)
+    bm25: BM25Info | None = None
+    dense: DenseInfo | None = None
+    versions: dict[str, str] = Field(default_factory=dict)
+    created_at: str = Field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+    def index_id(self, kind: str) -> str:
+        """Names the searchable contents (corpus + the parts `kind` uses), for cache keys."""
+        parts: dict[str, Any] = {"corpus": self.corpus.fingerprint, "kind": kind}
+        if kind in ("bm25", "rank_bm25", "hybrid", "rrf") and self.bm25:
+            parts["bm25"] = self.bm25.model_dump()
+        if kind in ("dense", "hybrid", "rrf") and self.dense:
+            d = self.dense.model_dump(exclude={"num_vectors", "shard_size", "model_path"})
+            parts["dense"] = d
+        blob = json.dumps(parts, sort_keys=True).encode()
+        return f"{kind}-{hashlib.blake2b(blob, digest_size=8).hexdigest()}"
+
+    def save(self, directory: str | Path) -> Path:
+        path = Path(directory) / MANIFEST_NAME
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(self.model_dump_json(by_alias=True, indent=2), encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Manifest:
+        path = Path(directory) / MANIFEST_NAME
+        if not path.exists():
+            raise FileNotFoundError(f"{path} not found: is {directory} an index built by build_index?")
+        return cls.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def library_versions() -> dict[str, str]:
+    out = {}
+    for name in ("executor-sft", "bm25s", "PyStemmer", "rank-bm25", "faiss-cpu", "faiss-gpu-cu12",
+                 "sentence-transformers", "transformers", "torch", "pyarrow"):  # fmt: skip
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def check_corpus(manifest: Manifest, corpus_path: str | Path, directory: str | Path) -> None:
+    """Fail if `corpus_path` is not the file the index was built from (size, then content hash)."""
+    from executor_sft.retrieval.corpus import file_fingerprint
+
+    p = Path(corpus_path)
+    if not p.exists():
+        raise FileNotFoundError(f"corpus not found: {p}")
+    info = manifest.corpus
+    size = p.stat().st_size
+    if size != info.size_bytes or file_fingerprint(p) != info.fingerprint:
+        raise IndexMismatchError(
+            f"index {directory} was built from {info.path} ({info.size_bytes} bytes, fingerprint "
+            f"{info.fingerprint}), but the corpus given is {p} ({size} bytes) with different contents; "
+            "rebuild the index with recipes/build_index.py or pass the matching corpus"
+        )
+
+
+def check_option(directory: str | Path, what: str, built: Any, requested: Any) -> None:
+    if requested is not None and built != requested:
+        raise IndexMismatchError(
+            f"index {directory} was built with {what}={built!r}, but {what}={requested!r} was requested; "
+            "rebuild the index with the new option or drop the option to use the index as built"
+        )

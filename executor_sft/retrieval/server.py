@@ -1,0 +1,176 @@
+"""A retrieval HTTP server speaking the Search-R1 wire format, with micro-batching.
+
+    POST /retrieve {"queries": [...], "topk": k, "return_scores": bool}
+      -> {"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}   (return_scores)
+      -> {"result": [[{"id", "contents"}, ...], ...]}                          (otherwise)
+    GET /health -> {"status": "ok", "index_id", ...}
+
+Concurrent requests are queued and a single worker runs them as one retriever call (up to
+`max_batch` queries, waiting at most `max_wait_ms` for more to arrive): one encoder forward
+pass over 64 queries costs far less than 64 passes of one. `batching=False` calls the
+retriever per request instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from executor_sft.retrieval.base import Hit, Retriever
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ServerConfig:
+    batching: bool = True
+    max_batch: int = 128  # queries per retriever call
+    max_wait_ms: float = 2.0
+    max_queries: int = 256  # per request
+    max_k: int = 100
+
+
+class RetrieveRequest(BaseModel):
+    queries: list[str] = Field(min_length=1)
+    topk: int = Field(3, ge=1)
+    return_scores: bool = False
+
+
+@dataclass
+class _Job:
+    queries: list[str]
+    k: int
+    future: asyncio.Future
+
+
+class MicroBatcher:
+    """Collects jobs from concurrent requests and runs them together."""
+
+    def __init__(self, retriever: Retriever, max_batch: int, max_wait_ms: float):
+        self.retriever, self.max_batch, self.max_wait = retriever, max_batch, max_wait_ms / 1000
+        self.queue: asyncio.Queue[_Job] = asyncio.Queue()
+        self.calls = 0
+        self.batched_queries = 0
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def submit(self, queries: list[str], k: int) -> list[list[Hit]]:
+        fut = asyncio.get_running_loop().create_future()
+        await self.queue.put(_Job(queries, k, fut))
+        return await fut
+
+    async def _run(self) -> None:
+        while True:
+            jobs = [await self.queue.get()]
+            n = len(jobs[0].queries)
+            deadline = time.monotonic() + self.max_wait
+            while n < self.max_batch:
+                try:
+                    job = self.queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    try:
+                        job = await asyncio.wait_for(self.queue.get(), remaining)
+                    except TimeoutError:
+                        break
+                jobs.append(job)
+                n += len(job.queries)
+            await self._execute(jobs)
+
+    async def _execute(self, jobs: list[_Job]) -> None:
+        # Hits come sorted, so each job's top-k is the prefix of the batch's top-max(k).
+        k = max(j.k for j in jobs)
+        queries = [q for j in jobs for q in j.queries]
+        self.calls += 1
+        self.batched_queries += len(queries)
+        try:
+            results = await self.retriever.asearch(queries, k)
+        except Exception as e:  # every waiting request learns of the failure
+            for j in jobs:
+                if not j.future.done():
+                    j.future.set_exception(e)
+            return
+        i = 0
+        for j in jobs:
+            if not j.future.done():
+                j.future.set_result([hits[: j.k] for hits in results[i : i + len(j.queries)]])
+            i += len(j.queries)
+
+
+def _doc(h: Hit) -> dict:
+    return {"id": h.doc_id, "contents": h.contents}
+
+
+def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: str | None = None) -> FastAPI:
+    config = config or ServerConfig()
+    batcher = MicroBatcher(retriever, config.max_batch, config.max_wait_ms) if config.batching else None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if batcher:
+            batcher.start()
+        yield
+        if batcher:
+            await batcher.stop()
+
+    app = FastAPI(title="executor_sft retrieval", lifespan=lifespan)
+    app.state.batcher = batcher
+    app.state.requests = 0
+
+    @app.exception_handler(RequestValidationError)
+    async def _readable_422(request: Request, exc: RequestValidationError):
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}" for e in exc.errors()
+        ]
+        return JSONResponse(status_code=422, content={"detail": "; ".join(problems)})
+
+    def _reject(detail: str) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": detail})
+
+    @app.get("/health")
+    async def health():
+        return {
+            "status": "ok",
+            "index_id": retriever.index_id,
+            "kind": kind,
+            "batching": config.batching,
+            "requests": app.state.requests,
+            "retriever_calls": batcher.calls if batcher else app.state.requests,
+        }
+
+    @app.post("/retrieve")
+    async def retrieve(req: RetrieveRequest):
+        if len(req.queries) > config.max_queries:
+            return _reject(
+                f"queries: {len(req.queries)} queries exceed the limit of {config.max_queries} per request"
+            )
+        if req.topk > config.max_k:
+            return _reject(f"topk: {req.topk} exceeds the limit of {config.max_k}")
+        app.state.requests += 1
+        if batcher:
+            results = await batcher.submit(req.queries, req.topk)
+        else:
+            results = await retriever.asearch(req.queries, req.topk)
+        if req.return_scores:
+            return {"result": [[{"document": _doc(h), "score": h.score} for h in hits] for hits in results]}
+        return {"result": [[_doc(h) for h in hits] for hits in results]}
+
+    return app

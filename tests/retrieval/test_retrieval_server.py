@@ -1,0 +1,171 @@
+"""The HTTP server over real HTTP (uvicorn on 127.0.0.1) and the client's retries."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from retrieval_helpers import free_port, serve
+
+from executor_sft.retrieval import RemoteRetriever, RetrievalError, load_retriever
+from executor_sft.retrieval.server import ServerConfig, create_app
+
+
+@pytest.fixture(scope="module")
+def bm25(bm25_index):
+    return load_retriever(bm25_index, "bm25")
+
+
+@pytest.fixture(scope="module")
+def server(bm25):
+    with serve(create_app(bm25, ServerConfig(max_queries=8, max_k=20, max_wait_ms=20), kind="bm25")) as url:
+        yield url
+
+
+def test_health_and_wire_format(server, bm25):
+    h = httpx.get(f"{server}/health").json()
+    assert h["status"] == "ok" and h["index_id"] == bm25.index_id
+    q = "Canadian rock band drummer Modern Drummer Hall of Fame"
+    r = httpx.post(f"{server}/retrieve", json={"queries": [q], "topk": 3, "return_scores": True}).json()
+    (row,) = r["result"]
+    expected = bm25.search([q], 3)[0]
+    assert [x["document"]["id"] for x in row] == [h.doc_id for h in expected]
+    assert row[0]["document"]["contents"] == f"{expected[0].title}\n{expected[0].text}"
+    assert row[0]["score"] == pytest.approx(expected[0].score)
+    plain = httpx.post(f"{server}/retrieve", json={"queries": [q], "topk": 3}).json()
+    assert plain["result"][0][0] == {"id": expected[0].doc_id, "contents": expected[0].contents}
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"queries": [], "topk": 3}, "queries"),
+        ({"topk": 3}, "queries"),
+        ({"queries": ["a"], "topk": 0}, "topk"),
+        ({"queries": ["a"], "topk": 21}, "limit of 20"),
+        ({"queries": ["a"] * 9, "topk": 3}, "limit of 8"),
+        ({"queries": "not a list", "topk": 3}, "queries"),
+    ],
+)
+def test_bad_requests_get_readable_422(server, body, needle):
+    r = httpx.post(f"{server}/retrieve", json=body)
+    assert r.status_code == 422
+    assert needle in r.json()["detail"]
+
+
+async def test_concurrent_requests_are_batched(server, bm25, dev_questions):
+    qs = [q["question"] for q in dev_questions[:24]]
+    before = httpx.get(f"{server}/health").json()
+    async with httpx.AsyncClient(timeout=60) as client:
+        replies = await asyncio.gather(
+            *(
+                client.post(
+                    f"{server}/retrieve", json={"queries": [q], "topk": 2 + i % 3, "return_scores": True}
+                )
+                for i, q in enumerate(qs)
+            )
+        )
+    after = httpx.get(f"{server}/health").json()
+    assert all(r.status_code == 200 for r in replies)
+    expected = bm25.search(qs, 4)
+    for i, (r, exp) in enumerate(zip(replies, expected, strict=True)):
+        assert [x["document"]["id"] for x in r.json()["result"][0]] == [h.doc_id for h in exp[: 2 + i % 3]]
+    requests = after["requests"] - before["requests"]
+    calls = after["retriever_calls"] - before["retriever_calls"]
+    assert requests == 24 and calls < requests  # several requests shared one retriever call
+
+
+async def test_remote_retriever_matches_local(server, bm25, dev_questions):
+    remote = RemoteRetriever(server)
+    assert remote.index_id == bm25.index_id
+    qs = [q["question"] for q in dev_questions[:3]]
+    local = bm25.search(qs, 3)
+    for got in (remote.search(qs, 3), await remote.asearch(qs, 3)):
+        assert [[h.doc_id for h in x] for x in got] == [[h.doc_id for h in x] for x in local]
+        assert got[0][0].title == local[0][0].title and got[0][0].text == local[0][0].text
+        assert got[0][0].score == pytest.approx(local[0][0].score)
+    with pytest.raises(RetrievalError, match="422"):
+        remote.search(["x"] * 9, 3)
+    remote.close()
+
+
+def test_batching_off_serves_the_same_results(bm25):
+    with serve(create_app(bm25, ServerConfig(batching=False))) as url:
+        r = RemoteRetriever(url).search(["Toto drummer session musician"], 3)
+    assert [h.doc_id for h in r[0]] == [
+        h.doc_id for h in bm25.search(["Toto drummer session musician"], 3)[0]
+    ]
+
+
+def flaky_app(failures: int) -> FastAPI:
+    app = FastAPI()
+    app.state.calls = 0
+
+    @app.post("/retrieve")
+    async def retrieve(body: dict):
+        app.state.calls += 1
+        if app.state.calls <= failures:
+            return JSONResponse(status_code=500, content={"detail": "boom"})
+        return {
+            "result": [
+                [{"document": {"id": "d1", "contents": '"Title"\nBody text'}, "score": 1.5}]
+                for _ in body["queries"]
+            ]
+        }
+
+    return app
+
+
+async def test_client_retries_5xx_then_succeeds():
+    app = flaky_app(failures=2)
+    with serve(app) as url:
+        remote = RemoteRetriever(url, backoff_s=0.01, max_retries=3, index_id="flaky")
+        (hits,) = remote.search(["q"], 1)
+        assert (hits[0].doc_id, hits[0].title, hits[0].text, hits[0].score) == (
+            "d1",
+            "Title",
+            "Body text",
+            1.5,
+        )
+        assert app.state.calls == 3
+        app.state.calls = 0
+        (hits,) = await remote.asearch(["q"], 1)
+        assert app.state.calls == 3 and hits[0].doc_id == "d1"
+        app.state.calls = 0
+        with pytest.raises(RetrievalError, match="after 2 attempts: HTTP 500"):
+            RemoteRetriever(url, backoff_s=0.01, max_retries=1, index_id="x").search(["q"], 1)
+
+
+async def test_client_gives_up_on_refused_connections():
+    port = free_port()
+    with socket.socket() as s:  # nothing listens on this port
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    remote = RemoteRetriever(f"http://127.0.0.1:{port}", backoff_s=0.01, max_retries=2)
+    assert remote.index_id == f"remote:http://127.0.0.1:{port}"
+    with pytest.raises(RetrievalError, match="after 3 attempts: ConnectError"):
+        remote.search(["q"], 1)
+    with pytest.raises(RetrievalError, match="ConnectError"):
+        await remote.asearch(["q"], 1)
+
+
+async def test_client_reaches_a_server_that_comes_up_late(bm25):
+    """Connection refused at first, then the server starts: the backoff bridges the gap."""
+    port = free_port()
+    remote = RemoteRetriever(f"http://127.0.0.1:{port}", backoff_s=0.2, max_retries=6, index_id="late")
+    server = serve(create_app(bm25), port=port)
+
+    async def start_later():
+        await asyncio.sleep(0.3)
+        await asyncio.to_thread(server.__enter__)
+
+    starter = asyncio.create_task(start_later())
+    try:
+        hits = await remote.asearch(["Toto drummer"], 2)
+        assert len(hits[0]) == 2
+    finally:
+        await starter
+        server.__exit__(None, None, None)
