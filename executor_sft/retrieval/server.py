@@ -87,10 +87,9 @@ class MicroBatcher:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
-                    try:
-                        job = await asyncio.wait_for(self.queue.get(), remaining)
-                    except TimeoutError:
-                        break
+                    # Poll rather than wait_for(queue.get()): a timed-out get can drop a job.
+                    await asyncio.sleep(min(remaining, 0.0005))
+                    continue
                 jobs.append(job)
                 n += len(job.queries)
             await self._execute(jobs)
