@@ -154,12 +154,18 @@ async def collect(
         (q, s) for q in questions for s in range(config.samples_per_question) if f"{q.id}#{s}" not in store
     ]
     skipped = len(questions) * config.samples_per_question - len(todo)
-    stats = CollectionStats()
+    # The summary covers the whole file: what a previous run left there, plus what this run writes.
+    stats = (
+        collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))
+        if len(store)
+        else CollectionStats()
+    )
+    written = 0
     failed: list[tuple[str, str]] = []
-    write_lock = asyncio.Lock()
     queue: asyncio.Queue[tuple[Question, int]] = asyncio.Queue()
     for item in todo:
         queue.put_nowait(item)
+    finished: asyncio.Queue[Episode | None] = asyncio.Queue()
     bar = tqdm(total=len(todo), desc="episodes", unit="ep", disable=not show_progress, dynamic_ncols=True)
 
     async def worker() -> None:
@@ -176,30 +182,53 @@ async def collect(
                 await add_counterfactuals(
                     episode, models, retriever, config.pipeline, config.counterfactual, judge
                 )
-                async with write_lock:
-                    await asyncio.to_thread(store.append, episode)
-                stats.add(episode)
             except Exception as exc:  # a bug or an outage: keep going, leave it for the resume
                 logger.warning("episode %s failed: %s: %s", episode_id, type(exc).__name__, exc)
                 failed.append((episode_id, f"{type(exc).__name__}: {exc}"))
-            bar.update(1)
-            bar.set_postfix(_postfix(stats, len(failed)), refresh=False)
+                bar.update(1)
+                continue
+            finished.put_nowait(episode)
 
+    async def writer() -> None:
+        """Group commit: write every episode finished since the last write with one fsync."""
+        nonlocal written
+        while True:
+            batch = [await finished.get()]
+            while not finished.empty():
+                batch.append(finished.get_nowait())
+            episodes = [e for e in batch if e is not None]
+            if episodes:
+                try:
+                    written += await asyncio.to_thread(store.append_many, episodes)
+                except Exception as exc:  # e.g. disk full: not written, so a re-run redoes them
+                    logger.warning(
+                        "writing %d episodes failed: %s: %s", len(episodes), type(exc).__name__, exc
+                    )
+                    failed.extend((e.episode_id, f"write: {type(exc).__name__}: {exc}") for e in episodes)
+                else:
+                    for episode in episodes:
+                        stats.add(episode)
+                bar.update(len(episodes))
+                bar.set_postfix(_postfix(stats, len(failed)), refresh=False)
+            if None in batch:
+                return
+
+    writing = asyncio.create_task(writer())
     try:
         await asyncio.gather(*(worker() for _ in range(min(config.concurrency, max(1, len(todo))))))
     finally:
+        finished.put_nowait(None)
+        await writing
         bar.close()
         store.close()
 
-    summary = collection_stats(
-        Episode.model_validate(e) for e in read_episodes(config.rollouts_path)
-    ).to_dict()
-    summary.update(written=stats.episodes, skipped=skipped, failed=len(failed))
+    summary = stats.to_dict()
+    summary.update(written=written, skipped=skipped, failed=len(failed))
     summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
     summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return CollectResult(
         path=config.rollouts_path,
-        written=stats.episodes,
+        written=written,
         skipped=skipped,
         failed=failed,
         summary=summary,

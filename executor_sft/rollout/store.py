@@ -92,19 +92,35 @@ class EpisodeStore:
 
     def append(self, record: Episode | dict[str, Any]) -> bool:
         """Write one record durably; return False (and write nothing) if its key exists."""
-        data = record.to_dict() if isinstance(record, Episode) else record
-        key = self.key(data)
-        if key in self._keys:
-            return False
-        line = (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        return self.append_many([record]) == 1
+
+    def append_many(self, records: list[Episode | dict[str, Any]]) -> int:
+        """Write records durably with ONE write and ONE fsync (group commit); return how many were new.
+
+        fsync is the slow part of a durable append (milliseconds per call), so a busy writer
+        commits whatever has finished since its last write together. A kill mid-write can
+        still only leave a partial last line, which the next open removes.
+        """
+        lines: list[bytes] = []
+        keys: set[str] = set()
+        for record in records:
+            data = record.to_dict() if isinstance(record, Episode) else record
+            key = self.key(data)
+            if key in self._keys or key in keys:
+                continue
+            keys.add(key)
+            lines.append((json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
+        if not lines:
+            return 0
+        blob = b"".join(lines)
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        written = os.write(self._fd, line)
-        while written < len(line):  # os.write may be partial for huge records on some filesystems
-            written += os.write(self._fd, line[written:])
+        written = os.write(self._fd, blob)
+        while written < len(blob):  # os.write may be partial for huge records on some filesystems
+            written += os.write(self._fd, blob[written:])
         os.fsync(self._fd)
-        self._keys.add(key)
-        return True
+        self._keys |= keys
+        return len(lines)
 
     def iter_dicts(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():
