@@ -1,0 +1,152 @@
+"""Collection against flaky OpenAI-compatible endpoints: real HTTP on 127.0.0.1, injected 429/500/timeouts.
+
+Every role is served by `executor_sft.llm.server.create_app` around a scripted synthetic-world
+policy and reached through `OpenAIChatModel` (built from `ModelConfig`, backend openai). A
+middleware fails about 20% of chat calls: 429, 500, or a reply slower than the client timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from executor_sft.llm.config import ModelConfig, build_chat_model
+from executor_sft.llm.server import BackgroundServer, create_app
+from executor_sft.rollout import CollectConfig, collect, read_episodes
+from executor_sft.synthetic import scripted_models
+
+TIMEOUT_S = 1.0
+N_QUESTIONS = 8
+
+
+class Faults:
+    """Fails ~20% of chat calls: 7% 429, 7% 500, 6% a reply slower than the client's timeout."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+        self.served = Counter()
+
+    async def __call__(self, request: Request, call_next):
+        if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
+            return await call_next(request)
+        u = self.rng.random()
+        if u < 0.07:
+            self.served["429"] += 1
+            return JSONResponse(status_code=429, content={"error": {"message": "rate limited", "code": 429}})
+        if u < 0.14:
+            self.served["500"] += 1
+            return JSONResponse(
+                status_code=500, content={"error": {"message": "internal error", "code": 500}}
+            )
+        if u < 0.20:
+            self.served["slow"] += 1
+            await asyncio.sleep(TIMEOUT_S + 0.5)
+        else:
+            self.served["ok"] += 1
+        return await call_next(request)
+
+
+@pytest.fixture(scope="module")
+def flaky_server(world):
+    """One server, one mounted OpenAI-compatible app per role: http://127.0.0.1:PORT/<role>/v1."""
+    faults = Faults()
+    root = FastAPI()
+    root.middleware("http")(faults)
+    for role, model in scripted_models(world).items():
+        root.mount(f"/{role}", create_app(model, served_name=role))
+    with BackgroundServer(root) as server:
+        yield server, faults
+
+
+def http_models(server: BackgroundServer, max_retries: int) -> dict:
+    base = server.base_url.removesuffix("/v1")
+    return {
+        role: build_chat_model(
+            ModelConfig(
+                backend="openai",
+                model=role,
+                base_urls=[f"{base}/{role}/v1"],
+                timeout_s=TIMEOUT_S,
+                max_retries=max_retries,
+                backoff_base_s=0.01,
+                backoff_max_s=0.05,
+                pass_enable_thinking=False,
+            )
+        )
+        for role in ("backbone", "teacher", "student", "answerer", "judge")
+    }
+
+
+def collect_over_http(world_dir, world_bm25, server, max_retries: int, out):
+    config = CollectConfig.model_validate(
+        {
+            "questions": {"path": str(world_dir / "questions.jsonl"), "limit": N_QUESTIONS},
+            "retriever": {"index": "unused"},
+            "output_dir": str(out),
+            "concurrency": 8,
+        }
+    )
+    models = http_models(server, max_retries)
+
+    async def go():
+        try:
+            return await collect(config, models=models, retriever=world_bm25, show_progress=False)
+        finally:
+            await asyncio.gather(*(m.aclose() for m in models.values()))
+
+    return asyncio.run(go()), models
+
+
+def recorded_errors(path) -> list[str]:
+    """Every failure the records carry: episode errors, executor-run errors, outcome errors."""
+    errors = []
+    for episode in read_episodes(path):
+        assert (episode["stop_reason"] == "error") == (episode["error"] is not None)
+        if episode["error"]:
+            errors.append(episode["error"])
+        for run in episode["runs"]:
+            if run["finish"] == "error":
+                assert run.get("error"), run["run_id"]
+                errors.append(run["error"])
+            if run["outcome"] and run["outcome"].get("error"):
+                errors.append(run["outcome"]["error"])
+    return errors
+
+
+@pytest.mark.slow
+def test_retries_absorb_faults_and_every_episode_is_written(
+    world, world_dir, world_bm25, flaky_server, tmp_path
+):
+    server, faults = flaky_server
+    before = Counter(faults.served)
+    result, models = collect_over_http(world_dir, world_bm25, server, max_retries=4, out=tmp_path)
+    served = faults.served - before
+    assert result.written == N_QUESTIONS and result.failed == []
+    assert served["429"] and served["500"] and served["slow"], served
+    retried = sum(e.failures for m in models.values() for e in m.endpoints)
+    assert retried >= served["429"] + served["500"] + served["slow"]  # (+ any slow reply on a busy host)
+    # 5 attempts each: a call fails for good with probability ~0.2**5, so records are clean
+    assert len(list(read_episodes(result.path))) == N_QUESTIONS
+    assert len(recorded_errors(result.path)) <= 1
+
+
+@pytest.mark.slow
+def test_failures_that_outlast_retries_are_recorded_not_raised(
+    world, world_dir, world_bm25, flaky_server, tmp_path
+):
+    server, faults = flaky_server
+    result, _ = collect_over_http(world_dir, world_bm25, server, max_retries=0, out=tmp_path)
+    assert result.written == N_QUESTIONS and result.failed == []  # nothing crashed
+    errors = recorded_errors(result.path)
+    assert errors, "with ~20% failing calls and no retries some failure must be recorded"
+    assert all(("HTTP 429" in e) or ("HTTP 500" in e) or ("timeout" in e) for e in errors), errors[:5]
+    episodes = list(read_episodes(result.path))
+    runs = [r for e in episodes for r in e["runs"]]
+    # a failed executor call ends that run with finish "error"; the rest of the episode goes on
+    assert any(r["finish"] == "error" for r in runs) or any(e["stop_reason"] == "error" for e in episodes)
+    assert result.summary["episode_errors"] == sum(e["error"] is not None for e in episodes)
