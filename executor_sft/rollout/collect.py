@@ -112,7 +112,13 @@ def build_models(config: CollectConfig) -> dict[str, ChatModel]:
     missing = [r for r in config.required_roles() if r not in config.models]
     if missing:
         raise ValueError(f"config.models has no entry for role(s) {missing}")
-    return {role: build_chat_model(cfg) for role, cfg in config.models.items()}
+    # Roles with identical settings share one model object (one copy of in-process weights).
+    built: dict[str, ChatModel] = {}
+    for cfg in config.models.values():
+        key = cfg.model_dump_json()
+        if key not in built:
+            built[key] = build_chat_model(cfg)
+    return {role: built[cfg.model_dump_json()] for role, cfg in config.models.items()}
 
 
 def _postfix(stats: CollectionStats, failed: int) -> dict[str, str]:
