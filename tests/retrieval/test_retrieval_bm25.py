@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from executor_sft.retrieval import load_retriever
 from executor_sft.retrieval.bm25 import RankBM25Retriever
 from executor_sft.retrieval.corpus import Corpus
@@ -46,6 +48,7 @@ def test_queries_with_no_known_terms_return_no_hits(bm25_index):
     assert r.search([], 3) == []
 
 
+@pytest.mark.slow
 def test_rank_bm25_agrees_with_bm25s(bm25_index, dev_questions):
     corpus = Corpus.load(bm25_index / "docs.arrow")
     bm25s_r = load_retriever(bm25_index, "bm25")

@@ -11,6 +11,7 @@ from executor_sft.retrieval.build import shard_path
 from executor_sft.retrieval.corpus import load_corpus
 
 
+@pytest.mark.slow
 def test_bm25_round_trip_gives_the_same_results(bm25_index, minibench_corpus_path, dev_questions):
     in_memory = BM25Retriever.build(load_corpus(minibench_corpus_path))
     qs = [q["question"] for q in dev_questions[:30]]

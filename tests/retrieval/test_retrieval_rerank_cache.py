@@ -38,6 +38,7 @@ def cross_encoder_dir(tmp_path_factory):
     return str(out)
 
 
+@pytest.mark.slow
 def test_reranker_orders_candidates_by_cross_encoder_score(bm25_index, cross_encoder_dir, dev_questions):
     bm25 = load_retriever(bm25_index, "bm25")
     rr = RerankRetriever(bm25, cross_encoder_dir, depth=8)
