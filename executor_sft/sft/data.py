@@ -1,0 +1,116 @@
+"""Loading and checking SFT rows (sft.jsonl or a Hub dataset), and their composition report."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+# The embedded default's data: the project's own sample, produced by its synthetic pipeline.
+DEFAULT_SFT_DATA = Path(__file__).resolve().parents[2] / "data" / "sft.jsonl"
+
+_ROLES = {"system", "user", "assistant", "tool"}
+
+
+class RowError(ValueError):
+    """A malformed SFT row; the message names the file, line and field."""
+
+
+def validate_row(row: Any, where: str) -> dict[str, Any]:
+    """Check the fields tokenisation relies on; raise `RowError` naming `where` and the field."""
+    if not isinstance(row, dict):
+        raise RowError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    messages = row.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RowError(f"{where}: field 'messages' must be a non-empty list")
+    n_assistant = 0
+    for i, m in enumerate(messages):
+        field = f"messages[{i}]"
+        if not isinstance(m, dict) or m.get("role") not in _ROLES:
+            raise RowError(f"{where}: field {field}.role must be one of {sorted(_ROLES)}")
+        content = m.get("content")
+        if content is not None and not isinstance(content, str):
+            raise RowError(f"{where}: field {field}.content must be a string")
+        if m["role"] == "assistant":
+            n_assistant += 1
+            for j, call in enumerate(m.get("tool_calls") or []):
+                fn = call.get("function", call) if isinstance(call, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                    raise RowError(f"{where}: field {field}.tool_calls[{j}].function.name is missing")
+                args = fn.get("arguments")
+                if isinstance(args, str):
+                    try:
+                        json.loads(args)
+                    except json.JSONDecodeError as e:
+                        raise RowError(
+                            f"{where}: field {field}.tool_calls[{j}].function.arguments is not JSON: {e}"
+                        ) from None
+                elif not isinstance(args, dict):
+                    raise RowError(
+                        f"{where}: field {field}.tool_calls[{j}].function.arguments must be a JSON string"
+                    )
+    if n_assistant == 0:
+        raise RowError(f"{where}: field 'messages' has no assistant message, so nothing would be trained")
+    tools = row.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise RowError(f"{where}: field 'tools' must be a list")
+    return row
+
+
+def read_sft_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"SFT data not found: {path}")
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise RowError(f"{path}:{lineno}: invalid JSON: {e}") from None
+            rows.append(validate_row(row, f"{path}:{lineno}"))
+    if not rows:
+        raise RowError(f"{path}: no rows")
+    return rows
+
+
+def is_local(source: str | Path) -> bool:
+    p = Path(source)
+    return p.exists() or p.suffix in {".jsonl", ".json"}
+
+
+def load_sft_rows(
+    source: str | Path, split: str = "train", config: str | None = None
+) -> list[dict[str, Any]]:
+    """Rows from a local JSONL file or a Hub dataset (`datasets.load_dataset(source, config)[split]`)."""
+    if is_local(source):
+        return read_sft_jsonl(source)
+    from datasets import load_dataset
+
+    ds = load_dataset(str(source), name=config, split=split)
+    return [validate_row(dict(r), f"{source}[{split}] row {i}") for i, r in enumerate(ds)]
+
+
+def find_composition_report(source: str | Path, given: str | Path | None = None) -> dict[str, Any] | None:
+    """The filter's composition report: `given`, else `<stem>.report.json` or `report.json` beside the data."""
+    candidates = [Path(given)] if given else []
+    if not given and is_local(source):
+        p = Path(source)
+        candidates += [p.with_name(p.stem + ".report.json"), p.with_name("report.json")]
+    for c in candidates:
+        if c.exists():
+            return json.loads(c.read_text(encoding="utf-8"))
+    if given:
+        raise FileNotFoundError(f"composition report not found: {given}")
+    return None
+
+
+def row_counts(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Rows per stratum and per dataset (for the log and the model card when no report exists)."""
+    return {
+        "stratum": dict(Counter(str(r.get("stratum", "unknown")) for r in rows)),
+        "dataset": dict(Counter(str(r.get("dataset", "unknown")) for r in rows)),
+    }

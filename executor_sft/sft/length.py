@@ -1,0 +1,151 @@
+"""Fitting long trajectories into `max_length` without touching what the executor wrote.
+
+Rule ("truncate_tool", the default): while the tokenised row is too long, cap every line of
+every tool message (one retrieved passage per line) at a common token budget, lowering the
+cap until the row fits, so the longest passages are shortened first. A shortened line keeps
+its head (the `Doc i (Title: T)` header and the first words) and ends with `TRUNCATION_MARK`.
+No line goes below `min_line_tokens`; if the row still does not fit it is dropped. System,
+user and assistant messages (tool calls, the final report, end-of-turn) are never changed.
+"drop" drops every over-long row instead. Both outcomes are counted in `LengthReport`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from executor_sft.sft.tokenize import render_row, tokenize_rendered
+
+TRUNCATION_MARK = " [...]"
+OVERFLOW_POLICIES = ("truncate_tool", "drop")
+
+
+class RowTooLongError(ValueError):
+    """The row cannot fit `max_length` under the chosen policy."""
+
+
+@dataclass
+class FitResult:
+    example: dict[str, list[int]]
+    truncated_lines: int = 0
+    removed_tokens: int = 0
+
+
+@dataclass
+class LengthReport:
+    """Counts for the training log and the model card."""
+
+    max_length: int | None
+    policy: str
+    rows: int = 0
+    kept_whole: int = 0
+    truncated: int = 0
+    dropped: int = 0
+    removed_tool_tokens: int = 0
+    dropped_ids: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"{self.rows} rows, max_length={self.max_length}, policy={self.policy}: "
+            f"{self.kept_whole} whole, {self.truncated} with shortened passages "
+            f"({self.removed_tool_tokens} passage tokens removed), {self.dropped} dropped"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "dropped_ids"} | {
+            "dropped_ids": self.dropped_ids[:50]
+        }
+
+
+def _tokenize(messages, tools, tokenizer, enable_thinking, chat_template):
+    rendered = render_row(
+        messages, tools, tokenizer, enable_thinking=enable_thinking, chat_template=chat_template
+    )
+    return tokenize_rendered(rendered, tokenizer)
+
+
+def _cap_lines(lengths: list[int], excess: int, floor: list[int], mark: int) -> int | None:
+    """Largest common cap whose cut removes at least `excess` tokens (None if impossible).
+
+    A cut line loses `n - cap` tokens and gains the truncation mark's `mark` tokens."""
+
+    def removed(cap: int) -> int:
+        return sum(
+            n - max(cap, f) - mark for n, f in zip(lengths, floor, strict=True) if n > max(cap, f) + mark
+        )
+
+    if removed(0) < excess:
+        return None
+    lo, hi = 0, max(lengths)
+    while lo < hi:  # binary search for the largest cap that removes enough
+        mid = (lo + hi + 1) // 2
+        if removed(mid) >= excess:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def fit_row(
+    row: dict[str, Any],
+    tokenizer,
+    max_length: int | None,
+    *,
+    enable_thinking: bool = False,
+    chat_template: str | None = None,
+    overflow: str = "truncate_tool",
+    min_line_tokens: int = 24,
+) -> FitResult:
+    """Tokenise `row`, shortening passages if needed; raises `RowTooLongError` if it cannot fit."""
+    if overflow not in OVERFLOW_POLICIES:
+        raise ValueError(f"overflow must be one of {OVERFLOW_POLICIES}, got {overflow!r}")
+    messages, tools = row["messages"], row.get("tools")
+    example = _tokenize(messages, tools, tokenizer, enable_thinking, chat_template)
+    if max_length is None or len(example["input_ids"]) <= max_length:
+        return FitResult(example)
+    if overflow == "drop":
+        raise RowTooLongError(f"{len(example['input_ids'])} tokens > max_length={max_length} (policy drop)")
+
+    messages = copy.deepcopy(messages)
+    tool_lines = [
+        (i, j, line)
+        for i, m in enumerate(messages)
+        if m.get("role") == "tool"
+        for j, line in enumerate((m.get("content") or "").split("\n"))
+    ]
+    if not tool_lines:
+        raise RowTooLongError(
+            f"{len(example['input_ids'])} tokens > max_length={max_length} and no tool output"
+        )
+    ids = tokenizer([line for _, _, line in tool_lines], add_special_tokens=False)["input_ids"]
+    mark = len(tokenizer(TRUNCATION_MARK, add_special_tokens=False)["input_ids"])
+    floor = [min(len(x), min_line_tokens) for x in ids]
+    original = len(example["input_ids"])
+    excess = original - max_length
+    for _ in range(8):  # re-tokenising the joined text can differ by a few tokens: retry
+        cap = _cap_lines([len(x) for x in ids], excess, floor, mark)
+        if cap is None:
+            cap = 0  # every line at its floor: the last try, then give up
+        contents: dict[int, list[str]] = {}
+        truncated = 0
+        for (i, _j, line), line_ids, f in zip(tool_lines, ids, floor, strict=True):
+            keep = max(cap, f)
+            if len(line_ids) > keep + mark:
+                line = tokenizer.decode(line_ids[:keep]).rstrip() + TRUNCATION_MARK
+                truncated += 1
+            contents.setdefault(i, []).append(line)
+        for i, lines in contents.items():
+            messages[i] = {**messages[i], "content": "\n".join(lines)}
+        example = _tokenize(messages, tools, tokenizer, enable_thinking, chat_template)
+        if len(example["input_ids"]) <= max_length:
+            return FitResult(
+                example, truncated_lines=truncated, removed_tokens=original - len(example["input_ids"])
+            )
+        if cap == 0:
+            break
+        excess += len(example["input_ids"]) - max_length
+    raise RowTooLongError(
+        f"{original} tokens > max_length={max_length}: even with every passage line cut to "
+        f"{min_line_tokens} tokens it needs {len(example['input_ids'])}"
+    )

@@ -1,0 +1,250 @@
+"""`train_executor`: passage-masked SFT of an executor with TRL's SFTTrainer.
+
+Rows are tokenised here with `tokenize_example`'s rules (so the masks are ours, checked by
+tests) and handed to SFTTrainer pre-tokenised (`input_ids` + `labels`), which TRL 1.16 uses
+as is: it only pads, or packs (`packing=True`, bfd, with `position_ids` per sequence).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+from trl import SFTTrainer
+
+from executor_sft.sft.card import executor_card_section
+from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
+from executor_sft.sft.length import LengthReport, RowTooLongError, fit_row
+from executor_sft.sft.models import load_tokenizer_and_model
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SFTScriptArguments:
+    """Data and executor-specific options (TRL's SFTConfig and ModelConfig hold the rest)."""
+
+    dataset_name: str = field(
+        default=str(DEFAULT_SFT_DATA), metadata={"help": "sft.jsonl path, or a Hub dataset id."}
+    )
+    dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset config name."})
+    dataset_train_split: str = field(default="train", metadata={"help": "Hub dataset split."})
+    composition_report: str | None = field(
+        default=None, metadata={"help": "The filter's report.json (default: found beside the JSONL)."}
+    )
+    enable_thinking: bool = field(
+        default=False,
+        metadata={"help": "Train think blocks (reasoning_content). Off: the empty think block is prompt."},
+    )
+    overflow: str = field(
+        default="truncate_tool",
+        metadata={"help": "Rows over max_length: 'truncate_tool' (shorten passages) or 'drop'."},
+    )
+    min_passage_tokens: int = field(
+        default=24, metadata={"help": "A shortened passage line keeps at least this many tokens."}
+    )
+    training_chat_template: str | None = field(
+        default=None, metadata={"help": "Path to a training template with {% generation %} markers."}
+    )
+    auto_resume: bool = field(
+        default=True, metadata={"help": "Resume from the last checkpoint in output_dir."}
+    )
+    push_dataset_to_hub: bool = field(default=False, metadata={"help": "Also push the SFT rows to the Hub."})
+    hub_dataset_id: str | None = field(
+        default=None, metadata={"help": "Dataset repo (default: <model>-sft-data)."}
+    )
+
+
+@dataclass
+class TrainResult:
+    output_dir: str
+    metrics: dict[str, float]
+    length_report: LengthReport
+    resumed_from: str | None
+
+
+def prepare_dataset(
+    rows: list[dict[str, Any]],
+    tokenizer,
+    max_length: int | None,
+    *,
+    enable_thinking: bool = False,
+    overflow: str = "truncate_tool",
+    min_passage_tokens: int = 24,
+    chat_template: str | None = None,
+    disable_progress: bool = False,
+):
+    """Tokenise rows into a `datasets.Dataset` of `input_ids`/`labels`, fitting long ones."""
+    from datasets import Dataset
+
+    report = LengthReport(max_length=max_length, policy=overflow)
+    input_ids, labels = [], []
+    for row in tqdm(rows, desc="tokenising SFT rows", disable=disable_progress):
+        report.rows += 1
+        try:
+            fit = fit_row(
+                row,
+                tokenizer,
+                max_length,
+                enable_thinking=enable_thinking,
+                chat_template=chat_template,
+                overflow=overflow,
+                min_line_tokens=min_passage_tokens,
+            )
+        except RowTooLongError as e:
+            report.dropped += 1
+            report.dropped_ids.append(str(row.get("source_run_id", report.rows - 1)))
+            logger.info("dropping row %s: %s", row.get("source_run_id"), e)
+            continue
+        if fit.truncated_lines:
+            report.truncated += 1
+            report.removed_tool_tokens += fit.removed_tokens
+        else:
+            report.kept_whole += 1
+        input_ids.append(fit.example["input_ids"])
+        labels.append(fit.example["labels"])
+    if not input_ids:
+        raise ValueError(f"no trainable rows: {report.summary()}")
+    return Dataset.from_dict({"input_ids": input_ids, "labels": labels}), report
+
+
+class ExecutorSFTTrainer(SFTTrainer):
+    """SFTTrainer whose model card carries the executor data record, and which never builds a
+    KV cache in training (with a cache, packed sequences attend to each other)."""
+
+    def __init__(self, *args, card_section: str | None = None, **kwargs):
+        self.card_section = card_section
+        super().__init__(*args, **kwargs)
+
+    def compute_loss(self, model, inputs, *args, **kwargs):
+        inputs["use_cache"] = False
+        return super().compute_loss(model, inputs, *args, **kwargs)
+
+    def create_model_card(self, model_name=None, dataset_name=None, tags=None):
+        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+        if self.card_section and self.is_world_process_zero():
+            path = Path(self.args.output_dir) / "README.md"
+            text = path.read_text(encoding="utf-8") if path.exists() else ""
+            path.write_text(text.rstrip() + "\n\n" + self.card_section, encoding="utf-8")
+
+
+def _last_checkpoint(output_dir: str) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+
+
+def _config_record(script_args, training_args, model_args) -> dict[str, Any]:
+    world = max(1, training_args.world_size)
+    return {
+        "model": model_args.model_name_or_path,
+        "learning_rate": training_args.learning_rate,
+        "lr_scheduler_type": str(training_args.lr_scheduler_type),
+        "warmup_steps": training_args.warmup_steps,
+        "num_train_epochs": training_args.num_train_epochs,
+        "max_steps": training_args.max_steps,
+        "global_batch": {
+            "per_device": training_args.per_device_train_batch_size,
+            "gradient_accumulation_steps": training_args.gradient_accumulation_steps,
+            "processes": world,
+            "total": training_args.per_device_train_batch_size
+            * training_args.gradient_accumulation_steps
+            * world,
+        },
+        "max_length": training_args.max_length,
+        "packing": training_args.packing,
+        "bf16": training_args.bf16,
+        "gradient_checkpointing": training_args.gradient_checkpointing,
+        "enable_thinking": script_args.enable_thinking,
+        "overflow": script_args.overflow,
+        "use_peft": model_args.use_peft,
+        "lora": {"r": model_args.lora_r, "alpha": model_args.lora_alpha} if model_args.use_peft else None,
+        "seed": training_args.seed,
+    }
+
+
+def train_executor(script_args: SFTScriptArguments, training_args, model_args) -> TrainResult:
+    """Load rows, tokenise with passage masks, train, save (model, inference-template tokenizer, card)."""
+    from transformers import set_seed
+    from trl import get_peft_config
+
+    set_seed(training_args.seed)
+    tokenizer, model = load_tokenizer_and_model(model_args, training_args)
+    model_args.model_name_or_path = model_args.model_name_or_path or "offline:smollm2"
+    inference_template = tokenizer.chat_template
+    training_template = None
+    if script_args.training_chat_template:
+        training_template = Path(script_args.training_chat_template).read_text(encoding="utf-8")
+
+    rows = load_sft_rows(
+        script_args.dataset_name, script_args.dataset_train_split, script_args.dataset_config
+    )
+    counts = row_counts(rows)
+    composition = find_composition_report(script_args.dataset_name, script_args.composition_report)
+    with training_args.main_process_first(desc="tokenising SFT rows"):
+        dataset, length_report = prepare_dataset(
+            rows,
+            tokenizer,
+            training_args.max_length,
+            enable_thinking=script_args.enable_thinking,
+            overflow=script_args.overflow,
+            min_passage_tokens=script_args.min_passage_tokens,
+            chat_template=training_template,
+            disable_progress=not training_args.should_log or training_args.disable_tqdm,
+        )
+    logger.warning("SFT data %s: %s", script_args.dataset_name, length_report.summary())
+    if not training_args.assistant_only_loss:
+        logger.info("assistant-only loss comes from executor_sft's masks whatever assistant_only_loss says")
+    # Labels already carry the mask; TRL must not re-render the rows with its own template.
+    training_args = dataclasses.replace(training_args, assistant_only_loss=False, completion_only_loss=None)
+
+    card = executor_card_section(
+        data_source=str(script_args.dataset_name),
+        row_counts=counts,
+        composition_report=composition,
+        length_summary=length_report.to_dict(),
+        config=_config_record(script_args, training_args, model_args),
+    )
+    trainer = ExecutorSFTTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=get_peft_config(model_args),
+        card_section=card,
+    )
+    resume = training_args.resume_from_checkpoint
+    if resume is None and script_args.auto_resume:
+        resume = _last_checkpoint(training_args.output_dir)
+        if resume:
+            logger.warning("resuming from %s", resume)
+    result = trainer.train(resume_from_checkpoint=resume)
+    trainer.save_model(training_args.output_dir)
+    # The tokenizer must go out with the template used at inference, never the training one.
+    assert tokenizer.chat_template == inference_template, "training template leaked into the tokenizer"
+    metrics = dict(result.metrics)
+    metrics["train_rows"] = len(dataset)
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
+    name = (training_args.hub_model_id or Path(training_args.output_dir).name).split("/")[-1]
+    trainer.create_model_card(model_name=name)
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=str(script_args.dataset_name))
+    if script_args.push_dataset_to_hub and trainer.is_world_process_zero():
+        from datasets import Dataset
+
+        repo = script_args.hub_dataset_id or f"{trainer.hub_model_id or name}-sft-data"
+        Dataset.from_list(rows).push_to_hub(repo, private=bool(training_args.hub_private_repo))
+    if trainer.is_world_process_zero():
+        print(
+            f"[executor_sft] trained {model_args.model_name_or_path} on {len(dataset)} rows "
+            f"({length_report.summary()}); train_loss={metrics.get('train_loss', float('nan')):.4f}; "
+            f"saved to {training_args.output_dir}"
+        )
+    return TrainResult(training_args.output_dir, metrics, length_report, resume)

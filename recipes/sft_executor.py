@@ -1,0 +1,45 @@
+"""Passage-masked SFT of a search executor (TRL SFTTrainer underneath).
+
+    # embedded default: SmolLM2-135M on the project's sample data/sft.jsonl, CPU, a few minutes
+    accelerate launch recipes/sft_executor.py          # or: python recipes/sft_executor.py
+    # the paper's setting: Qwen3-1.7B, full fine-tune, 3 epochs, global batch 16
+    accelerate launch --config_file accelerate_configs/deepspeed_zero2.yaml \
+        recipes/sft_executor.py --config recipes/configs/sft_qwen3_1.7b.yaml \
+        --dataset_name runs/filter/sft.jsonl
+    # LoRA instead of a full fine-tune
+    python recipes/sft_executor.py --config recipes/configs/sft_qwen3_1.7b.yaml --use_peft --lora_r 32
+
+Without `--config`, `recipes/configs/sft_default.yaml` is the base and the command line
+overrides it. Arguments: `SFTScriptArguments` (data, thinking, overflow policy, resume,
+dataset push), TRL's `SFTConfig` (training) and `ModelConfig` (model, dtype, LoRA).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "sft_default.yaml"
+
+
+def parse_args(argv: list[str] | None = None):
+    from trl import ModelConfig, SFTConfig, TrlParser
+
+    from executor_sft.sft.train import SFTScriptArguments
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--config" not in argv:
+        argv = ["--config", str(DEFAULT_CONFIG), *argv]
+    parser = TrlParser((SFTScriptArguments, SFTConfig, ModelConfig))
+    return parser.parse_args_and_config(args=argv)
+
+
+def main(argv: list[str] | None = None):
+    from executor_sft.sft.train import train_executor
+
+    script_args, training_args, model_args = parse_args(argv)
+    return train_executor(script_args, training_args, model_args)
+
+
+if __name__ == "__main__":
+    main()
