@@ -46,7 +46,8 @@ class SingleAgentConfig(BaseModel):
     max_searches: int | None = Field(None, ge=0)
     top_k: int = Field(3, ge=1)
     protocol: Literal["native", "tag"] = "native"
-    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    sampling: SamplingParams | None = None
+    """None: the model's own defaults (its ModelConfig temperature, max_tokens, ...)."""
 
 
 class MetricsConfig(BaseModel):

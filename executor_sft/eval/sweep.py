@@ -3,7 +3,7 @@
 Every cell is a normal evaluation (`run_eval`) in `<output_dir>/cells/<cell>/`, so cells
 resume independently; a finished cell whose config is unchanged is loaded from its
 `results.json` without building any model. Loaded models are shared across cells. The
-combined table, JSON and the Pareto / capacity plots are rewritten after every cell.
+combined table and JSON are rewritten after every cell, the Pareto / capacity plots at the end.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def run_sweep(
             done.append((cell, EvalResults.load_json(cell_dir / RESULTS_JSON)))
             cached.append(cell.name)
             logger.info("cell %s: cached", cell.name)
-            _write_outputs(sweep, out, done)
+            _write_tables(sweep, out, done)
             continue
         run = run_eval(cell.config, pool=pool, retriever=retriever, progress=progress)
         if not run.failed:
@@ -206,7 +206,8 @@ def run_sweep(
             marker.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         done.append((cell, run.results))
         ran.append(cell.name)
-        _write_outputs(sweep, out, done)
+        _write_tables(sweep, out, done)
+    _write_plots(sweep, out, done)
     return SweepResult(done, out, ran, cached)
 
 
@@ -217,7 +218,7 @@ def _is_finished(cell_dir: Path, fingerprint: str) -> bool:
     return json.loads(marker.read_text(encoding="utf-8")).get("fingerprint") == fingerprint
 
 
-def _write_outputs(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResults]]) -> None:
+def _write_tables(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResults]]) -> None:
     rows = [(c.name, c.backbone, c.executor, r) for c, r in done]
     write_markdown(f"## {sweep.name}\n\n" + sweep_markdown(rows), out / SWEEP_MD)
     payload = {
@@ -237,6 +238,9 @@ def _write_outputs(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalRes
     tmp = out / (SWEEP_JSON + ".tmp")
     tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     tmp.replace(out / SWEEP_JSON)
+
+
+def _write_plots(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResults]]) -> None:
     points, used = [], set()
     for c, r in done:
         acc, metric = accuracy(r, sweep.metric)

@@ -54,6 +54,7 @@ def test_select_questions(minibench_questions_path, dev_questions):
         select_questions([QuestionSource(path=str(minibench_questions_path), datasets=["nope"])])
 
 
+@pytest.mark.slow
 def test_run_eval_writes_results_and_resumes(
     tmp_path, minibench_questions_path, minibench_bm25_dir, minibench_bm25, dev_questions
 ):

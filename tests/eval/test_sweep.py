@@ -1,0 +1,94 @@
+"""A 2x2 (backbone, executor) sweep plus a single-agent baseline with scripted doubles over real BM25."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from eval_helpers import scripted, scripted_factory
+
+from executor_sft.eval import ModelPool, QuestionSource, pareto_front, run_sweep, select_questions
+from executor_sft.eval.plots import Point
+from executor_sft.eval.sweep import SweepConfig
+
+
+def _sweep(tmp_path, questions_path, index_dir) -> SweepConfig:
+    base = {
+        "questions": [{"path": str(questions_path), "split": "dev", "limit": 1}],
+        "samples": 1,
+        "concurrency": 3,
+        "models": {"answerer": scripted("answerer"), "judge": scripted("judge")},
+        "pipeline": {"executor_roles": ["executor"], "driver": "executor", "max_turns": 3},
+        "single_agent": {"max_turns": 3},
+        "retriever": {"index": str(index_dir), "k": 3},
+    }
+    return SweepConfig.model_validate(
+        {
+            "name": "scripted-sweep",
+            "output_dir": str(tmp_path / "sweep"),
+            "base": base,
+            "backbones": {"narrow": scripted("bb-narrow"), "wide": scripted("bb-wide")},
+            "executors": {"quick": scripted("ex-quick"), "thorough": scripted("ex-thorough")},
+            "single_agents": {"agent": scripted("agent")},
+        }
+    )
+
+
+@pytest.mark.slow
+def test_sweep_grid_table_plots_and_cache(
+    tmp_path, minibench_questions_path, minibench_bm25_dir, minibench_bm25
+):
+    questions = select_questions([QuestionSource(path=str(minibench_questions_path), split="dev", limit=1)])
+    gold = {q.question: q.golden_answers[0] for q in questions}
+    built: list[str] = []
+    sweep = _sweep(tmp_path, minibench_questions_path, minibench_bm25_dir)
+    result = run_sweep(
+        sweep, pool=ModelPool(scripted_factory(gold, built)), retriever=minibench_bm25, progress=False
+    )
+    names = [c.name for c, _ in result.cells]
+    assert names == ["narrow+quick", "narrow+thorough", "wide+quick", "wide+thorough", "single:agent"]
+    assert sorted(set(built)) == sorted(
+        f"scripted:{n}"
+        for n in ("answerer", "judge", "bb-narrow", "bb-wide", "ex-quick", "ex-thorough", "agent")
+    )
+    assert len(built) == 7  # each model built once and shared across cells
+    res = {c.name: r for c, r in result.cells}
+    # Only the thorough executor (two searches) reports the gold answer.
+    assert res["narrow+thorough"].average["em"] == 1.0 and res["wide+thorough"].average["em"] == 1.0
+    assert res["narrow+quick"].average["em"] == 0.0 and res["narrow+quick"].average["judge"] == 0.0
+    assert res["single:agent"].average["em"] == 1.0
+    tok = {n: r.average["subagent_tokens"] for n, r in res.items()}
+    assert tok["narrow+quick"] < tok["narrow+thorough"] < tok["wide+thorough"]
+    assert tok["narrow+quick"] < tok["wide+quick"]
+    assert (
+        res["wide+thorough"].average["search_2plus"] == 1.0 and res["narrow+quick"].average["search_1"] == 1.0
+    )
+
+    files = result.files
+    assert set(files) == {"json", "markdown", "pareto", "capacity"}
+    assert all(p.stat().st_size > 5_000 for k, p in files.items() if k in ("pareto", "capacity"))
+    md = files["markdown"].read_text()
+    assert "| narrow+quick | narrow | quick | 0.0 |" in md and "| single:agent |  | agent | 100.0 |" in md
+    data = json.loads(files["json"].read_text())
+    assert [c["name"] for c in data["cells"]] == names
+    # The plotted frontier: cheapest correct system and the cheapest system overall.
+    pts = [
+        Point(c["name"], c["results"]["average"]["subagent_tokens"], c["results"]["average"]["judge"])
+        for c in data["cells"]
+    ]
+    front = {p.label for p in pareto_front(pts)}
+    assert "narrow+quick" in front and "wide+thorough" not in front
+
+    # Second run: every cell is cached; no model is built.
+    built.clear()
+    again = run_sweep(
+        sweep, pool=ModelPool(scripted_factory(gold, built)), retriever=minibench_bm25, progress=False
+    )
+    assert (again.ran, len(again.cached), built) == ([], 5, [])
+    assert again.cells[1][1].average == pytest.approx(result.cells[1][1].average)
+    # Changing a cell's system is refused rather than mixing two systems' episodes in one cell.
+    sweep.executors["quick"] = sweep.executors["quick"].model_copy(update={"name": "quick-v2"})
+    with pytest.raises(ValueError, match="different system"):
+        run_sweep(
+            sweep, pool=ModelPool(scripted_factory(gold, built)), retriever=minibench_bm25, progress=False
+        )
