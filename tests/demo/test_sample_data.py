@@ -1,0 +1,70 @@
+"""The committed sample data (data/) is what `recipes/make_sample_data.py` generates, byte for byte."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from executor_sft.sft import DEFAULT_SFT_DATA, read_sft_jsonl
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+# Measured wall-clock values: the only fields of rollouts.jsonl that differ between runs.
+VOLATILE = {"latency_s", "t_start"}
+
+
+def _strip(obj):
+    if isinstance(obj, dict):
+        return {k: _strip(v) for k, v in obj.items() if k not in VOLATILE}
+    if isinstance(obj, list):
+        return [_strip(x) for x in obj]
+    return obj
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory, sample_recipe):
+    out = tmp_path_factory.mktemp("sample")
+    result = sample_recipe.make_sample_data(out, index_dir=out.parent / "sample-index", show_progress=False)
+    return out, result
+
+
+@pytest.mark.slow
+def test_regeneration_is_byte_identical_to_the_committed_sample(regenerated):
+    out, result = regenerated
+    assert result.rows > 0
+    for name in ["sft.jsonl", "sft.report.json", "rollouts.summary.json"] + [
+        f"world/{f}"
+        for f in json.loads((DATA / "world" / "world.json").read_text())["files"] + ["world.json"]
+    ]:
+        assert (out / name).read_bytes() == (DATA / name).read_bytes(), f"{name} differs from data/{name}"
+    fresh = [_strip(json.loads(line)) for line in (out / "rollouts.jsonl").open()]
+    committed = [_strip(json.loads(line)) for line in (DATA / "rollouts.jsonl").open()]
+    assert fresh == committed
+
+
+@pytest.mark.slow
+def test_a_different_seed_gives_different_rows(tmp_path, sample_recipe):
+    cfg = sample_recipe.SampleConfig(seed=1, entities=120, questions=20, collect_questions=6)
+    result = sample_recipe.make_sample_data(tmp_path, cfg, index_dir=tmp_path / "index", show_progress=False)
+    assert result.sft.read_bytes() != (DATA / "sft.jsonl").read_bytes()
+
+
+def test_sample_is_the_sft_default_small_and_holds_both_strata():
+    assert DEFAULT_SFT_DATA == DATA / "sft.jsonl"
+    rows = read_sft_jsonl(DEFAULT_SFT_DATA)
+    strata = Counter(r["stratum"] for r in rows)
+    assert strata["single_search"] > 0 and strata["info_gain_multi_search"] > 0
+    report = json.loads((DATA / "sft.report.json").read_text())
+    assert report["totals"]["rows"] == len(rows)
+    size = sum(p.stat().st_size for p in DATA.rglob("*") if p.is_file())
+    assert size < 3_000_000, f"data/ is {size} bytes; keep the sample small"
+
+
+def test_no_held_out_sub_query_is_trained_on():
+    held_out = {json.loads(line)["question"] for line in (DATA / "world" / "subqueries_test.jsonl").open()}
+    trained = {
+        m["content"] for r in read_sft_jsonl(DEFAULT_SFT_DATA) for m in r["messages"] if m["role"] == "user"
+    }
+    assert held_out and not (held_out & trained)
