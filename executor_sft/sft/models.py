@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from executor_sft.sft.varlen import VARLEN_ATTENTION, register_varlen_attention
+
 logger = logging.getLogger(__name__)
 
 # Offline aliases: no model hub needed (see executor_sft.testing).
@@ -23,6 +25,8 @@ def load_tokenizer_and_model(model_args, training_args):
     """Returns (tokenizer, model_or_id). Hub/local ids come back as strings: the trainer loads
     them itself with `model_init_kwargs` (so DeepSpeed ZeRO-3 can shard at load time)."""
     name = model_args.model_name_or_path or DEFAULT_MODEL
+    if model_args.attn_implementation == VARLEN_ATTENTION:
+        register_varlen_attention()
     if name.startswith("offline:"):
         from executor_sft import testing
 

@@ -21,6 +21,7 @@ from executor_sft.sft.card import executor_card_section
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
 from executor_sft.sft.length import LengthReport, RowTooLongError, fit_row
 from executor_sft.sft.models import load_tokenizer_and_model
+from executor_sft.sft.varlen import VARLEN_ATTENTION
 
 logger = logging.getLogger(__name__)
 
@@ -174,6 +175,10 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     from trl import get_peft_config
 
     set_seed(training_args.seed)
+    if model_args.attn_implementation == VARLEN_ATTENTION and not (
+        training_args.packing or training_args.padding_free
+    ):
+        raise ValueError(f"attn_implementation={VARLEN_ATTENTION} needs packing=true or padding_free=true")
     tokenizer, model = load_tokenizer_and_model(model_args, training_args)
     model_args.model_name_or_path = model_args.model_name_or_path or "offline:smollm2"
     inference_template = tokenizer.chat_template

@@ -92,3 +92,16 @@ def test_trainer_packs_with_isolation_even_if_config_says_use_cache(tiny_model, 
         sums += losses[mask].sum().item()
         count += int(mask.sum())
     assert abs(packed_loss.item() - sums / count) < 1e-4
+
+
+def test_varlen_attention_isolates_packed_sequences(tiny_model):
+    """The fast path's attention (CPU fallback here): same per-sequence losses, even with a cache."""
+    from executor_sft.sft.varlen import register_varlen_attention
+
+    model, tok = tiny_model
+    model.eval()
+    examples, batch = _packed_batch(tok)
+    model.set_attn_implementation(register_varlen_attention())
+    for use_cache in (False, True):
+        together, alone = _per_sequence_losses(model, batch, examples, use_cache=use_cache)
+        torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)
