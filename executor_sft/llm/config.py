@@ -50,6 +50,8 @@ class ModelConfig(BaseModel):
     """Path to a Jinja chat template, or "chatml_tools" for this project's template."""
     dtype: str = "float32"
     device: str | None = None
+    max_batch_size: int = Field(8, ge=1)
+    """transformers backend: most concurrent greedy calls merged into one generate()."""
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("base_urls", mode="before")
@@ -130,6 +132,7 @@ def build_chat_model(cfg: ModelConfig | dict[str, Any]) -> ChatModel:
             chat_template=_template_text(cfg.chat_template),
             dtype=cfg.dtype,
             device=cfg.device,
+            max_batch_size=cfg.max_batch_size,
         )
     from executor_sft.llm.vllm_backend import VLLMChatModel
 

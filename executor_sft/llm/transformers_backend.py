@@ -1,10 +1,13 @@
 """In-process generation with a transformers model (CPU tests, small local models).
 
-Concurrency: calls are serialised on one worker thread owned by the model object, so the
-event loop never blocks and concurrent agents simply queue. We chose this over
-micro-batching because per-call sampling settings differ, padded batches change greedy
-outputs slightly on some models, and the CPU models this backend serves gain little from
-batching; for throughput use vLLM (in-process `VLLMChatModel` or a server).
+Concurrency: generation runs on one worker thread owned by the model object, so the event
+loop never blocks. Concurrent *greedy* calls (temperature 0, no seed, no stop strings, same
+`max_tokens`) that queue up while a generation runs are micro-batched into one left-padded
+`generate()` call of up to `max_batch_size` rows: on a CPU, 8 rows cost little more than one,
+which is what makes executor evaluation of a small model practical. Padded batches can change
+greedy outputs in the last bits on some models; pass `max_batch_size=1` for strictly serial,
+unpadded generation. Sampled or seeded calls always run alone (their seeds stay meaningful).
+For real throughput use vLLM (in-process `VLLMChatModel` or a server).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from executor_sft.llm.base import ChatResult, SamplingParams
@@ -85,6 +89,22 @@ def decode_completion(tokenizer: Any, token_ids: list[int], stop_ids: set[int]) 
     return text, n, stopped
 
 
+@dataclass
+class _Pending:
+    messages: list[Message]
+    tools: list[dict] | None
+    sampling: SamplingParams
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+
+
+def _batch_key(sampling: SamplingParams) -> tuple | None:
+    """Calls with equal keys can share one padded greedy generate(); None means: run alone."""
+    if sampling.temperature > 0 or sampling.seed is not None or sampling.stop:
+        return None
+    return (sampling.max_tokens,)
+
+
 class TransformersChatModel:
     """A `ChatModel` over a transformers causal LM and its tokenizer's chat template.
 
@@ -95,6 +115,7 @@ class TransformersChatModel:
         name: reported as `ChatResult.model` (default: the alias/path or the model's name).
         sampling: defaults for calls that pass no `SamplingParams`.
         chat_template: replaces the tokenizer's template (e.g. `chatml_tools_template()`).
+        max_batch_size: most greedy calls merged into one generate() (1 = never batch).
     """
 
     def __init__(
@@ -107,6 +128,7 @@ class TransformersChatModel:
         chat_template: str | None = None,
         dtype: str = "float32",
         device: str | None = None,
+        max_batch_size: int = 8,
     ):
         if isinstance(model, str):
             name = name or model
@@ -127,21 +149,14 @@ class TransformersChatModel:
         self.stop_ids = stop_ids
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tf-chat")
         self._lock = threading.Lock()  # also guards direct `generate_sync` callers
+        self.max_batch_size = max(1, max_batch_size)
+        self._pending: list[_Pending] = []
+        self._pending_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"TransformersChatModel(name={self.name!r})"
 
-    def generate_sync(
-        self, messages: list[Message], tools: list[dict] | None = None, sampling: SamplingParams | None = None
-    ) -> ChatResult:
-        """Blocking generation; `chat` runs this on the model's worker thread."""
-        import torch
-
-        sampling = sampling or self.sampling
-        start = time.perf_counter()
-        prompt = render_prompt(self.tokenizer, messages, tools, sampling.enable_thinking)
-        enc = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
-        enc = {k: v.to(self.model.device) for k, v in enc.items()}
+    def _generate_kwargs(self, sampling: SamplingParams) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "max_new_tokens": sampling.max_tokens,
             "eos_token_id": sorted(self.stop_ids) or None,
@@ -153,12 +168,17 @@ class TransformersChatModel:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         if sampling.stop:
             kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
-        with self._lock, torch.inference_mode():
-            if sampling.seed is not None:
-                torch.manual_seed(sampling.seed)
-            out = self.model.generate(**enc, **kwargs)
-        n_prompt = enc["input_ids"].shape[1]
-        generated = out[0, n_prompt:].tolist()
+        return kwargs
+
+    def _result(
+        self,
+        prompt: str,
+        n_prompt: int,
+        generated: list[int],
+        tools: list[dict] | None,
+        sampling: SamplingParams,
+        start: float,
+    ) -> ChatResult:
         text, n_completion, stopped = decode_completion(self.tokenizer, generated, self.stop_ids)
         finish = "stop" if stopped else "length"
         for s in sampling.stop or []:
@@ -176,6 +196,67 @@ class TransformersChatModel:
             finish_reason=finish,
         )
 
+    def generate_sync(
+        self, messages: list[Message], tools: list[dict] | None = None, sampling: SamplingParams | None = None
+    ) -> ChatResult:
+        """Blocking generation of one call; `chat` runs this on the model's worker thread."""
+        import torch
+
+        sampling = sampling or self.sampling
+        start = time.perf_counter()
+        prompt = render_prompt(self.tokenizer, messages, tools, sampling.enable_thinking)
+        enc = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+        enc = {k: v.to(self.model.device) for k, v in enc.items()}
+        with self._lock, torch.inference_mode():
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+            out = self.model.generate(**enc, **self._generate_kwargs(sampling))
+        n_prompt = enc["input_ids"].shape[1]
+        return self._result(prompt, n_prompt, out[0, n_prompt:].tolist(), tools, sampling, start)
+
+    def generate_batch_sync(
+        self, requests: list[tuple[list[Message], list[dict] | None]], sampling: SamplingParams
+    ) -> list[ChatResult]:
+        """One left-padded greedy generate() for several calls with the same sampling settings."""
+        import torch
+
+        if len(requests) == 1:
+            return [self.generate_sync(requests[0][0], requests[0][1], sampling)]
+        start = time.perf_counter()
+        prompts = [render_prompt(self.tokenizer, m, t, sampling.enable_thinking) for m, t in requests]
+        side = self.tokenizer.padding_side
+        self.tokenizer.padding_side = "left"
+        try:
+            enc = self.tokenizer(prompts, return_tensors="pt", add_special_tokens=False, padding=True)
+        finally:
+            self.tokenizer.padding_side = side
+        enc = {k: v.to(self.model.device) for k, v in enc.items()}
+        with self._lock, torch.inference_mode():
+            out = self.model.generate(**enc, **self._generate_kwargs(sampling))
+        width = enc["input_ids"].shape[1]
+        lengths = enc["attention_mask"].sum(dim=1).tolist()
+        return [
+            self._result(prompt, int(n), out[i, width:].tolist(), tools, sampling, start)
+            for i, (prompt, n, (_, tools)) in enumerate(zip(prompts, lengths, requests, strict=True))
+        ]
+
+    def _drain(self) -> None:
+        """Worker thread: run every queued call that can share a batch with the oldest one."""
+        with self._pending_lock:
+            if not self._pending:
+                return
+            key = _batch_key(self._pending[0].sampling)
+            batch = [p for p in self._pending if _batch_key(p.sampling) == key][: self.max_batch_size]
+            self._pending = [p for p in self._pending if not any(p is b for b in batch)]
+        try:
+            results = self.generate_batch_sync([(p.messages, p.tools) for p in batch], batch[0].sampling)
+        except BaseException as exc:  # deliver the failure to every waiting caller
+            for p in batch:
+                p.loop.call_soon_threadsafe(_set_exception, p.future, exc)
+            return
+        for p, result in zip(batch, results, strict=True):
+            p.loop.call_soon_threadsafe(_set_result, p.future, result)
+
     async def chat(
         self,
         messages: list[Message],
@@ -183,7 +264,24 @@ class TransformersChatModel:
         sampling: SamplingParams | None = None,
     ) -> ChatResult:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self.generate_sync, messages, tools, sampling)
+        sampling = sampling or self.sampling
+        if self.max_batch_size == 1 or _batch_key(sampling) is None:
+            return await loop.run_in_executor(self._executor, self.generate_sync, messages, tools, sampling)
+        future = loop.create_future()
+        with self._pending_lock:
+            self._pending.append(_Pending(messages, tools, sampling, future, loop))
+        loop.run_in_executor(self._executor, self._drain)
+        return await future
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _set_result(future: asyncio.Future, result: ChatResult) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+def _set_exception(future: asyncio.Future, exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
