@@ -79,6 +79,8 @@ class DemoConfig:
     # evaluation
     eval_subqueries: int = 48
     eval_max_tokens: int = 96
+    eval_concurrency: int = 8
+    """Sub-queries evaluated at once; the transformers backend batches their greedy calls."""
     reference_teacher: bool = True
     """Also evaluate the scripted teacher on the held-out sub-queries (a reference row; no model)."""
     keep_checkpoint: bool = True
@@ -204,6 +206,7 @@ def evaluate(
             max_turns=cfg.max_turns,
             top_k=cfg.top_k,
             sampling=SamplingParams(max_tokens=cfg.eval_max_tokens, temperature=0.0),
+            concurrency=cfg.eval_concurrency,
             runs_path=runs_path,
             show_progress=show_progress,
         )
