@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
@@ -18,16 +17,79 @@ from executor_sft.schema import LLMCallRecord, Message, TokenUsage
 logger = logging.getLogger(__name__)
 
 
-@dataclass
 class CallResult:
-    message: Message | None
-    """The normalised assistant message, or None when the call failed."""
-    record: LLMCallRecord
-    error: str | None = None
+    """One call's outcome: the normalised reply (None on failure), its record, the error.
+
+    The record is kept as the constructor arguments of an `LLMCallRecord` and only validated
+    when `record` is read: the executor stores every call as a plain dict (`as_dict`), and
+    building and dumping a pydantic record per call was the largest per-call CPU cost of
+    rollout collection.
+    """
+
+    __slots__ = ("message", "error", "_record", "_fields")
+
+    def __init__(
+        self,
+        message: Message | None,
+        record: LLMCallRecord | None = None,
+        error: str | None = None,
+        *,
+        fields: dict[str, Any] | None = None,
+    ):
+        if record is None and fields is None:
+            raise TypeError("CallResult needs a record or its fields")
+        self.message = message
+        self.error = error
+        self._record = record
+        self._fields = fields
+
+    @property
+    def record(self) -> LLMCallRecord:
+        if self._record is None:
+            self._record = LLMCallRecord(**self._fields)
+        return self._record
 
     @property
     def usage(self) -> TokenUsage:
+        if self._record is None and "usage" in self._fields:
+            return self._fields["usage"]
         return self.record.usage
+
+    def as_dict(self) -> dict[str, Any]:
+        """`record.model_dump(mode="json")`, built directly when the fields are already plain JSON types.
+
+        Nested message values are shared with the live conversation, not deep-copied: agents
+        never mutate a message after appending it.
+        """
+        f = self._fields
+        if self._record is not None or not _plain(f):
+            return self.record.model_dump(mode="json")
+        usage = f.get("usage")
+        return {
+            "model": f["model"],
+            "messages": f["messages"],
+            "tools": f["tools"],
+            "response": f.get("response", {"role": "assistant", "content": ""}),
+            "usage": usage.model_dump(mode="json") if usage is not None else _ZERO_USAGE.copy(),
+            "latency_s": f["latency_s"],
+            "error": f.get("error"),
+            "t_start": f["t_start"],
+        }
+
+
+_ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0}
+
+
+def _plain(f: dict[str, Any]) -> bool:
+    """Whether validating `f` as an LLMCallRecord would change nothing the JSON dump shows."""
+    usage, tools, response = f.get("usage"), f["tools"], f.get("response")
+    return (
+        type(f["model"]) is str
+        and type(f["latency_s"]) is float
+        and (usage is None or type(usage) is TokenUsage)
+        and (tools is None or type(tools) is list)
+        and (response is None or type(response) is dict)
+    )
 
 
 def normalize_assistant(message: Any, call_prefix: str = "call") -> Message:
@@ -90,23 +152,23 @@ async def call_model(
         if not isinstance(exc, ChatError):
             logger.exception("%s: unexpected error from the chat backend", getattr(model, "name", model))
         error = f"{type(exc).__name__}: {exc}"
-        record = LLMCallRecord(
-            model=str(getattr(model, "name", "unknown")),
-            messages=request,
-            tools=tools,
-            latency_s=time.perf_counter() - start,
-            error=error,
-            t_start=t_start,
-        )
-        return CallResult(message=None, record=record, error=error)
+        fields = {
+            "model": str(getattr(model, "name", "unknown")),
+            "messages": request,
+            "tools": tools,
+            "latency_s": time.perf_counter() - start,
+            "error": error,
+            "t_start": t_start,
+        }
+        return CallResult(message=None, error=error, fields=fields)
     message = normalize_assistant(result.message, call_prefix)
-    record = LLMCallRecord(
-        model=result.model or getattr(model, "name", "unknown"),
-        messages=request,
-        tools=tools,
-        response=message,
-        usage=result.usage,
-        latency_s=result.latency_s,
-        t_start=t_start,
-    )
-    return CallResult(message=message, record=record)
+    fields = {
+        "model": result.model or getattr(model, "name", "unknown"),
+        "messages": request,
+        "tools": tools,
+        "response": message,
+        "usage": result.usage,
+        "latency_s": result.latency_s,
+        "t_start": t_start,
+    }
+    return CallResult(message=message, fields=fields)

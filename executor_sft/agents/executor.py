@@ -17,7 +17,7 @@ from executor_sft.agents.prompting import Prompts, fill
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.retrieval.base import Retriever, format_passages
-from executor_sft.schema import ExecutorRun, Finish, Message, SearchRecord, Usage
+from executor_sft.schema import ExecutorRun, Finish, Message, SearchRecord, TokenUsage, Usage
 
 Protocol = Literal["native", "tag"]
 NO_PASSAGES = "(no passages found)"
@@ -101,7 +101,7 @@ async def run_executor(
         index_id=getattr(retriever, "index_id", "unnamed"),
     )
     calls: list[dict] = []
-    usage = Usage()
+    prompt_tokens = completion_tokens = n_calls = 0
     corrections = 0
     finish: Finish = "turn_budget"
     error: str | None = None
@@ -113,11 +113,15 @@ async def run_executor(
         searchable = can_search(turn)
         tools = [SEARCH_TOOL] if protocol == "native" and searchable else None
         result = await call_model(model, messages, tools, sampling, call_prefix=f"call_{turn}")
-        calls.append(result.record.model_dump(mode="json"))
+        calls.append(result.as_dict())
         if result.message is None:
             finish, error = "error", result.error
             break
-        usage.add(result.usage)
+        # Summed locally (as `Usage.add` would), not through pydantic attribute writes per call.
+        call_usage = result.usage
+        prompt_tokens += call_usage.prompt_tokens
+        completion_tokens += call_usage.completion_tokens
+        n_calls += _calls_in(call_usage)
         action = classify_executor_reply(result.message, protocol, searchable)
         reply = result.message
         if action.kind == "search" and action.content is not None:
@@ -154,11 +158,21 @@ async def run_executor(
     run.messages = messages
     run.n_searches = len(run.searches)
     run.finish = finish
+    usage = Usage()
+    usage.prompt_tokens, usage.completion_tokens, usage.calls = prompt_tokens, completion_tokens, n_calls
     run.usage = usage
     run.calls = calls  # type: ignore[attr-defined]
     run.n_corrections = corrections  # type: ignore[attr-defined]
     run.error = error  # type: ignore[attr-defined]
     return run
+
+
+def _calls_in(usage: TokenUsage) -> int:
+    """`getattr(usage, "calls", 1)` without pydantic's slow missing-attribute path."""
+    if type(usage) is TokenUsage:
+        extra = usage.__pydantic_extra__
+        return extra.get("calls", 1) if extra else 1
+    return getattr(usage, "calls", 1)
 
 
 def _search_result(protocol: str, reply: Message, passages: str, notice: str | None) -> list[Message]:
