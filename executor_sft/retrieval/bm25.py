@@ -48,6 +48,9 @@ def _hits(corpus: Corpus, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
 class BM25Retriever(Retriever):
     """bm25s over an index directory's `bm25/` folder (memory-mapped by default)."""
 
+    batch_invariant = True
+    """Each query's hits are the same whatever else is in the batch (so a cache may batch callers)."""
+
     def __init__(self, model, corpus: Corpus, info: BM25Info, index_id: str = "bm25"):
         self.model, self.corpus, self.info, self.index_id = model, corpus, info, index_id
 
@@ -90,6 +93,8 @@ class BM25Retriever(Retriever):
 
 class RankBM25Retriever(Retriever):
     """rank-bm25 (BM25Okapi): dense per-query scoring over every document; for compatibility."""
+
+    batch_invariant = True
 
     def __init__(self, corpus: Corpus, info: BM25Info | None = None, index_id: str = "rank_bm25"):
         from rank_bm25 import BM25Okapi

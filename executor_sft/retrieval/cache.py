@@ -2,14 +2,23 @@
 
 Rollouts repeat sub-queries a lot (teacher, student and counterfactual runs search the same
 things); the sqlite layer makes a resumed or repeated run skip retrieval it already did.
+
+On the async path, a query already being retrieved is not retrieved again: later callers wait
+for the same result (teacher and student send the same first query at the same moment). For
+retrievers whose per-query results do not depend on the batch (`batch_invariant = True`, the
+BM25 backends), the misses of concurrent callers are also gathered into one batch call while
+the previous batch runs, so a busy event loop makes one thread hop per batch, not per search.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import threading
+import weakref
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from executor_sft.retrieval.base import Hit, Retriever
@@ -25,6 +34,17 @@ def _load(blob: str) -> list[Hit]:
     return [Hit(d, t, x, float(s)) for d, t, x, s in json.loads(blob)]
 
 
+@dataclass
+class _LoopState:
+    """Per event loop: queries being retrieved, and misses waiting for the next batch."""
+
+    inflight: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
+    queued: list[tuple[str, int, asyncio.Future]] = field(default_factory=list)
+    drain: asyncio.Task | None = None
+    """The task running batches; new misses queue behind the batch it is running."""
+    tasks: set[asyncio.Task] = field(default_factory=set)
+
+
 class CachedRetriever(Retriever):
     def __init__(self, retriever: Retriever, maxsize: int = 100_000, path: str | Path | None = None):
         self.retriever, self.maxsize = retriever, maxsize
@@ -32,6 +52,9 @@ class CachedRetriever(Retriever):
         self._lru: OrderedDict[Key, list[Hit]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
         self._db: sqlite3.Connection | None = None
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -91,9 +114,69 @@ class CachedRetriever(Retriever):
         return self._merge(queries, k, keys, found, missing, fetched)
 
     async def asearch(self, queries: list[str], k: int) -> list[list[Hit]]:
-        keys, found, missing = self._split(list(queries), k)
-        fetched = await self.retriever.asearch(missing, k) if missing else []
-        return self._merge(queries, k, keys, found, missing, fetched)
+        queries = list(queries)
+        _, found, missing = self._split(queries, k)
+        if not missing:
+            return found
+        loop = asyncio.get_running_loop()
+        state = self._loops.get(loop)
+        if state is None:
+            state = self._loops[loop] = _LoopState()
+        waits, new = [], []
+        for q in missing:
+            future = state.inflight.get((q, k))
+            if future is None:
+                future = state.inflight[(q, k)] = loop.create_future()
+                new.append((q, k, future))
+            waits.append(future)
+        if new and getattr(self.retriever, "batch_invariant", False):
+            state.queued.extend(new)
+            if state.drain is None:
+                state.drain = loop.create_task(self._drain(state))
+        elif new:
+            task = loop.create_task(self._fetch(state, new))
+            state.tasks.add(task)
+            task.add_done_callback(state.tasks.discard)
+        # shield: one caller being cancelled must not cancel a result others wait for.
+        fetched = dict(zip(missing, [await asyncio.shield(f) for f in waits], strict=True))
+        return [f if f is not None else fetched[q] for q, f in zip(queries, found, strict=True)]
+
+    async def _drain(self, state: _LoopState) -> None:
+        """Retrieve queued misses one batch (per k) at a time until none are left."""
+        try:
+            while state.queued:
+                batch, state.queued = state.queued, []
+                by_k: dict[int, list[tuple[str, int, asyncio.Future]]] = {}
+                for item in batch:
+                    by_k.setdefault(item[1], []).append(item)
+                await asyncio.gather(*(self._fetch(state, items) for items in by_k.values()))
+        finally:
+            state.drain = None
+            for q, k, future in state.queued:  # only when cancelled (event loop shutting down)
+                state.inflight.pop((q, k), None)
+                future.cancel()
+            state.queued = []
+
+    async def _fetch(self, state: _LoopState, items: list[tuple[str, int, asyncio.Future]]) -> None:
+        """Retrieve `items` (one k) with one call; cache, then hand the results to every waiter."""
+        k = items[0][1]
+        try:
+            results = await self.retriever.asearch([q for q, _, _ in items], k)
+        except BaseException as exc:
+            for q, _, future in items:
+                state.inflight.pop((q, k), None)
+                if isinstance(exc, Exception):
+                    future.set_exception(exc)
+                    future.exception()  # marked retrieved: its waiters may all have been cancelled
+                else:
+                    future.cancel()
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._put([((self.index_id, q, k), hits) for (q, _, _), hits in zip(items, results, strict=True)])
+        for (q, _, future), hits in zip(items, results, strict=True):
+            state.inflight.pop((q, k), None)
+            future.set_result(hits)
 
     def close(self) -> None:
         if self._db is not None:
