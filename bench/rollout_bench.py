@@ -1,7 +1,12 @@
 """Collection engine throughput: fixed-latency model doubles + real BM25 over minibench.
 
-    python bench/rollout_bench.py                      # concurrency 1, 16, 64, 256 side by side
-    python bench/rollout_bench.py --concurrency 256 --latency-ms 200 --profile prof.out
+    python bench/rollout_bench.py                      # concurrency 1, 16, 64, 256; 1 and 2 processes
+    python bench/rollout_bench.py --concurrency 256 --processes 1 --latency-ms 200 --profile prof.out
+
+`--processes 2` runs `collect_parallel` (one event loop per core, concurrency split evenly,
+part files merged at the end); its wall time is the collection window, from when both
+workers have loaded the index to when the last one finishes. The merge into one file is
+timed separately (merge s) and shown as its own rate (episodes/s incl. merge).
 
 What it isolates: the engine's own overhead (event loop, records, JSON, fsync, retrieval
 threads). Every model call is an `asyncio.sleep(latency)` with a FIXED script shape, so the
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import re
 import shutil
@@ -166,6 +172,45 @@ def ensure_minibench_bm25() -> Path:
     return out
 
 
+def _config(concurrency: int, index: Path, out: Path):
+    from executor_sft.rollout import CollectConfig
+
+    shutil.rmtree(out, ignore_errors=True)
+    return CollectConfig.model_validate(
+        {
+            "questions": {"path": "unused"},
+            "retriever": {"index": str(index), "kind": "bm25", "k": 3},
+            "concurrency": concurrency,
+            "output_dir": str(out),
+        }
+    )
+
+
+def _row(concurrency, processes, episodes, result, cpu_s, calls, latency_s, judge, merge_s=None):
+    if result.failed or result.written != episodes:
+        raise RuntimeError(
+            f"bench run incomplete: wrote {result.written}/{episodes}, failed {result.failed[:3]}"
+        )
+    chain_s = latency_s * (CHAIN_CALLS + (JUDGE_CHAIN_CALLS if judge else 0))
+    ideal = concurrency / chain_s
+    rate = episodes / result.elapsed_s
+    row = {
+        "concurrency": concurrency,
+        "processes": processes,
+        "episodes": episodes,
+        "seconds": result.elapsed_s,
+        "rate": rate,
+        "ideal": ideal,
+        "ratio": rate / ideal,
+        "calls_per_episode": calls / episodes,
+        "cpu_ms": 1000 * cpu_s / episodes,
+        "merge_s": merge_s,
+    }
+    if merge_s is not None:
+        row["rate_with_merge"] = episodes / (result.elapsed_s + merge_s)
+    return row
+
+
 async def run_level(
     concurrency: int,
     episodes: int,
@@ -175,19 +220,11 @@ async def run_level(
     judge: bool,
     workdir: Path,
 ) -> dict[str, float]:
+    """One process, one event loop: the plain `collect()`."""
     from executor_sft.retrieval.config import build_retriever
-    from executor_sft.rollout import CollectConfig, collect
+    from executor_sft.rollout import collect
 
-    out = workdir / f"c{concurrency}"
-    shutil.rmtree(out, ignore_errors=True)
-    config = CollectConfig.model_validate(
-        {
-            "questions": {"path": "unused"},
-            "retriever": {"index": str(index), "kind": "bm25", "k": 3},
-            "concurrency": concurrency,
-            "output_dir": str(out),
-        }
-    )
+    config = _config(concurrency, index, workdir / f"c{concurrency}")
     subset = questions[:episodes]
     models = fixed_shape_models(subset, latency_s, judge)
     # A fresh retriever (and so an empty cache) per level; loading the index is a one-time
@@ -195,25 +232,43 @@ async def run_level(
     retriever = build_retriever(config.retriever)
     cpu = time.process_time()
     result = await collect(config, models=models, retriever=retriever, questions=subset, show_progress=False)
-    if result.failed or result.written != episodes:
-        raise RuntimeError(
-            f"bench run incomplete: wrote {result.written}/{episodes}, failed {result.failed[:3]}"
-        )
-    chain_s = latency_s * (CHAIN_CALLS + (JUDGE_CHAIN_CALLS if judge else 0))
-    ideal = concurrency / chain_s
-    rate = episodes / result.elapsed_s
     cpu = time.process_time() - cpu
     calls = sum(m.calls for m in models.values())
-    return {
-        "concurrency": concurrency,
-        "episodes": episodes,
-        "seconds": result.elapsed_s,
-        "rate": rate,
-        "ideal": ideal,
-        "ratio": rate / ideal,
-        "calls_per_episode": calls / episodes,
-        "cpu_ms": 1000 * cpu / episodes,
-    }
+    return _row(concurrency, 1, episodes, result, cpu, calls, latency_s, judge)
+
+
+def run_level_parallel(
+    concurrency: int,
+    processes: int,
+    episodes: int,
+    questions: list[Question],
+    index: Path,
+    latency_s: float,
+    judge: bool,
+    workdir: Path,
+) -> dict[str, float]:
+    """`processes` spawned workers, `concurrency / processes` episodes in flight each, then the merge."""
+    from executor_sft.retrieval.config import build_retriever
+    from executor_sft.rollout import collect_parallel
+
+    config = _config(concurrency, index, workdir / f"c{concurrency}-p{processes}")
+    subset = questions[:episodes]
+    result = collect_parallel(
+        config,
+        processes,
+        models_factory=functools.partial(fixed_shape_models, latency_s=latency_s, judge=judge),
+        retriever_factory=functools.partial(build_retriever, config.retriever),
+        questions=subset,
+        show_progress=False,
+    )
+    # Calls from the summary's usage (every call succeeds here); judge calls are not in usage.
+    calls = sum(r["calls"] for r in result.summary["roles"].values())
+    if judge:
+        calls += 3 * episodes  # YesJudge: the episode answer, the shadow outcome, the counterfactual
+    cpu = sum(result.timings["worker_cpu_s"])
+    return _row(
+        concurrency, processes, episodes, result, cpu, calls, latency_s, judge, result.timings["merge_s"]
+    )
 
 
 def render(rows: list[dict[str, float]], latency_ms: float, judge: bool) -> str:
@@ -222,14 +277,17 @@ def render(rows: list[dict[str, float]], latency_ms: float, judge: bool) -> str:
         f"latency {latency_ms:g} ms per model call, chain {chain} calls = {chain * latency_ms / 1000:g} s per episode"
         f"{' (with judge)' if judge else ''}",
         "",
-        "| concurrency | episodes | wall s | episodes/s | ideal episodes/s | % of ideal | model calls/episode "
-        "| CPU ms/episode |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| concurrency | processes | episodes | wall s | episodes/s | ideal episodes/s | % of ideal "
+        "| model calls/episode | CPU ms/episode | merge s | % of ideal incl. merge |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
+        merge = "-" if r["merge_s"] is None else f"{r['merge_s']:.2f}"
+        with_merge = "-" if r["merge_s"] is None else f"{100 * r['rate_with_merge'] / r['ideal']:.1f}%"
         lines.append(
-            f"| {r['concurrency']} | {r['episodes']} | {r['seconds']:.2f} | {r['rate']:.2f} | {r['ideal']:.2f} "
-            f"| {100 * r['ratio']:.1f}% | {r['calls_per_episode']:.1f} | {r['cpu_ms']:.1f} |"
+            f"| {r['concurrency']} | {r['processes']} | {r['episodes']} | {r['seconds']:.2f} | {r['rate']:.2f} "
+            f"| {r['ideal']:.2f} | {100 * r['ratio']:.1f}% | {r['calls_per_episode']:.1f} | {r['cpu_ms']:.1f} "
+            f"| {merge} | {with_merge} |"
         )
     return "\n".join(lines)
 
@@ -243,7 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-episodes", type=int, default=4)
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--judge", action="store_true", help="add a judge double (3 more calls on the chain)")
-    parser.add_argument("--profile", help="write a cProfile of the last level to this file")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="worker processes per level (1 = plain collect)",
+    )
+    parser.add_argument("--profile", help="write a cProfile of the last single-process level to this file")
     args = parser.parse_args(argv)
 
     from executor_sft.testing import minibench_questions
@@ -255,21 +320,30 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rollout-bench-") as tmp:
         for i, c in enumerate(args.concurrency):
             episodes = min(len(questions), max(args.min_episodes, args.waves * c))
-            coro = run_level(c, episodes, questions, index, latency_s, args.judge, Path(tmp))
-            if args.profile and i == len(args.concurrency) - 1:
-                import cProfile
+            for p in args.processes:
+                if p > 1 and c < p:
+                    continue
+                if p > 1:
+                    row = run_level_parallel(
+                        c, p, episodes, questions, index, latency_s, args.judge, Path(tmp)
+                    )
+                else:
+                    coro = run_level(c, episodes, questions, index, latency_s, args.judge, Path(tmp))
+                    if args.profile and i == len(args.concurrency) - 1:
+                        import cProfile
 
-                with cProfile.Profile(time.process_time) as prof:
-                    row = asyncio.run(coro)
-                prof.dump_stats(args.profile)
-            else:
-                row = asyncio.run(coro)
-            rows.append(row)
-            print(
-                f"concurrency {c}: {row['rate']:.2f} episodes/s ({100 * row['ratio']:.1f}% of ideal)",
-                file=sys.stderr,
-                flush=True,
-            )
+                        with cProfile.Profile(time.process_time) as prof:
+                            row = asyncio.run(coro)
+                        prof.dump_stats(args.profile)
+                    else:
+                        row = asyncio.run(coro)
+                rows.append(row)
+                print(
+                    f"concurrency {c}, {p} process(es): {row['rate']:.2f} episodes/s "
+                    f"({100 * row['ratio']:.1f}% of ideal)",
+                    file=sys.stderr,
+                    flush=True,
+                )
     print(render(rows, args.latency_ms, args.judge))
     return 0
 

@@ -14,6 +14,7 @@ from executor_sft.rollout.config import (
     QuestionSource,
     load_collect_config,
 )
+from executor_sft.rollout.parallel import collect_parallel, merge_parts
 from executor_sft.rollout.store import EpisodeStore, read_episodes, recover_jsonl
 from executor_sft.rollout.summary import CollectionStats, collection_stats, render_summary
 
@@ -26,9 +27,11 @@ __all__ = [
     "QuestionSource",
     "add_counterfactuals",
     "collect",
+    "collect_parallel",
     "collection_stats",
     "format_result",
     "load_collect_config",
+    "merge_parts",
     "merge_rollouts",
     "read_episodes",
     "recover_jsonl",

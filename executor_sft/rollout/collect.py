@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,9 @@ from executor_sft.schema import Episode, Question, Usage
 logger = logging.getLogger(__name__)
 
 COUNTERFACTUAL_ANSWERER_USAGE = "answerer_outcomes"
+_CORRECTNESS_FIELDS = {"run_id", "role", "round", "sub_query_index", "n_searches", "finish", "outcome"}
+MERGE_CHUNK = 256
+"""Records per write + fsync when merging (an fsync per record made merging slower than collecting)."""
 
 
 @dataclass
@@ -47,6 +50,10 @@ class CollectResult:
     """(episode_id, error) for episodes that raised; they are not written and a re-run retries them."""
     summary: dict[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    timings: dict[str, Any] = field(default_factory=dict)
+    """`collect_parallel` only: merge seconds and per-worker CPU seconds."""
+    stats: CollectionStats | None = None
+    """What `summary` was made from (the whole file)."""
 
 
 def select_questions(config: CollectConfig) -> list[Question]:
@@ -78,7 +85,8 @@ async def add_counterfactuals(
         if run.role == settings.role
         and run.counterfactual_of is None
         and run.n_searches >= settings.min_searches
-        and is_correct(run, require_judge=require_judge)
+        # only the fields correctness reads: dumping whole runs (every call record) was a hot spot
+        and is_correct(run.model_dump(mode="json", include=_CORRECTNESS_FIELDS), require_judge=require_judge)
     ]
     new_runs = await asyncio.gather(
         *(
@@ -136,12 +144,29 @@ async def collect(
     judge: LLMJudge | None = None,
     questions: Sequence[Question] | None = None,
     show_progress: bool = True,
+    skip_ids: Collection[str] = (),
+    progress: Mapping[str, Any] | None = None,
 ) -> CollectResult:
     """Collect `samples_per_question` episodes per question into `config.rollouts_path`.
 
     `models`, `retriever` and `questions` default to what the config describes; pass them to
     drive collection with objects you built yourself (scripted policies, a shared server).
+    Episode ids in `skip_ids` are treated as done (`collect_parallel` passes what the merged
+    file already holds); `progress` adds tqdm arguments. With `config.num_workers > 1` the
+    work runs in that many processes (`collect_parallel`), which build their own models and
+    retriever from the config.
     """
+    if config.num_workers > 1:
+        if models is not None or retriever is not None or judge is not None:
+            raise ValueError(
+                "num_workers > 1 builds models and retriever in each worker process from the config; "
+                "to use objects of your own, call collect_parallel with picklable factories"
+            )
+        from executor_sft.rollout.parallel import collect_parallel
+
+        return await asyncio.to_thread(
+            collect_parallel, config, questions=questions, show_progress=show_progress
+        )
     start = time.perf_counter()
     models = dict(models) if models is not None else build_models(config)
     missing = [r for r in config.required_roles() if r not in models]
@@ -156,8 +181,12 @@ async def collect(
     questions = list(questions) if questions is not None else select_questions(config)
 
     store = EpisodeStore(config.rollouts_path)
+    skip = set(skip_ids)
     todo = [
-        (q, s) for q in questions for s in range(config.samples_per_question) if f"{q.id}#{s}" not in store
+        (q, s)
+        for q in questions
+        for s in range(config.samples_per_question)
+        if f"{q.id}#{s}" not in store and f"{q.id}#{s}" not in skip
     ]
     skipped = len(questions) * config.samples_per_question - len(todo)
     # The summary covers the whole file: what a previous run left there, plus what this run writes.
@@ -172,7 +201,10 @@ async def collect(
     for item in todo:
         queue.put_nowait(item)
     finished: asyncio.Queue[Episode | None] = asyncio.Queue()
-    bar = tqdm(total=len(todo), desc="episodes", unit="ep", disable=not show_progress, dynamic_ncols=True)
+    bar = tqdm(
+        **{"total": len(todo), "desc": "episodes", "unit": "ep", "dynamic_ncols": True, **(progress or {})},
+        disable=not show_progress,
+    )
 
     async def worker() -> None:
         while True:
@@ -215,7 +247,8 @@ async def collect(
                     for episode in episodes:
                         stats.add(episode)
                 bar.update(len(episodes))
-                bar.set_postfix(_postfix(stats, len(failed)), refresh=False)
+                if show_progress:
+                    bar.set_postfix(_postfix(stats, len(failed)), refresh=False)
             if None in batch:
                 return
 
@@ -239,6 +272,7 @@ async def collect(
         failed=failed,
         summary=summary,
         elapsed_s=time.perf_counter() - start,
+        stats=stats,
     )
 
 
@@ -254,12 +288,15 @@ def format_result(result: CollectResult) -> str:
 
 def merge_rollouts(inputs: Sequence[str | Path], output: str | Path) -> tuple[int, int]:
     """Merge shard files into one; returns (written, duplicates skipped). Resumable."""
-    written = duplicates = 0
+    written = seen = 0
     with EpisodeStore(output) as store:
         for path in inputs:
+            chunk: list[dict[str, Any]] = []
             for record in read_episodes(path):
-                if store.append(record):
-                    written += 1
-                else:
-                    duplicates += 1
-    return written, duplicates
+                chunk.append(record)
+                if len(chunk) == MERGE_CHUNK:
+                    written += store.append_many(chunk)
+                    seen, chunk = seen + len(chunk), []
+            written += store.append_many(chunk)
+            seen += len(chunk)
+    return written, seen - written

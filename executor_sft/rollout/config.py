@@ -54,6 +54,8 @@ class CollectConfig(BaseModel):
     output_dir: str = "outputs/rollouts"
     num_shards: int = Field(default=1, ge=1)
     shard_index: int = Field(default=0, ge=0)
+    num_workers: int = Field(default=1, ge=1)
+    """Processes collecting this config's questions (one per core; `collect_parallel`), merged at the end."""
 
     @model_validator(mode="after")
     def _check(self) -> CollectConfig:

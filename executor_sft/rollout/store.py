@@ -112,15 +112,33 @@ class EpisodeStore:
             lines.append((json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
         if not lines:
             return 0
-        blob = b"".join(lines)
+        self._write(b"".join(lines))
+        self._keys |= keys
+        return len(lines)
+
+    def append_lines(self, blob: bytes, keys: set[str]) -> None:
+        """Append complete JSONL lines already serialised elsewhere (with their keys), one fsync.
+
+        For merging part files this process knows to be complete and disjoint from the store
+        (`collect_parallel`); a key already present is an error, since nothing is filtered.
+        """
+        if not blob:
+            return
+        if not blob.endswith(b"\n"):
+            raise ValueError(f"{self.path}: appended lines must end with a newline")
+        clash = keys & self._keys
+        if clash:
+            raise ValueError(f"{self.path}: {len(clash)} keys already stored, e.g. {sorted(clash)[0]}")
+        self._write(blob)
+        self._keys |= keys
+
+    def _write(self, blob: bytes) -> None:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         written = os.write(self._fd, blob)
         while written < len(blob):  # os.write may be partial for huge records on some filesystems
             written += os.write(self._fd, blob[written:])
         os.fsync(self._fd)
-        self._keys |= keys
-        return len(lines)
 
     def iter_dicts(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():

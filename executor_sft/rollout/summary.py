@@ -52,6 +52,22 @@ class CollectionStats:
             stats.finish[run.finish] += 1
             self.counterfactuals += run.counterfactual_of is not None
 
+    def merge(self, other: CollectionStats) -> None:
+        """Add the stats of disjoint episodes (another worker's file) to these."""
+        self.episodes += other.episodes
+        self.questions |= other.questions
+        self.stop_reasons.update(other.stop_reasons)
+        self.episode_errors += other.episode_errors
+        self.counterfactuals += other.counterfactuals
+        for role, theirs in other.roles.items():
+            ours = self.roles[role]
+            ours.prompt_tokens += theirs.prompt_tokens
+            ours.completion_tokens += theirs.completion_tokens
+            ours.calls += theirs.calls
+            ours.runs += theirs.runs
+            ours.searches.update(theirs.searches)
+            ours.finish.update(theirs.finish)
+
     def to_dict(self) -> dict[str, Any]:
         n_questions = max(1, len(self.questions))
         roles = {}

@@ -1,0 +1,272 @@
+"""Collection over several worker processes: one event loop per core, then one merged file.
+
+One event loop runs the engine's Python (records, parsing, JSON, BM25 hand-off) on one core,
+so a CPU-bound collection (hundreds of episodes in flight against fast endpoints) scales
+with processes, not with concurrency. `collect_parallel` splits the config's questions
+round-robin over `workers` spawned processes; each runs the ordinary `collect()` with
+`concurrency / workers` episodes in flight into its own part file under
+`<output_dir>/.<stem>.workers/`, and the parent merges the parts into `config.rollouts_path`
+(duplicates skipped, one fsync per chunk) and deletes them.
+
+Resume: episodes already in the merged file are skipped by every worker; part files left by
+a killed run are merged before new work starts. Each worker builds its own models and
+retriever (from the config, or from the picklable factories given), so local weights are
+loaded once per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing as mp
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from executor_sft.llm.base import ChatModel
+from executor_sft.retrieval.base import Retriever
+from executor_sft.rollout.config import CollectConfig
+from executor_sft.rollout.store import EpisodeStore, read_episodes
+from executor_sft.rollout.summary import CollectionStats, collection_stats
+from executor_sft.schema import Episode, Question
+
+ModelsFactory = Callable[[list[Question]], Mapping[str, ChatModel]]
+"""Builds a worker's role -> model map from the worker's questions (must be picklable)."""
+RetrieverFactory = Callable[[], Retriever]
+
+
+def parts_dir(config: CollectConfig) -> Path:
+    return config.rollouts_path.with_name(f".{config.rollouts_path.stem}.workers")
+
+
+def _worker_config(config: CollectConfig, index: int, workers: int) -> CollectConfig:
+    out = parts_dir(config) / f"{index:03d}-of-{workers:03d}"
+    concurrency = max(1, -(-config.concurrency // workers))
+    # One shard of one: the part file is always `rollouts.jsonl` in the worker's directory.
+    return config.model_copy(
+        update={
+            "output_dir": str(out),
+            "concurrency": concurrency,
+            "num_shards": 1,
+            "shard_index": 0,
+            "num_workers": 1,
+        }
+    )
+
+
+def _worker_main(
+    config_json: str,
+    questions: list[Question],
+    skip_ids: set[str],
+    models_factory: ModelsFactory | None,
+    retriever_factory: RetrieverFactory | None,
+    barrier: Any,
+    results: Any,
+    index: int,
+    show_progress: bool,
+) -> None:
+    """Runs in a spawned process: build models and retriever, wait for the others, collect."""
+    from executor_sft.rollout.collect import build_models, collect
+
+    try:
+        config = CollectConfig.model_validate_json(config_json)
+        models = models_factory(questions) if models_factory else build_models(config)
+        if retriever_factory is not None:
+            retriever = retriever_factory()
+        else:
+            from executor_sft.retrieval.config import build_retriever
+
+            retriever = build_retriever(config.retriever)
+    except BaseException as exc:
+        barrier.abort()
+        results.put({"index": index, "error": f"start-up: {type(exc).__name__}: {exc}"})
+        raise
+    barrier.wait()  # loading is start-up cost; the timed window starts when every worker is ready
+    t0 = time.time()
+    cpu0 = time.process_time()
+    try:
+        result = asyncio.run(
+            collect(
+                config,
+                models=models,
+                retriever=retriever,
+                questions=questions,
+                skip_ids=skip_ids,
+                show_progress=show_progress,
+                progress={"desc": f"worker {index}", "position": index},
+            )
+        )
+    except BaseException as exc:
+        results.put({"index": index, "error": f"{type(exc).__name__}: {exc}"})
+        raise
+    # The part file was created by this run, so it holds exactly the episodes written now.
+    failed = {eid for eid, _ in result.failed}
+    keys = {f"{q.id}#{s}" for q in questions for s in range(config.samples_per_question)}
+    keys -= skip_ids | failed
+    results.put(
+        {
+            "index": index,
+            "written": result.written,
+            "skipped": result.skipped,
+            "failed": result.failed,
+            "keys": keys,
+            "stats": result.stats,
+            "path": str(config.rollouts_path),
+            "t0": t0,
+            "t1": time.time(),
+            "cpu_s": time.process_time() - cpu0,
+        }
+    )
+
+
+def merge_parts(config: CollectConfig) -> tuple[int, int]:
+    """Merge every part file left under `parts_dir(config)` into the rollouts file, then delete them."""
+    from executor_sft.rollout.collect import merge_rollouts
+
+    root = parts_dir(config)
+    parts = sorted(root.glob("*/rollouts.jsonl")) if root.exists() else []
+    written = duplicates = 0
+    if parts:
+        written, duplicates = merge_rollouts(parts, config.rollouts_path)
+    shutil.rmtree(root, ignore_errors=True)
+    return written, duplicates
+
+
+def collect_parallel(
+    config: CollectConfig,
+    workers: int | None = None,
+    *,
+    models_factory: ModelsFactory | None = None,
+    retriever_factory: RetrieverFactory | None = None,
+    questions: Sequence[Question] | None = None,
+    show_progress: bool = True,
+):
+    """Collect with `workers` processes (default `config.num_workers`) and merge into `config.rollouts_path`.
+
+    Returns a `CollectResult` whose `elapsed_s` is the collection window (from when every
+    worker has loaded its models and index to when the last one finishes) and whose summary
+    covers the merged file; `timings` adds the merge time and per-worker CPU seconds.
+    """
+    from executor_sft.rollout.collect import CollectResult, select_questions
+
+    workers = workers or config.num_workers
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    questions = list(questions) if questions is not None else select_questions(config)
+    merge_parts(config)  # parts a killed run left behind
+    store = EpisodeStore(config.rollouts_path)
+    try:
+        done = store.completed_ids()
+        prior = (
+            collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))
+            if done
+            else CollectionStats()
+        )
+        reports = _run_workers(
+            config, workers, questions, done, models_factory, retriever_factory, show_progress
+        )
+        t_merge = time.perf_counter()
+        stats = _merge_reports(config, store, reports, prior)
+    finally:
+        store.close()
+    merge_s = time.perf_counter() - t_merge
+    written = sum(r["written"] for r in reports)
+    skipped = sum(r["skipped"] for r in reports)
+    failed = [tuple(f) for r in reports for f in r["failed"]]
+    summary = stats.to_dict()
+    summary.update(written=written, skipped=skipped, failed=len(failed), workers=workers)
+    summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return CollectResult(
+        path=config.rollouts_path,
+        written=written,
+        skipped=skipped,
+        failed=failed,
+        summary=summary,
+        elapsed_s=max(r["t1"] for r in reports) - min(r["t0"] for r in reports),
+        timings={"merge_s": merge_s, "worker_cpu_s": [r["cpu_s"] for r in reports]},
+    )
+
+
+def _run_workers(
+    config: CollectConfig,
+    workers: int,
+    questions: list[Question],
+    done: set[str],
+    models_factory: ModelsFactory | None,
+    retriever_factory: RetrieverFactory | None,
+    show_progress: bool,
+) -> list[dict[str, Any]]:
+    """Start the workers, wait for every report; raise if one failed or died."""
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(workers)
+    results = ctx.Queue()
+    procs = []
+    for i in range(workers):
+        mine = questions[i::workers]
+        ids = {f"{q.id}#{s}" for q in mine for s in range(config.samples_per_question)} & done
+        args = (
+            _worker_config(config, i, workers).model_dump_json(),
+            mine,
+            ids,
+            models_factory,
+            retriever_factory,
+            barrier,
+            results,
+            i,
+            show_progress,
+        )
+        proc = ctx.Process(target=_worker_main, args=args, name=f"collect-worker-{i}", daemon=True)
+        proc.start()
+        procs.append(proc)
+    reports: list[dict[str, Any]] = []
+    try:
+        while len(reports) < workers:
+            try:
+                reports.append(results.get(timeout=1.0))
+            except Exception:  # queue.Empty: check nobody died without reporting
+                dead = [p for p in procs if p.exitcode is not None and p.exitcode != 0]
+                if dead and results.empty():
+                    raise RuntimeError(
+                        f"collect worker {dead[0].name} exited with code {dead[0].exitcode}"
+                    ) from None
+    finally:
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+    errors = [r for r in reports if "error" in r]
+    if errors:
+        raise RuntimeError(f"collect worker {errors[0]['index']} failed: {errors[0]['error']}")
+    return reports
+
+
+def _merge_reports(
+    config: CollectConfig, store: EpisodeStore, reports: list[dict[str, Any]], prior: CollectionStats
+) -> CollectionStats:
+    """Append the workers' part files to the store and add up their stats.
+
+    The fast path copies the part files' bytes (one write + fsync); it is taken only when
+    every part holds exactly the lines its worker reported. Otherwise the parts are merged
+    record by record (duplicates skipped) and the stats recomputed from the merged file.
+    """
+    blobs, keys = [], set()
+    for report in sorted(reports, key=lambda r: r["index"]):
+        path = Path(report["path"])
+        data = path.read_bytes() if path.exists() else b""
+        if data.count(b"\n") != report["written"] or len(report["keys"]) != report["written"]:
+            break
+        blobs.append(data)
+        keys |= report["keys"]
+    else:
+        if not keys & store.completed_ids():
+            store.append_lines(b"".join(blobs), keys)
+            shutil.rmtree(parts_dir(config), ignore_errors=True)
+            for report in reports:
+                prior.merge(report["stats"])
+            return prior
+    store.close()
+    merge_parts(config)
+    return collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))
