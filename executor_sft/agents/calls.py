@@ -51,9 +51,9 @@ class CallResult:
 
     @property
     def usage(self) -> TokenUsage:
-        if self._record is None and "usage" in self._fields:
+        if self._record is None and type(self._fields.get("usage")) is TokenUsage:
             return self._fields["usage"]
-        return self.record.usage
+        return self.record.usage  # validated: a backend may hand back a dict
 
     def as_dict(self) -> dict[str, Any]:
         """`record.model_dump(mode="json")`, built directly when the fields are already plain JSON types.
