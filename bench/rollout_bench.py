@@ -5,8 +5,9 @@
 
 `--processes 2` runs `collect_parallel` (one event loop per core, concurrency split evenly,
 part files merged at the end); its wall time is the collection window, from when both
-workers have loaded the index to when the last one finishes. The merge into one file is
-timed separately (merge s) and shown as its own rate (episodes/s incl. merge).
+workers have loaded the index to when the last one finishes (each worker has its own
+retriever and cache). The merge of the part files into one `rollouts.jsonl` is timed
+separately (merge s) and also folded into a second ratio (% of ideal incl. merge).
 
 What it isolates: the engine's own overhead (event loop, records, JSON, fsync, retrieval
 threads). Every model call is an `asyncio.sleep(latency)` with a FIXED script shape, so the
