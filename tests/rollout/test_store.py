@@ -65,7 +65,9 @@ def test_store_survives_sigkill_mid_write(tmp_path):
     for attempt in range(3):
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)])
         deadline = time.time() + 60
-        while time.time() < deadline and (not path.exists() or path.stat().st_size < (attempt + 1) * 2_000_000):
+        while time.time() < deadline and (
+            not path.exists() or path.stat().st_size < (attempt + 1) * 2_000_000
+        ):
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
