@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-shards", dest="num_shards", type=int)
     parser.add_argument("--shard-index", dest="shard_index", type=int)
     parser.add_argument("--concurrency", type=int)
+    parser.add_argument("--num-workers", dest="num_workers", type=int, help="processes (one per core)")
     parser.add_argument("--samples-per-question", dest="samples_per_question", type=int)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

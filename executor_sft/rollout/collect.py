@@ -177,7 +177,10 @@ async def collect(
 
         retriever = build_retriever(config.retriever)
     if judge is None and "judge" in models:
-        judge = LLMJudge(models["judge"])
+        # Verdicts persist beside the rollouts, so a resumed or repeated run never re-judges.
+        cache = config.rollouts_path.with_name(config.rollouts_path.stem + ".judge_cache.jsonl")
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        judge = LLMJudge(models["judge"], cache_path=cache)
     questions = list(questions) if questions is not None else select_questions(config)
 
     store = EpisodeStore(config.rollouts_path)

@@ -241,3 +241,50 @@ def test_merge_subcommand(world, world_dir, world_bm25, tmp_path, capsys):
     assert [e["episode_id"] for e in read_episodes(out)] == [
         e["episode_id"] for e in read_episodes(result.path)
     ]
+
+
+def test_judge_verdicts_persist_beside_the_rollouts(world, world_dir, world_bm25, tmp_path):
+    """A second collection into a fresh output with the same judge cache makes no judge calls."""
+
+    def models(judge):
+        return {
+            "backbone": ScriptedBackbone(world),
+            "answerer": ScriptedAnswerer(world),
+            "judge": judge,
+            "teacher": ScriptedTeacherExecutor(world),
+            "student": scripted_student_executor(world),
+        }
+
+    questions = {"path": str(world_dir / "questions.jsonl"), "limit": 6}
+    first_judge = ScriptedJudge()
+    first = run(
+        collect(
+            make_config(world_dir, tmp_path, questions=questions),
+            models=models(first_judge),
+            retriever=world_bm25,
+            show_progress=False,
+        )
+    )
+    cache = first.path.with_name("rollouts.judge_cache.jsonl")
+    assert cache.exists() and cache.read_text().strip()
+    first.path.unlink()  # redo every episode; only the verdict cache survives
+
+    calls = []
+    second_judge = ScriptedJudge()
+    original = second_judge.chat
+
+    async def counting_chat(*args, **kwargs):
+        calls.append(1)
+        return await original(*args, **kwargs)
+
+    second_judge.chat = counting_chat
+    second = run(
+        collect(
+            make_config(world_dir, tmp_path, questions=questions),
+            models=models(second_judge),
+            retriever=world_bm25,
+            show_progress=False,
+        )
+    )
+    assert second.written == 6
+    assert calls == []
