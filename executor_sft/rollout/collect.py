@@ -264,8 +264,23 @@ async def collect(
         bar.close()
         store.close()
 
+    return finish_collection(config, stats, written, skipped, failed, elapsed_s=time.perf_counter() - start)
+
+
+def finish_collection(
+    config: CollectConfig,
+    stats: CollectionStats,
+    written: int,
+    skipped: int,
+    failed: list[tuple[str, str]],
+    *,
+    elapsed_s: float,
+    summary_extra: dict[str, Any] | None = None,
+    **result_fields: Any,
+) -> CollectResult:
+    """Write `<rollouts>.summary.json` and build the result (shared by one- and multi-process runs)."""
     summary = stats.to_dict()
-    summary.update(written=written, skipped=skipped, failed=len(failed))
+    summary.update(written=written, skipped=skipped, failed=len(failed), **(summary_extra or {}))
     summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
     summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return CollectResult(
@@ -274,8 +289,9 @@ async def collect(
         skipped=skipped,
         failed=failed,
         summary=summary,
-        elapsed_s=time.perf_counter() - start,
+        elapsed_s=elapsed_s,
         stats=stats,
+        **result_fields,
     )
 
 

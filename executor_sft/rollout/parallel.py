@@ -17,7 +17,6 @@ loaded once per process.
 from __future__ import annotations
 
 import asyncio
-import json
 import multiprocessing as mp
 import shutil
 import time
@@ -149,7 +148,7 @@ def collect_parallel(
     worker has loaded its models and index to when the last one finishes) and whose summary
     covers the merged file; `timings` adds the merge time and per-worker CPU seconds.
     """
-    from executor_sft.rollout.collect import CollectResult, select_questions
+    from executor_sft.rollout.collect import finish_collection, select_questions
 
     workers = workers or config.num_workers
     if workers < 1:
@@ -175,17 +174,14 @@ def collect_parallel(
     written = sum(r["written"] for r in reports)
     skipped = sum(r["skipped"] for r in reports)
     failed = [tuple(f) for r in reports for f in r["failed"]]
-    summary = stats.to_dict()
-    summary.update(written=written, skipped=skipped, failed=len(failed), workers=workers)
-    summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
-    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return CollectResult(
-        path=config.rollouts_path,
-        written=written,
-        skipped=skipped,
-        failed=failed,
-        summary=summary,
+    return finish_collection(
+        config,
+        stats,
+        written,
+        skipped,
+        failed,
         elapsed_s=max(r["t1"] for r in reports) - min(r["t0"] for r in reports),
+        summary_extra={"workers": workers},
         timings={"merge_s": merge_s, "worker_cpu_s": [r["cpu_s"] for r in reports]},
     )
 

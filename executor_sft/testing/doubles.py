@@ -24,7 +24,9 @@ def tool_call(name: str, arguments: dict[str, Any] | str, call_id: str = "call_0
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
 
 
-def assistant(content: str = "", tool_calls: list[dict] | None = None, reasoning: str | None = None) -> Message:
+def assistant(
+    content: str = "", tool_calls: list[dict] | None = None, reasoning: str | None = None
+) -> Message:
     msg: Message = {"role": "assistant", "content": content}
     if tool_calls:
         msg["tool_calls"] = tool_calls

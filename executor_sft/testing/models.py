@@ -212,7 +212,9 @@ def smollm2_instruct(dtype: str = "float32"):
     if not (converted / "config.json").exists():
         path = smollm2_gguf_path()
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        gguf_model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        gguf_model = AutoModelForCausalLM.from_pretrained(
+            path.parent, gguf_file=path.name, dtype=torch.float32
+        )
         # A GGUF-loaded model refuses save_pretrained; copy its weights into a plain model.
         config = gguf_model.config
         if hasattr(config, "quantization_config"):
