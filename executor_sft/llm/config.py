@@ -32,6 +32,8 @@ class ModelConfig(BaseModel):
     backoff_base_s: float = Field(0.5, ge=0)
     backoff_max_s: float = Field(20.0, ge=0)
     pass_enable_thinking: bool = True
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    """Request field for the token limit; OpenAI's reasoning models need max_completion_tokens."""
     tokenizer: str | None = None
     """Path / alias of a tokenizer: counts tokens when an endpoint reports none (openai), or
     replaces the model's own tokenizer (vllm)."""
@@ -119,6 +121,7 @@ def build_chat_model(cfg: ModelConfig | dict[str, Any]) -> ChatModel:
             sampling=cfg.sampling(),
             extra_body=cfg.extra_body,
             pass_enable_thinking=cfg.pass_enable_thinking,
+            max_tokens_field=cfg.max_tokens_field,
             tokenizer=_load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None,
         )
     if cfg.backend == "transformers":

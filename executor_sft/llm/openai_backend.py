@@ -20,7 +20,7 @@ import random
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import openai
@@ -80,6 +80,10 @@ class OpenAIChatModel:
         tokenizer: counts tokens when the endpoint reports no usage (else estimated).
         parse_text_fallback: parse `<think>`/`<tool_call>` from content when the endpoint
             returned them unparsed (a server started without a reasoning/tool parser).
+        max_tokens_field: the request field that carries `SamplingParams.max_tokens`.
+            "max_tokens" (default) is what vLLM, SGLang and most hosted OpenAI-compatible APIs
+            read; OpenAI's reasoning models reject it and need "max_completion_tokens"
+            (which vLLM also accepts).
     """
 
     def __init__(
@@ -100,8 +104,15 @@ class OpenAIChatModel:
         pass_enable_thinking: bool = True,
         tokenizer: Any | None = None,
         parse_text_fallback: bool = True,
+        max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
+        if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            raise ValueError(
+                f"OpenAIChatModel: max_tokens_field must be max_tokens or max_completion_tokens, "
+                f"got {max_tokens_field!r}"
+            )
+        self.max_tokens_field = max_tokens_field
         if not urls:
             raise ValueError("OpenAIChatModel: base_urls is empty")
         if max_concurrency < 1:
@@ -198,7 +209,7 @@ class OpenAIChatModel:
             "messages": messages,
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
-            "max_tokens": sampling.max_tokens,
+            self.max_tokens_field: sampling.max_tokens,
         }
         if tools:
             request["tools"] = tools

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from llm_helpers import FaultInjector, completion, dead_url, raw_app
 
 from executor_sft.agents.tools import SEARCH_TOOL
-from executor_sft.llm import ChatError, OpenAIChatModel, SamplingParams, build_chat_model
+from executor_sft.llm import ChatError, ModelConfig, OpenAIChatModel, SamplingParams, build_chat_model
 from executor_sft.llm.parsing import tool_call_error
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
@@ -45,6 +45,21 @@ def test_real_model_over_http(smollm2_server, smollm2_chat):
     assert with_tools.usage.prompt_tokens > result.usage.prompt_tokens + 50
     for call in with_tools.message.get("tool_calls", []):
         assert set(call) == {"id", "type", "function"} and isinstance(call["function"]["arguments"], str)
+
+
+def test_max_tokens_field_is_configurable():
+    app = raw_app(lambda body, request: completion({"content": "ok"}))
+    with BackgroundServer(app) as server:
+        for field in ("max_tokens", "max_completion_tokens"):
+            model = build_chat_model(
+                ModelConfig(model="raw", base_urls=server.base_url, max_tokens_field=field, max_tokens=17)
+            )
+            assert run(model.chat(USER)).message["content"] == "ok"
+    sent = app.state.bodies
+    assert sent[0]["max_tokens"] == 17 and "max_completion_tokens" not in sent[0]
+    assert sent[1]["max_completion_tokens"] == 17 and "max_tokens" not in sent[1]
+    with pytest.raises(ValueError, match="max_tokens_field"):
+        OpenAIChatModel("raw", "http://127.0.0.1:9/v1", max_tokens_field="max_new_tokens")  # type: ignore[arg-type]
 
 
 def test_tool_calls_and_settings_round_trip():
