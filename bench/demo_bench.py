@@ -5,6 +5,8 @@
 Runs `recipes/demo.py` (its config, default `recipes/configs/demo.yaml`) once per seed (world,
 collection, training and evaluation all follow the seed), prints per-seed before/after scores
 and mean +- std of the improvement, and writes `bench/results/demo.md` after every seed.
+A seed whose output directory already holds a `results.json` made with the same config is
+read back, not re-run, so a killed benchmark resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "recipes"))
+from executor_sft.synthetic.demo import load_config, run_demo
 
-from demo import DEFAULT_CONFIG, load_config, run_demo  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = REPO / "recipes" / "configs" / "demo.yaml"
 
 METRICS = (
     ("format_valid", "report format valid", 100.0),
@@ -88,6 +91,14 @@ def render(results: list[dict], config_path: str, elapsed: float) -> str:
     return "\n".join(lines)
 
 
+def _finished(path: Path, config: dict) -> dict | None:
+    """A finished seed's result, if `path` exists and was made with exactly `config`."""
+    if not path.exists():
+        return None
+    result = json.loads(path.read_text(encoding="utf-8"))
+    return result if result.get("config") == json.loads(json.dumps(config)) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(DEFAULT_CONFIG.relative_to(REPO)))
@@ -102,9 +113,14 @@ def main(argv: list[str] | None = None) -> int:
             REPO / a.config if not Path(a.config).is_absolute() else a.config,
             {"seed": seed, "out": str(Path(a.out) / f"seed{seed}")},
         )
-        result = run_demo(cfg)
-        print(result.markdown, flush=True)
-        results.append(json.loads(json.dumps(result.__dict__)))
+        done = _finished(Path(cfg.out) / "results.json", asdict(cfg))
+        if done is not None:
+            print(f"seed {seed}: reusing {cfg.out}/results.json (same config)", flush=True)
+            results.append(done)
+        else:
+            result = run_demo(cfg)
+            print(result.markdown, flush=True)
+            results.append(json.loads(json.dumps(result.__dict__)))
         text = render(results, a.config, time.perf_counter() - start)
         Path(a.results).parent.mkdir(parents=True, exist_ok=True)
         Path(a.results).write_text(text, encoding="utf-8")

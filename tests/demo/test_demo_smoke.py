@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from executor_sft.synthetic.demo import load_config, run_demo
+
 TINY = Path(__file__).resolve().parents[2] / "recipes" / "configs" / "demo_tiny.yaml"
 
 
 @pytest.mark.slow
-def test_demo_runs_end_to_end_and_evaluates_with_the_trained_prompt(tmp_path, demo_recipe):
-    cfg = demo_recipe.load_config(TINY, {"out": str(tmp_path / "demo")})
-    result = demo_recipe.run_demo(cfg, show_progress=False)
+def test_demo_runs_end_to_end_and_evaluates_with_the_trained_prompt(tmp_path):
+    cfg = load_config(TINY, {"out": str(tmp_path / "demo")})
+    result = run_demo(cfg, show_progress=False)
     out = tmp_path / "demo"
     saved = json.loads((out / "results.json").read_text())
     assert saved["before"]["n"] == saved["after"]["n"] == cfg.eval_subqueries

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from executor_sft.sft import DEFAULT_SFT_DATA, read_sft_jsonl
+from executor_sft.synthetic.sample_data import SampleConfig, make_sample_data
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 # Measured wall-clock values: the only fields of rollouts.jsonl that differ between runs.
@@ -24,9 +25,9 @@ def _strip(obj):
 
 
 @pytest.fixture(scope="module")
-def regenerated(tmp_path_factory, sample_recipe):
+def regenerated(tmp_path_factory):
     out = tmp_path_factory.mktemp("sample")
-    result = sample_recipe.make_sample_data(out, index_dir=out.parent / "sample-index", show_progress=False)
+    result = make_sample_data(out, index_dir=out.parent / "sample-index", show_progress=False)
     return out, result
 
 
@@ -45,9 +46,9 @@ def test_regeneration_is_byte_identical_to_the_committed_sample(regenerated):
 
 
 @pytest.mark.slow
-def test_a_different_seed_gives_different_rows(tmp_path, sample_recipe):
-    cfg = sample_recipe.SampleConfig(seed=1, entities=120, questions=20, collect_questions=6)
-    result = sample_recipe.make_sample_data(tmp_path, cfg, index_dir=tmp_path / "index", show_progress=False)
+def test_a_different_seed_gives_different_rows(tmp_path):
+    cfg = SampleConfig(seed=1, entities=120, questions=20, collect_questions=6)
+    result = make_sample_data(tmp_path, cfg, index_dir=tmp_path / "index", show_progress=False)
     assert result.sft.read_bytes() != (DATA / "sft.jsonl").read_bytes()
 
 
