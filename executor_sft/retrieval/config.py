@@ -62,7 +62,7 @@ def load_retriever(directory: str | Path, kind: Kind = "bm25", **opts: Any) -> R
     Options: corpus (check the index was built from this file), mmap (default True), model /
     passage_prefix / dim / pooling / index_type (must match the build, else IndexMismatchError),
     query_prefix, device, fp16, batch_size, ef_search, nprobe; hybrid/rrf: weights
-    (dense, bm25), depth, rrf_k.
+    (dense, bm25), depth, rrf_k, normalization (theoretical | minmax | zscore).
     """
     directory = Path(directory)
     manifest = Manifest.load(directory)
@@ -90,7 +90,7 @@ def load_retriever(directory: str | Path, kind: Kind = "bm25", **opts: Any) -> R
         r = _load_dense(directory, manifest, docs, {**opts, "mmap": mmap})
         opts.clear()
     else:
-        fusion = {k: opts.pop(k) for k in ("weights", "depth", "rrf_k") if k in opts}
+        fusion = {k: opts.pop(k) for k in ("weights", "depth", "rrf_k", "normalization") if k in opts}
         dense = _load_dense(directory, manifest, docs, {**opts, "mmap": mmap})
         opts.clear()
         bm25 = BM25Retriever.load(
