@@ -14,9 +14,9 @@ retriever per request instead.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
-import time
 from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
@@ -52,13 +52,21 @@ class _Job:
 
 
 class MicroBatcher:
-    """Collects jobs from concurrent requests and runs them together."""
+    """Collects jobs from concurrent requests and runs them together.
+
+    The worker sleeps until a job arrives, then waits up to `max_wait` for more (woken early once
+    `max_batch` queries are pending) and runs everything pending as one retriever call. Jobs that
+    arrive while a call runs wait for the next one, so under load each call takes a whole queue.
+    """
 
     def __init__(self, retriever: Retriever, max_batch: int, max_wait_ms: float):
         self.retriever, self.max_batch, self.max_wait = retriever, max_batch, max_wait_ms / 1000
-        self.queue: asyncio.Queue[_Job] = asyncio.Queue()
+        self.pending: collections.deque[_Job] = collections.deque()
+        self.pending_queries = 0
         self.calls = 0
         self.batched_queries = 0
+        self._arrived = asyncio.Event()  # at least one job is pending
+        self._full = asyncio.Event()  # max_batch queries are pending
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -72,27 +80,35 @@ class MicroBatcher:
 
     async def submit(self, queries: list[str], k: int) -> list[list[Hit]]:
         fut = asyncio.get_running_loop().create_future()
-        await self.queue.put(_Job(queries, k, fut))
+        self.pending.append(_Job(queries, k, fut))
+        self.pending_queries += len(queries)
+        self._arrived.set()
+        if self.pending_queries >= self.max_batch:
+            self._full.set()
         return await fut
+
+    def _take(self) -> list[_Job]:
+        """Pending jobs up to max_batch queries (always at least one job, however large)."""
+        jobs = [self.pending.popleft()]
+        n = len(jobs[0].queries)
+        while self.pending and n + len(self.pending[0].queries) <= self.max_batch:
+            jobs.append(self.pending.popleft())
+            n += len(jobs[-1].queries)
+        self.pending_queries -= n
+        if not self.pending:
+            self._arrived.clear()
+        if self.pending_queries < self.max_batch:
+            self._full.clear()
+        return jobs
 
     async def _run(self) -> None:
         while True:
-            jobs = [await self.queue.get()]
-            n = len(jobs[0].queries)
-            deadline = time.monotonic() + self.max_wait
-            while n < self.max_batch:
-                try:
-                    job = self.queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    # Poll rather than wait_for(queue.get()): a timed-out get can drop a job.
-                    await asyncio.sleep(min(remaining, 0.0005))
-                    continue
-                jobs.append(job)
-                n += len(job.queries)
-            await self._execute(jobs)
+            await self._arrived.wait()
+            if self.pending_queries < self.max_batch and self.max_wait > 0:
+                # Waiting on an Event (not on queue.get()) cannot lose a job when it times out.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), self.max_wait)
+            await self._execute(self._take())
 
     async def _execute(self, jobs: list[_Job]) -> None:
         # Hits come sorted, so each job's top-k is the prefix of the batch's top-max(k).
@@ -168,8 +184,11 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: s
             results = await batcher.submit(req.queries, req.topk)
         else:
             results = await retriever.asearch(req.queries, req.topk)
+        # A JSONResponse skips FastAPI's recursive jsonable_encoder pass over plain dicts and strings.
         if req.return_scores:
-            return {"result": [[{"document": _doc(h), "score": h.score} for h in hits] for hits in results]}
-        return {"result": [[_doc(h) for h in hits] for hits in results]}
+            return JSONResponse(
+                {"result": [[{"document": _doc(h), "score": h.score} for h in hits] for hits in results]}
+            )
+        return JSONResponse({"result": [[_doc(h) for h in hits] for hits in results]})
 
     return app

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 import httpx
 import pytest
@@ -11,8 +12,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from retrieval_helpers import free_port, serve
 
-from executor_sft.retrieval import RemoteRetriever, RetrievalError, load_retriever
-from executor_sft.retrieval.server import ServerConfig, create_app
+from executor_sft.retrieval import Hit, RemoteRetriever, RetrievalError, Retriever, load_retriever
+from executor_sft.retrieval.server import MicroBatcher, ServerConfig, create_app
 
 
 @pytest.fixture(scope="module")
@@ -169,3 +170,45 @@ async def test_client_reaches_a_server_that_comes_up_late(bm25):
     finally:
         await starter
         server.__exit__(None, None, None)
+
+
+class RecordingRetriever(Retriever):
+    """Real BM25 underneath; records the size of every call the batcher makes."""
+
+    def __init__(self, inner: Retriever):
+        self.inner, self.index_id, self.sizes = inner, inner.index_id, []
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        self.sizes.append(len(queries))
+        return self.inner.search(queries, k)
+
+
+async def test_batcher_caps_batches_and_wakes_when_full(bm25, dev_questions):
+    qs = [q["question"] for q in dev_questions[:10]]
+    rec = RecordingRetriever(bm25)
+    batcher = MicroBatcher(rec, max_batch=4, max_wait_ms=10_000)  # only a full batch can start early
+    batcher.start()
+    try:
+        t = time.monotonic()
+        results = await asyncio.gather(*(batcher.submit([q], 2) for q in qs[:8]))
+        assert time.monotonic() - t < 5  # two full batches, no 10 s wait
+        assert rec.sizes == [4, 4]
+        assert [[h.doc_id for h in r[0]] for r in results] == [
+            [h.doc_id for h in x] for x in bm25.search(qs[:8], 2)
+        ]
+        big = await asyncio.gather(batcher.submit(qs[:6], 3))  # one job over max_batch still runs, alone
+        assert rec.sizes == [4, 4, 6] and len(big[0]) == 6
+    finally:
+        await batcher.stop()
+
+
+async def test_batcher_runs_a_lone_request_after_max_wait(bm25):
+    rec = RecordingRetriever(bm25)
+    batcher = MicroBatcher(rec, max_batch=64, max_wait_ms=5)
+    batcher.start()
+    try:
+        (hits,) = await batcher.submit(["Toto drummer"], 2)
+        (again,) = await batcher.submit(["Toto drummer"], 2)
+        assert rec.sizes == [1, 1] and [h.doc_id for h in hits] == [h.doc_id for h in again]
+    finally:
+        await batcher.stop()
