@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import os
 import random
 import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +45,7 @@ class BenchArgs:
     dense_docs: int | None = None  # None: the whole corpus; else gold passages + distractors up to N
     max_length: int = 256
     speed_queries: int = 200
-    server_requests: int = 128
+    server_requests: int = 512  # per setting (128 with one client)
     skip_server: bool = False
     skip_dense: bool = False  # BM25 rows and the BM25 speed ratio only
     out: str | None = None
@@ -119,9 +121,9 @@ def speed(index: Path, questions: list[dict], n: int) -> tuple[float, float]:
     return fast_qps, slow_qps
 
 
-def start_server(index: Path, port: int, batching: bool) -> subprocess.Popen:
-    cmd = [sys.executable, str(REPO / "recipes" / "serve_retriever.py"), "--index", str(index), "--kind", "dense",
-           "--port", str(port), "--batching", str(batching)]  # fmt: skip
+def start_server(index: Path, port: int, batching: bool, cmd: list[str] | None = None) -> subprocess.Popen:
+    cmd = cmd or [sys.executable, str(REPO / "recipes" / "serve_retriever.py"), "--index", str(index),
+                  "--kind", "dense", "--port", str(port), "--batching", str(batching)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -129,46 +131,108 @@ def start_server(index: Path, port: int, batching: bool) -> subprocess.Popen:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
                 return proc
         except httpx.HTTPError:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"retrieval server exited with {proc.returncode}: {' '.join(cmd)}"
+                ) from None
             time.sleep(0.5)
     proc.kill()
     raise RuntimeError("retrieval server did not start")
 
 
-async def load_test(url: str, queries: list[str], clients: int, total: int) -> tuple[float, int]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), to show where the cycles go."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _raw_load(port: int, bodies: list[bytes], clients: int, total: int) -> tuple[float, int]:
+    """`clients` keep-alive HTTP/1.1 connections, each sending its next request when the last is answered.
+
+    Raw asyncio streams instead of httpx: the load generator must cost the machine far less than
+    the server it measures (httpx spends milliseconds of CPU per request).
+    """
     counter = iter(range(total))
     errors = 0
 
-    async def client(http: httpx.AsyncClient):
+    async def one(i: int | None = None) -> None:
         nonlocal errors
-        for i in counter:
-            r = await http.post(f"{url}/retrieve", json={"queries": [queries[i % len(queries)]], "topk": 3})
-            errors += r.status_code != 200
-
-    limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
-    async with httpx.AsyncClient(timeout=600, limits=limits) as http:
-        await http.post(f"{url}/retrieve", json={"queries": ["warm up"], "topk": 3})
-        t = time.perf_counter()
-        await asyncio.gather(*(client(http) for _ in range(clients)))
-        return total / (time.perf_counter() - t), errors
-
-
-def server_bench(index: Path, queries: list[str], total: int) -> list[tuple[int, bool, float, int]]:
-    rows = []
-    for batching in (True, False):
-        port = 18000 + random.randint(0, 999)
-        proc = start_server(index, port, batching)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
-            for clients in (1, 16, 64):
-                n = total if clients > 1 else max(16, total // 4)
-                qps, errors = asyncio.run(load_test(f"http://127.0.0.1:{port}", queries, clients, n))
-                rows.append((clients, batching, qps, errors))
-                print(
-                    f"server clients={clients} batching={batching}: {qps:.1f} req/s, errors={errors}",
-                    flush=True,
+            for j in counter if i is None else (i,):
+                body = bodies[j % len(bodies)]
+                writer.write(
+                    b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
                 )
+                status = int((await reader.readline()).split()[1])
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                await reader.readexactly(length)
+                errors += status != 200
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            writer.close()
+
+    await one(0)  # warm up
+    t = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(clients)))
+    return total / (time.perf_counter() - t), errors
+
+
+def load_test(port: int, queries: list[str], clients: int, total: int) -> tuple[float, int, float]:
+    """Requests/s, errors and this process's CPU seconds per request (run it in its own process)."""
+    bodies = [json.dumps({"queries": [q], "topk": 3}).encode() for q in queries]
+    cpu = time.process_time()
+    qps, errors = asyncio.run(_raw_load(port, bodies, clients, total))
+    return qps, errors, (time.process_time() - cpu) / total
+
+
+@dataclass
+class ServerRow:
+    clients: int
+    batching: bool
+    qps: float
+    errors: int
+    server_cpu_ms: float  # server CPU per request
+    client_cpu_ms: float  # load generator CPU per request
+
+
+def server_bench(
+    index: Path, queries: list[str], total: int, server_cmd=None, clients_list=(1, 16, 64)
+) -> list[ServerRow]:
+    """Throughput of a dense server with batching on and off; the load runs in a separate process."""
+    rows = []
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for batching in (True, False):
+            port = 18000 + random.randint(0, 999)
+            proc = start_server(
+                index, port, batching, server_cmd(index, port, batching) if server_cmd else None
+            )
+            try:
+                for clients in clients_list:
+                    n = total if clients > 1 else max(16, total // 4)
+                    cpu = cpu_seconds(proc.pid)
+                    qps, errors, client_cpu = pool.submit(load_test, port, queries, clients, n).result()
+                    row = ServerRow(
+                        clients,
+                        batching,
+                        qps,
+                        errors,
+                        (cpu_seconds(proc.pid) - cpu) / n * 1e3,
+                        client_cpu * 1e3,
+                    )
+                    rows.append(row)
+                    print(
+                        f"server clients={clients} batching={batching}: {qps:.1f} req/s, errors={errors}, "
+                        f"CPU/request server {row.server_cpu_ms:.1f} ms, load generator {row.client_cpu_ms:.2f} ms",
+                        flush=True,
+                    )
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
     return rows
 
 
@@ -193,7 +257,10 @@ def main(args: BenchArgs) -> str:
     retrievers = {"BM25 (bm25s, stemmed)": load_retriever(index, "bm25")}
     if not args.skip_dense:
         retrievers["dense (MiniLM, flat)"] = load_retriever(index, "dense")
-        retrievers["hybrid (0.6 dense / 0.4 BM25)"] = load_retriever(index, "hybrid")
+        retrievers["hybrid (0.6 dense / 0.4 BM25, theoretical min-max)"] = load_retriever(index, "hybrid")
+        retrievers["hybrid (0.6 dense / 0.4 BM25, per-list min-max)"] = load_retriever(
+            index, "hybrid", normalization="minmax"
+        )
         retrievers["RRF (k=60)"] = load_retriever(index, "rrf")
     lines = [
         f"Corpus: {n_docs} passages ({'whole minibench corpus' if not args.dense_docs else 'all dev gold passages + sampled distractors'}); "
@@ -216,11 +283,16 @@ def main(args: BenchArgs) -> str:
               f"| ratio | {fast_qps / slow_qps:.0f}x |"]  # fmt: skip
     if not args.skip_server and not args.skip_dense:
         srows = server_bench(index, [q["question"] for q in dev], args.server_requests)
-        lines += ["", "| server (dense) clients | batching | requests/s | errors |", "|---|---|---|---|"]
-        lines += [f"| {c} | {'on' if b else 'off'} | {q:.1f} | {e} |" for c, b, q, e in srows]
-        on = {c: q for c, b, q, _ in srows if b}
-        off = {c: q for c, b, q, _ in srows if not b}
-        lines.append(f"| 64 | on/off ratio | {on[64] / off[64]:.1f}x | |")
+        lines += ["", "| server (dense) clients | batching | requests/s | errors | server CPU ms/request | "
+                  "load generator CPU ms/request |", "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"| {r.clients} | {'on' if r.batching else 'off'} | {r.qps:.1f} | {r.errors} | "
+            f"{r.server_cpu_ms:.1f} | {r.client_cpu_ms:.2f} |"
+            for r in srows
+        ]
+        on = {r.clients: r.qps for r in srows if r.batching}
+        off = {r.clients: r.qps for r in srows if not r.batching}
+        lines.append(f"| 64 | on/off ratio | {on[64] / off[64]:.1f}x | | | |")
     table = "\n".join(lines)
     print(table)
     if args.out:
