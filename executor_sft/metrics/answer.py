@@ -7,20 +7,50 @@ import string
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
+from functools import lru_cache
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation) | {"‘", "’", "“", "”", "–", "—", "…", "«", "»"}
 _SPECIAL = {"yes", "no", "noanswer"}
+_CACHED_LEN = 256
+"""Texts up to this length are memoised (answers and gold aliases repeat across an episode's runs)."""
+
+
+class _PunctDeletion(dict):
+    """`str.translate` table: punctuation code points map to None (deleted), others to themselves.
+
+    Filled lazily, one `unicodedata.category` look-up per distinct code point ever seen,
+    instead of one per character per call.
+    """
+
+    def __missing__(self, code: int) -> int | None:
+        ch = chr(code)
+        kept = None if ch in _PUNCT or unicodedata.category(ch).startswith("P") else code
+        self[code] = kept
+        return kept
+
+
+_DROP_PUNCT = _PunctDeletion()
 
 
 def normalize_answer(text: str | None) -> str:
     """Lowercase, NFKC-fold unicode, drop punctuation and English articles, collapse whitespace."""
     if not text:
         return ""
-    text = unicodedata.normalize("NFKC", str(text)).lower()
-    text = "".join(ch for ch in text if ch not in _PUNCT and not unicodedata.category(ch).startswith("P"))
+    if type(text) is not str:
+        text = str(text)
+    return _normalize_cached(text) if len(text) <= _CACHED_LEN else _normalize(text)
+
+
+def _normalize(text: str) -> str:
+    if not text.isascii():  # NFKC leaves ASCII unchanged
+        text = unicodedata.normalize("NFKC", text)
+    text = text.lower().translate(_DROP_PUNCT)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
+
+
+_normalize_cached = lru_cache(maxsize=1 << 16)(_normalize)
 
 
 def _aliases(golden_answers: str | Iterable[str]) -> list[str]:

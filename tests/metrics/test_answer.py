@@ -1,5 +1,9 @@
+import re
+import string
+import unicodedata
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executor_sft.metrics import exact_match, f1_score, mean_at_k, normalize_answer
@@ -63,3 +67,39 @@ def test_mean_at_k():
     # sample 0 mean 1.0, sample 1 mean 0.5 -> population std 0.25
     assert result.std == pytest.approx(0.25)
     assert mean_at_k([]).n_questions == 0
+
+
+# --- normalize_answer must equal the original per-character implementation on every input ---
+
+_REF_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_REF_PUNCT = set(string.punctuation) | {"‘", "’", "“", "”", "–", "—", "…", "«", "»"}
+
+
+def _reference_normalize(text):
+    """The implementation before the ASCII/translate fast path and the cache (kept verbatim)."""
+    if not text:
+        return ""
+    text = unicodedata.normalize("NFKC", str(text)).lower()
+    text = "".join(ch for ch in text if ch not in _REF_PUNCT and not unicodedata.category(ch).startswith("P"))
+    text = _REF_ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+_TRICKY = st.sampled_from(
+    list(string.printable)
+    + [" the ", " a ", " an ", "The", "AN", "ß", "İ", "ﬁ", "Ａ", "½", "é", "e\u0301", "“", "’", "«", "—", "…"]
+    + ["\u00a0", "\u2003", "\u2028", "\x1c", "\u3001", "\u00bf", "\u055d", "\U0001f600", "\ufe50", "\u2e3a"]
+)
+
+
+@settings(max_examples=400)
+@given(st.one_of(st.text(), st.lists(_TRICKY, max_size=40).map("".join), st.text(min_size=250, max_size=320)))
+def test_normalize_answer_equals_reference(text):
+    expected = _reference_normalize(text)
+    assert normalize_answer(text) == expected
+    assert normalize_answer(text) == expected  # second call: from the cache for short texts
+
+
+@pytest.mark.parametrize("value", [0, 1, 2.5, None, "", "x" * 300, "The “Best”  Café — Ｒｕｓｈ!"])
+def test_normalize_answer_non_str_and_long_inputs_match_reference(value):
+    assert normalize_answer(value) == _reference_normalize(value)
