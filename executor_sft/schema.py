@@ -51,12 +51,20 @@ class Usage(Record):
     def add(self, other: Usage | TokenUsage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
-        self.calls += getattr(other, "calls", 1)
+        self.calls += _calls_of(other)
 
 
 class TokenUsage(Record):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+def _calls_of(usage: Usage | TokenUsage) -> Any:
+    """`getattr(usage, "calls", 1)` without pydantic's slow missing-attribute path (TokenUsage has no field)."""
+    if type(usage) is TokenUsage:
+        extra = usage.__pydantic_extra__
+        return extra.get("calls", 1) if extra else 1
+    return getattr(usage, "calls", 1)
 
 
 class LLMCallRecord(Record):

@@ -6,6 +6,7 @@ from executor_sft.agents.executor import run_executor
 from executor_sft.agents.pipeline import (
     answer_with_substitution,
     driver_findings,
+    episode_config_record,
     make_run_id,
     pipeline_config_of,
     run_counterfactual,
@@ -23,6 +24,7 @@ __all__ = [
     "RoleConfig",
     "answer_with_substitution",
     "driver_findings",
+    "episode_config_record",
     "make_run_id",
     "pipeline_config_of",
     "run_answerer",

@@ -36,6 +36,10 @@ class RoleConfig(BaseModel):
     top_k: int | None = Field(default=None, ge=1)
 
 
+_UNSET_ROLE = RoleConfig()
+"""Read-only stand-in for a role without settings (`settings_for`); never handed out by `role()`."""
+
+
 class PipelineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -71,13 +75,21 @@ class PipelineConfig(BaseModel):
     def role(self, name: str) -> RoleConfig:
         return self.roles.get(name) or RoleConfig()
 
+    def settings_for(self, name: str) -> RoleConfig:
+        """`role(name)` for reading only: roles without settings share one default instance.
+
+        The pipeline reads role settings several times per executor run; building a fresh
+        `RoleConfig` each time was measurable in rollout collection. Do not mutate the result.
+        """
+        return self.roles.get(name) or _UNSET_ROLE
+
     def budget(self, name: str) -> tuple[int, int | None]:
         """(max_turns, max_searches) for an executor role, role settings over pipeline settings."""
-        role = self.role(name)
+        role = self.settings_for(name)
         turns = role.max_turns if role.max_turns is not None else self.max_turns
         searches = role.max_searches if role.max_searches is not None else self.max_searches
         return turns, searches
 
     def top_k_for(self, name: str) -> int:
-        role = self.role(name)
+        role = self.settings_for(name)
         return role.top_k if role.top_k is not None else self.top_k

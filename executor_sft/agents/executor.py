@@ -17,7 +17,7 @@ from executor_sft.agents.prompting import Prompts, fill
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.retrieval.base import Retriever, format_passages
-from executor_sft.schema import ExecutorRun, Finish, Message, SearchRecord, TokenUsage, Usage
+from executor_sft.schema import ExecutorRun, Finish, Message, Report, SearchRecord, Usage, _calls_of
 
 Protocol = Literal["native", "tag"]
 NO_PASSAGES = "(no passages found)"
@@ -86,20 +86,20 @@ async def run_executor(
         {"role": "system", "content": fill(template, top_k=top_k, max_searches=searches_cap)},
         {"role": "user", "content": sub_query},
     ]
-    run = ExecutorRun(
-        run_id=run_id or f"{role}/r{round}/q{sub_query_index}",
-        round=round,
-        sub_query_index=sub_query_index,
-        sub_query=sub_query,
-        role=role,
-        model=str(getattr(model, "name", "unknown")),
-        max_turns=max_turns,
-        max_searches=searches_cap,
-        counterfactual_of=counterfactual_of,
-        protocol=protocol,
-        top_k=top_k,
-        index_id=getattr(retriever, "index_id", "unnamed"),
-    )
+    header = {
+        "run_id": run_id or f"{role}/r{round}/q{sub_query_index}",
+        "round": round,
+        "sub_query_index": sub_query_index,
+        "sub_query": sub_query,
+        "role": role,
+        "model": str(getattr(model, "name", "unknown")),
+        "max_turns": max_turns,
+        "max_searches": searches_cap,
+    }
+    _check_header(header, counterfactual_of)
+    index_id = getattr(retriever, "index_id", "unnamed")
+    searches: list[SearchRecord] = []
+    report: Report | None = None
     calls: list[dict] = []
     prompt_tokens = completion_tokens = n_calls = 0
     corrections = 0
@@ -107,7 +107,7 @@ async def run_executor(
     error: str | None = None
 
     def can_search(turn: int) -> bool:
-        return len(run.searches) < searches_cap and turn < max_turns - 1
+        return len(searches) < searches_cap and turn < max_turns - 1
 
     for turn in range(max_turns):
         searchable = can_search(turn)
@@ -121,7 +121,7 @@ async def run_executor(
         call_usage = result.usage
         prompt_tokens += call_usage.prompt_tokens
         completion_tokens += call_usage.completion_tokens
-        n_calls += _calls_in(call_usage)
+        n_calls += _calls_of(call_usage)
         action = classify_executor_reply(result.message, protocol, searchable)
         reply = result.message
         if action.kind == "search" and action.content is not None:
@@ -129,7 +129,7 @@ async def run_executor(
         messages.append(reply)
         if action.kind == "report":
             finish = "report"
-            run.report = action.report
+            report = action.report
             break
         has_next = turn + 1 < max_turns
         if action.kind == "search":
@@ -138,7 +138,7 @@ async def run_executor(
             except Exception as exc:  # noqa: BLE001 - a failed search ends the run, recorded
                 finish, error = "error", f"retrieval: {type(exc).__name__}: {exc}"
                 break
-            run.searches.append(SearchRecord(query=action.query, doc_ids=[h.doc_id for h in hits]))
+            searches.append(SearchRecord(query=action.query, doc_ids=[h.doc_id for h in hits]))
             passages = format_passages(hits) or NO_PASSAGES
             notice = prompts.search_budget_spent if has_next and not can_search(turn + 1) else None
             messages.extend(_search_result(protocol, reply, passages, notice))
@@ -155,24 +155,46 @@ async def run_executor(
             )
             messages.extend(_correction(reply, text))
 
-    run.messages = messages
-    run.n_searches = len(run.searches)
-    run.finish = finish
-    usage = Usage()
-    usage.prompt_tokens, usage.completion_tokens, usage.calls = prompt_tokens, completion_tokens, n_calls
-    run.usage = usage
-    run.calls = calls  # type: ignore[attr-defined]
-    run.n_corrections = corrections  # type: ignore[attr-defined]
-    run.error = error  # type: ignore[attr-defined]
-    return run
+    # Built once from locals: attribute writes on a pydantic record cost more than the validation.
+    # Usage and the extras (calls, n_corrections, error) are stored as computed, unvalidated, as
+    # the attribute writes stored them; the extras keep the order they were always written in.
+    usage = Usage.model_construct(
+        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, calls=n_calls
+    )
+    return ExecutorRun(
+        **header,
+        messages=messages,
+        searches=searches,
+        n_searches=len(searches),
+        finish=finish,
+        report=report,
+        counterfactual_of=counterfactual_of,
+        usage=usage,
+        protocol=protocol,
+        top_k=top_k,
+        index_id=index_id,
+        calls=calls,
+        n_corrections=corrections,
+        error=error,
+    )
 
 
-def _calls_in(usage: TokenUsage) -> int:
-    """`getattr(usage, "calls", 1)` without pydantic's slow missing-attribute path."""
-    if type(usage) is TokenUsage:
-        extra = usage.__pydantic_extra__
-        return extra.get("calls", 1) if extra else 1
-    return getattr(usage, "calls", 1)
+_HEADER_TYPES = {
+    "run_id": str,
+    "round": int,
+    "sub_query_index": int,
+    "sub_query": str,
+    "role": str,
+    "max_turns": int,
+    "max_searches": int,
+}
+
+
+def _check_header(header: dict, counterfactual_of: str | None) -> None:
+    """Fail before any model call on arguments the record would reject (plain types need no check)."""
+    plain = all(type(header[k]) is t for k, t in _HEADER_TYPES.items())
+    if not plain or not (counterfactual_of is None or type(counterfactual_of) is str):
+        ExecutorRun(**header, counterfactual_of=counterfactual_of)
 
 
 def _search_result(protocol: str, reply: Message, passages: str, notice: str | None) -> list[Message]:

@@ -61,11 +61,15 @@ async def run_episode(
     sample_index: int = 0,
     *,
     judge: LLMJudge | None = None,
+    config_record: Mapping[str, Any] | None = None,
 ) -> Episode:
     """Run backbone -> executors (all roles) -> answerer for one question; never raises on model output.
 
     `models` maps "backbone", "answerer" and every executor role to a ChatModel (a "judge"
     entry is used when no `judge` is passed; pass one `LLMJudge` to share its cache).
+    `config_record` is `episode_config_record(config, models, retriever, judge)` computed
+    once by a caller that runs many episodes with the same objects (the collection engine);
+    its nested values are shared between those episodes, so they must not be mutated.
     """
     config = config or PipelineConfig()
     _require(models, [BACKBONE, ANSWERER, *config.executor_roles])
@@ -77,7 +81,7 @@ async def run_episode(
         max_parallel=config.max_parallel,
         max_rounds=config.max_rounds,
         prompts=config.prompts,
-        sampling=config.role(BACKBONE).sampling,
+        sampling=config.settings_for(BACKBONE).sampling,
     )
     rounds: list[Round] = []
     runs: list[ExecutorRun] = []
@@ -125,7 +129,7 @@ async def run_episode(
             question.question,
             findings,
             prompts=config.prompts,
-            sampling=config.role(ANSWERER).sampling,
+            sampling=config.settings_for(ANSWERER).sampling,
         )
         answerer_record = result.record
         if result.error is not None:
@@ -139,7 +143,9 @@ async def run_episode(
         episode_id=episode_id,
         sample_index=sample_index,
         question=question,
-        config=_config_record(config, models, retriever, judge),
+        config=config_record
+        if config_record is not None
+        else episode_config_record(config, models, retriever, judge),
         rounds=rounds,
         runs=runs,
         answer=answer,
@@ -185,7 +191,7 @@ async def _execute(
     run_role: str | None = None,
     counterfactual_of: str | None = None,
 ) -> ExecutorRun:
-    settings = config.role(role)
+    settings = config.settings_for(role)
     turns, searches = config.budget(role)
     run_role = run_role or role
     return await run_executor(
@@ -206,9 +212,10 @@ async def _execute(
     )
 
 
-def _config_record(
+def episode_config_record(
     config: PipelineConfig, models: Mapping[str, ChatModel], retriever: Retriever, judge: LLMJudge | None
 ) -> dict[str, Any]:
+    """The `config` field of an episode run with these objects (`judge` as `run_episode` resolves it)."""
     record = config.model_dump(mode="json")
     record["models"] = {role: str(getattr(m, "name", "unknown")) for role, m in models.items()}
     record["model_sampling"] = {
@@ -275,7 +282,7 @@ async def answer_with_substitution(
         episode.question.question,
         pairs,
         prompts=config.prompts,
-        sampling=config.role(ANSWERER).sampling,
+        sampling=config.settings_for(ANSWERER).sampling,
     )
     call = result.record.model_dump(mode="json")
     if result.error is not None:

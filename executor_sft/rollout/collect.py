@@ -22,7 +22,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from executor_sft.agents.config import PipelineConfig
-from executor_sft.agents.pipeline import run_counterfactual, run_episode
+from executor_sft.agents.pipeline import episode_config_record, run_counterfactual, run_episode
 from executor_sft.data import load_questions
 from executor_sft.filters.predicates import is_correct
 from executor_sft.llm.base import ChatModel
@@ -198,6 +198,8 @@ async def collect(
         if len(store)
         else CollectionStats()
     )
+    # The same for every episode of this collection: dumped once, not per episode.
+    config_record = episode_config_record(config.pipeline, models, retriever, judge)
     written = 0
     failed: list[tuple[str, str]] = []
     queue: asyncio.Queue[tuple[Question, int]] = asyncio.Queue()
@@ -218,7 +220,13 @@ async def collect(
             episode_id = f"{question.id}#{sample}"
             try:
                 episode = await run_episode(
-                    question, models, retriever, config.pipeline, sample_index=sample, judge=judge
+                    question,
+                    models,
+                    retriever,
+                    config.pipeline,
+                    sample_index=sample,
+                    judge=judge,
+                    config_record=config_record,
                 )
                 await add_counterfactuals(
                     episode, models, retriever, config.pipeline, config.counterfactual, judge

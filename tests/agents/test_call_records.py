@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from executor_sft.agents.calls import call_model
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.llm.base import ChatError, ChatResult
-from executor_sft.schema import TokenUsage
+from executor_sft.schema import TokenUsage, Usage
 
 text = st.text(max_size=20)
 usages = st.one_of(
@@ -76,3 +76,12 @@ def test_as_dict_is_the_records_json_dump(reply, usage, latency, model, tools, f
     slow = result.record.model_dump(mode="json")
     assert json.dumps(fast) == json.dumps(slow)  # same values and the same key order
     assert (result.message is None) == fail and result.usage.prompt_tokens == slow["usage"]["prompt_tokens"]
+
+
+def test_usage_add_counts_calls_from_every_usage_kind():
+    """`Usage.add` reads `calls` without pydantic's missing-attribute path; the totals are unchanged."""
+    total = Usage()
+    total.add(TokenUsage(prompt_tokens=3, completion_tokens=1))  # one call
+    total.add(TokenUsage(prompt_tokens=1, completion_tokens=1, calls=4))  # a backend that batched
+    total.add(Usage(prompt_tokens=2, completion_tokens=2, calls=2))
+    assert (total.prompt_tokens, total.completion_tokens, total.calls) == (6, 4, 7)

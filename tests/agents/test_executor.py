@@ -274,3 +274,29 @@ async def test_passages_reach_only_tool_messages():
     for message in run.messages:
         has_passage = any(text in (message.get("content") or "") for text in PASSAGE_TEXTS)
         assert has_passage == (message["role"] == "tool")
+
+
+async def test_invalid_run_header_fails_before_any_model_call():
+    from pydantic import ValidationError
+
+    model = ScriptedChatModel([report("x")])
+    with pytest.raises(ValidationError, match="sub_query"):
+        await run_executor(model, ToyRetriever(), None)  # type: ignore[arg-type]
+    assert model.requests == []
+
+
+async def test_run_record_extras_order_and_coerced_header():
+    """The record built at the end keeps the extras' order and validates header values as before."""
+    model = ScriptedChatModel([search_call("Velmora"), report("Ada Krell")])
+    run = await run_executor(model, ToyRetriever(), SUB_QUERY, round="1", run_id="r")  # type: ignore[arg-type]
+    assert run.round == 1 and run.run_id == "r"
+    assert list(run.__pydantic_extra__) == [
+        "protocol",
+        "top_k",
+        "index_id",
+        "calls",
+        "n_corrections",
+        "error",
+    ]
+    assert list(run.model_dump())[-6:] == ["protocol", "top_k", "index_id", "calls", "n_corrections", "error"]
+    assert run.usage.model_fields_set == {"prompt_tokens", "completion_tokens", "calls"}

@@ -12,6 +12,7 @@ from executor_sft.agents import (
     PipelineConfig,
     RoleConfig,
     answer_with_substitution,
+    episode_config_record,
     run_counterfactual,
     run_episode,
 )
@@ -322,3 +323,26 @@ async def test_judge_scores_episode_and_outcomes():
     student = ep.runs_for("student")
     assert [r.outcome.judge for r in student] == [True, True, False]
     assert all(r.outcome.judge is True for r in ep.runs_for("teacher"))
+
+
+def test_settings_for_is_a_read_only_view_and_role_stays_fresh():
+    config = PipelineConfig(roles={"student": RoleConfig(protocol="tag", top_k=5)})
+    assert config.settings_for("student") is config.roles["student"]
+    assert config.settings_for("teacher") == RoleConfig() == config.role("teacher")
+    # role() still hands out a new object for a role without settings (mutating it changes nothing).
+    config.role("teacher").protocol = "tag"
+    assert config.role("teacher").protocol == "native" and config.settings_for("teacher").protocol == "native"
+    assert config.top_k_for("student") == 5 and config.top_k_for("teacher") == config.top_k
+
+
+async def test_precomputed_config_record_gives_the_same_episode():
+    """What the collection engine does (one record per collection) equals the per-episode dump."""
+    config, retriever = PipelineConfig(), ToyRetriever()
+    ms = models()
+    record = episode_config_record(config, ms, retriever, None)
+    shared = await run_episode(QUESTION, ms, retriever, config, config_record=record)
+    fresh = await run_episode(QUESTION, models(), retriever, config)
+    assert shared.config == fresh.config == record
+    assert shared.config is not record  # the episode holds its own top-level dict
+    shared.config["extra_key"] = 1
+    assert "extra_key" not in record
