@@ -28,6 +28,10 @@ class ServeArgs:
     max_wait_ms: float = 2.0
     max_queries: int = 256
     max_k: int = 100
+    access_log: bool = field(
+        default=False,
+        metadata={"help": "log every request (off: at thousands of requests/s the log line costs CPU)"},
+    )
 
 
 def main(args: ServeArgs) -> None:
@@ -39,7 +43,11 @@ def main(args: ServeArgs) -> None:
     retriever = load_retriever(args.index, args.kind, **opts)
     config = ServerConfig(args.batching, args.max_batch, args.max_wait_ms, args.max_queries, args.max_k)
     uvicorn.run(
-        create_app(retriever, config, kind=args.kind), host=args.host, port=args.port, log_level="info"
+        create_app(retriever, config, kind=args.kind),
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        access_log=args.access_log,
     )
 
 
