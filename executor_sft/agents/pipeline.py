@@ -171,7 +171,7 @@ async def run_episode(
             run.outcome = outcome
             call = getattr(outcome, "answerer_call", None)
             if call and not call.get("error"):
-                outcome_usage.add(Usage(**call["usage"], calls=1))
+                outcome_usage.add(Usage(**{**call["usage"], "calls": 1}))
         if outcome_usage.calls:
             episode.usage[OUTCOME_USAGE] = outcome_usage
     return episode

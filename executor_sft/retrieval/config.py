@@ -56,10 +56,23 @@ def _load_dense(directory: Path, manifest: Manifest, docs: Corpus, opts: dict[st
     return r
 
 
+MMAP_ABOVE_BYTES = 1 << 30
+"""Index files above this size are memory-mapped: a 21M-passage index must not be copied into
+RAM per process, while a small one read into memory is faster (bm25s on numpy memmaps pays
+Python overhead per access: ~1/5 of BM25 time in a py-spy profile of collection over minibench)."""
+
+
+def _index_bytes(directory: Path) -> int:
+    return sum(
+        f.stat().st_size for sub in ("bm25", "dense") for f in (directory / sub).rglob("*") if f.is_file()
+    )
+
+
 def load_retriever(directory: str | Path, kind: Kind = "bm25", **opts: Any) -> Retriever:
     """Load a retriever of `kind` from an index directory built by `build_index`.
 
-    Options: corpus (check the index was built from this file), mmap (default True), model /
+    Options: corpus (check the index was built from this file), mmap (default "auto": memory-map
+    the index files when they exceed `MMAP_ABOVE_BYTES`, else read them into memory), model /
     passage_prefix / dim / pooling / index_type (must match the build, else IndexMismatchError),
     query_prefix, device, fp16, batch_size, ef_search, nprobe; hybrid/rrf: weights
     (dense, bm25), depth, rrf_k, normalization (theoretical | minmax | zscore).
@@ -76,7 +89,9 @@ def load_retriever(directory: str | Path, kind: Kind = "bm25", **opts: Any) -> R
         raise IndexMismatchError(
             f"index {directory} has no BM25 index (kinds: {manifest.kinds}); build it with --bm25"
         )
-    mmap = opts.pop("mmap", True)
+    mmap = opts.pop("mmap", "auto")
+    if mmap == "auto":
+        mmap = _index_bytes(directory) > MMAP_ABOVE_BYTES
     if kind == "rank_bm25":
         r: Retriever = RankBM25Retriever(
             docs, manifest.bm25.model_copy(update={"backend": "rank_bm25"}) if manifest.bm25 else None

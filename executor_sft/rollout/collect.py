@@ -109,7 +109,7 @@ async def add_counterfactuals(
         call = getattr(run.outcome, "answerer_call", None) if run.outcome else None
         if call and not call.get("error"):
             episode.usage.setdefault(COUNTERFACTUAL_ANSWERER_USAGE, Usage()).add(
-                Usage(**call["usage"], calls=1)
+                Usage(**{**call["usage"], "calls": 1})
             )
     return len(new_runs)
 

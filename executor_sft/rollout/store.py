@@ -104,12 +104,20 @@ class EpisodeStore:
         lines: list[bytes] = []
         keys: set[str] = set()
         for record in records:
-            data = record.to_dict() if isinstance(record, Episode) else record
-            key = self.key(data)
+            if isinstance(record, Episode) and self.key is _episode_key:
+                # pydantic-core writes the JSON directly (~3x faster than model_dump + json.dumps,
+                # the largest CPU cost per episode in collection). Same JSON values; it spells
+                # floats below 1e-4 as 1e-5 rather than 1e-05 and writes non-finite floats as null.
+                key = record.episode_id
+                line = record.model_dump_json(by_alias=True).encode("utf-8") + b"\n"
+            else:
+                data = record.to_dict() if isinstance(record, Episode) else record
+                key = self.key(data)
+                line = (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
             if key in self._keys or key in keys:
                 continue
             keys.add(key)
-            lines.append((json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
+            lines.append(line)
         if not lines:
             return 0
         self._write(b"".join(lines))

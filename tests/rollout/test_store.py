@@ -78,3 +78,32 @@ def test_store_survives_sigkill_mid_write(tmp_path):
         store.close()
     assert len(ids) >= 3
     assert all(len(json.loads(line)["answer"]) == 200_000 for line in path.read_text().splitlines())
+
+
+def test_episode_lines_hold_the_same_json_values_as_to_dict(tmp_path):
+    """Episodes are written by pydantic-core, dicts by json.dumps: the values must agree."""
+    from executor_sft.schema import ExecutorRun, Usage
+
+    episode = _episode(0)
+    episode.answer = "Zoë — “quoted” \u2028 ✓"
+    run = ExecutorRun(
+        run_id="q0#0/r0/q0/teacher",
+        round=0,
+        sub_query_index=0,
+        sub_query="who?",
+        role="teacher",
+        model="m",
+        max_turns=3,
+        max_searches=2,
+        usage=Usage(calls=1),
+    )
+    run.calls = [{"latency_s": 0.00001, "error": None}]  # extra field, tiny float
+    episode.runs.append(run)
+    path = tmp_path / "rollouts.jsonl"
+    with EpisodeStore(path) as store:
+        store.append(episode)
+        store.append(dict(episode.to_dict(), episode_id="q0#1"))
+    from_model, from_dict = (json.loads(line) for line in path.read_bytes().decode("utf-8").split("\n")[:2])
+    assert from_model == dict(from_dict, episode_id="q0#0")
+    assert from_model["runs"][0]["calls"][0]["latency_s"] == 0.00001
+    assert from_model["answer"] == episode.answer
