@@ -346,3 +346,21 @@ async def test_precomputed_config_record_gives_the_same_episode():
     assert shared.config is not record  # the episode holds its own top-level dict
     shared.config["extra_key"] = 1
     assert "extra_key" not in record
+
+
+async def test_backend_usage_carrying_calls_does_not_fail_the_episode():
+    """Some backends report `calls` in usage; labelling shadow outcomes used to pass it twice."""
+    from executor_sft.schema import TokenUsage
+
+    class CountingAnswerer(ScriptedChatModel):
+        async def chat(self, messages, tools=None, sampling=None):
+            result = await super().chat(messages, tools, sampling)
+            result.usage = TokenUsage(prompt_tokens=5, completion_tokens=2, calls=3)
+            return result
+
+    answerer = CountingAnswerer(default=last_report_answerer()._default, name="answerer")
+    ep = await run_episode(QUESTION, models(answerer=answerer), ToyRetriever(), PipelineConfig())
+    assert ep.error is None and ep.answer == "Eldmark"
+    student = ep.runs_for("student")
+    assert [r.outcome.answer for r in student] == ["Eldmark", "Eldmark", "Salt Mines"]
+    assert ep.usage["answerer_outcomes"].calls == 3  # one labelling call per shadow run, counted once each
