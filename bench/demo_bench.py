@@ -79,6 +79,20 @@ def render(results: list[dict], config_path: str, elapsed: float) -> str:
             + _mean_std([x["searches_mean"] for x in t])
             + ".",
         ]
+    versions = {json.dumps(r.get("provenance", {}).get("versions"), sort_keys=True) for r in results}
+    lines += [
+        "",
+        "Made with: "
+        + "; ".join(
+            ", ".join(f"{k} {v}" for k, v in (json.loads(v) or {}).items()) for v in sorted(versions)
+        )
+        + ". Index (BM25 over each seed's world corpus) fingerprints: "
+        + ", ".join(
+            f"seed {r['config']['seed']} {r.get('provenance', {}).get('index', {}).get('corpus_fingerprint')}"
+            for r in results
+        )
+        + ".",
+    ]
     lines += [
         "",
         "Per-seed timings (s): "

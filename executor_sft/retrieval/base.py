@@ -10,6 +10,8 @@ import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True, slots=True)
 class Hit:
@@ -40,6 +42,23 @@ class Retriever(ABC):
     async def asearch(self, queries: list[str], k: int) -> list[list[Hit]]:
         """Async search that never blocks the event loop (CPU-bound backends run in a thread)."""
         return await asyncio.to_thread(self.search, queries, k)
+
+
+def top_k_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """Rows of the k highest scores, best first; ties go to the lower row.
+
+    Library top-k routines (numpy's argpartition, JAX's top_k, which bm25s picks when JAX is
+    installed) order tied scores differently, so the same index gave different passages on
+    machines with different packages. The tie-break by row makes results a function of the
+    index alone.
+    """
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.empty(0, dtype=np.int64)
+    threshold = np.partition(scores, len(scores) - k)[len(scores) - k]
+    candidates = np.flatnonzero(scores >= threshold)
+    order = np.lexsort((candidates, -scores[candidates]))
+    return candidates[order[:k]]
 
 
 def format_passages(hits: list[Hit]) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from executor_sft.retrieval.base import Hit, Retriever
+from executor_sft.retrieval.base import Hit, Retriever, top_k_rows
 from executor_sft.retrieval.corpus import Corpus
 from executor_sft.retrieval.manifest import BM25Info
 
@@ -81,13 +81,15 @@ class BM25Retriever(Retriever):
         if not queries:
             return []
         k = max(1, min(k, len(self.corpus)))
-        tokens = tokenize(list(queries), self.info)
-        results: list[list[Hit]] = [[] for _ in queries]
-        live = [i for i, t in enumerate(tokens) if t]
-        if live:
-            rows, scores = self.model.retrieve([tokens[i] for i in live], k=k, show_progress=False)
-            for j, i in enumerate(live):
-                results[i] = _hits(self.corpus, rows[j], scores[j])
+        results: list[list[Hit]] = []
+        for tokens in tokenize(list(queries), self.info):
+            ids = self.model.get_tokens_ids(tokens)
+            if not ids:
+                results.append([])
+                continue
+            scores = self.model.get_scores_from_ids(ids)
+            rows = top_k_rows(scores, k)
+            results.append(_hits(self.corpus, rows, scores[rows]))
         return results
 
 
@@ -110,7 +112,6 @@ class RankBM25Retriever(Retriever):
                 out.append([])
                 continue
             scores = self.model.get_scores(tokens)
-            top = np.argpartition(-scores, k - 1)[:k]
-            top = top[np.argsort(-scores[top], kind="stable")]
+            top = top_k_rows(scores, k)
             out.append(_hits(self.corpus, top, scores[top]))
         return out

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from executor_sft.synthetic import TEACHER_EXTRA_SEARCH_RATE
 from executor_sft.synthetic.sample_data import (
     ROLLOUTS,
     SFT,
@@ -39,6 +40,7 @@ from executor_sft.synthetic.sample_data import (
     collect_into,
     filter_rollouts,
     pipeline_config,
+    provenance,
 )
 
 
@@ -60,6 +62,8 @@ class DemoConfig:
     student_questions: int = 1
     """Of those, how many also run the real student model (slow on CPU; 0 = none)."""
     student_max_tokens: int = 48
+    teacher_extra_search_rate: float = TEACHER_EXTRA_SEARCH_RATE
+    """Share of sub-queries where the scripted teacher searches again without need (ours, sized to Tab. 4)."""
     # SFT
     model: str = "offline:smollm2"
     max_steps: int = 16
@@ -88,6 +92,7 @@ class DemoResult:
     sft_rows: dict[str, int]
     train_metrics: dict[str, float]
     seconds: dict[str, float] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
     markdown: str = ""
 
 
@@ -127,7 +132,7 @@ def collect_demo(
     rollouts.unlink(missing_ok=True)
     questions_path = out / "world" / "questions_train.jsonl"
     questions = load_questions(questions_path)[: cfg.collect_questions]
-    scripted = scripted_models(world, seed=cfg.seed)
+    scripted = scripted_models(world, seed=cfg.seed, teacher_extra_search_rate=cfg.teacher_extra_search_rate)
     scripted.pop("student")
     n = 0
     k = min(cfg.student_questions, len(questions))
@@ -176,8 +181,9 @@ def train_demo(cfg: DemoConfig, sft_path: Path, output_dir: Path):
         max_length=cfg.max_length,
         # Memory is not the constraint on CPU; recomputing activations would cost ~1/3 more time.
         gradient_checkpointing=False,
-        # Batches of similar length: one ~1k-token multi-search row no longer pads a ~650-token one.
-        train_sampling_strategy="group_by_length",
+        # Plain shuffling: length grouping sorted each mega-batch longest-first, so with 16 steps
+        # whether the student learnt to search twice depended on the seed.
+        train_sampling_strategy="random",
         bf16=False,
         use_cpu=True,
         logging_steps=5,
@@ -319,6 +325,7 @@ def run_demo(cfg: DemoConfig, *, show_progress: bool = True) -> DemoResult:
         sft_rows=sft_rows,
         train_metrics={k: v for k, v in train.metrics.items() if isinstance(v, int | float)},
         seconds=times,
+        provenance=provenance(cfg, index_dir),
     )
     result.markdown = render(result, before, after, teacher)
     (out / "results.md").write_text(result.markdown, encoding="utf-8")

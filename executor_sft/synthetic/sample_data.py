@@ -20,17 +20,22 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import shutil
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from executor_sft.synthetic import TEACHER_EXTRA_SEARCH_RATE
+from executor_sft.versions import cache_key, library_versions
 
 WORLD_DIR = "world"
 ROLLOUTS = "rollouts.jsonl"
 SFT = "sft.jsonl"
 SFT_REPORT = "sft.report.json"
+PROVENANCE = "provenance.json"
 
 
 @dataclass
@@ -46,6 +51,8 @@ class SampleConfig:
     """Backbone rounds: 4-hop questions need >= 5 (one hop per round, then a stop)."""
     max_turns: int = 3
     top_k: int = 3
+    teacher_extra_search_rate: float = TEACHER_EXTRA_SEARCH_RATE
+    """Share of sub-queries where the scripted teacher searches again without need (ours, sized to Tab. 4)."""
 
 
 @dataclass
@@ -66,16 +73,20 @@ class SampleResult:
         return f"{self.episodes} episodes -> {self.rows} SFT rows ({strata}) in {self.out}; {times}"
 
 
-def _fingerprint(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+BM25_PACKAGES = ("bm25s", "PyStemmer", "numpy", "executor-sft")
+"""What can change a BM25 index built from the same corpus."""
 
 
 def bm25_index(corpus: Path, index_dir: Path | None = None) -> tuple[Any, Path]:
-    """(retriever, index directory): BM25 over `corpus`, built once per corpus content in the cache."""
+    """(retriever, index directory): BM25 over `corpus`, built once per corpus content, tokenizer
+    settings and library versions in the cache."""
     from executor_sft.retrieval import build_index, load_retriever
+    from executor_sft.retrieval.manifest import BM25Info
     from executor_sft.testing import cache_dir
 
-    index_dir = index_dir or cache_dir() / "sample_data" / f"bm25-{_fingerprint(corpus)}"
+    fingerprint = hashlib.sha256(corpus.read_bytes()).hexdigest()
+    key = cache_key(fingerprint, BM25Info().model_dump(), packages=BM25_PACKAGES)
+    index_dir = index_dir or cache_dir() / "sample_data" / f"bm25-{key}"
     if not (index_dir / "manifest.json").exists():
         build_index(corpus=corpus, output=index_dir, bm25=True)
     return load_retriever(index_dir, "bm25"), index_dir
@@ -137,6 +148,22 @@ def filter_rollouts(rollouts: Path, sft: Path, report: Path) -> dict[str, Any]:
     return result.report
 
 
+def provenance(config: Any, index_dir: Path) -> dict[str, Any]:
+    """What a result was made with: its config, library versions and the index it searched."""
+    from executor_sft.retrieval import Manifest
+
+    manifest = Manifest.load(index_dir)
+    return {
+        "config": asdict(config),
+        "versions": library_versions(),
+        "index": {"corpus_fingerprint": manifest.corpus.fingerprint, "num_docs": manifest.corpus.num_docs},
+    }
+
+
+def write_provenance(path: Path, config: Any, index_dir: Path) -> None:
+    path.write_text(json.dumps(provenance(config, index_dir), indent=2) + "\n", encoding="utf-8")
+
+
 def make_sample_data(
     out: str | Path,
     config: SampleConfig | None = None,
@@ -166,10 +193,11 @@ def make_sample_data(
     t = time.perf_counter()
     rollouts = out / ROLLOUTS
     rollouts.unlink(missing_ok=True)  # collect() resumes; a regeneration starts afresh
-    rollouts.with_name(rollouts.stem + ".summary.json").unlink(missing_ok=True)
+    for sibling in (".summary.json", ".judge_cache.jsonl"):
+        rollouts.with_name(rollouts.stem + sibling).unlink(missing_ok=True)
     questions_path = world_dir / "questions_train.jsonl"
     questions = load_questions(questions_path)[: cfg.collect_questions]
-    models = scripted_models(world, seed=cfg.seed)
+    models = scripted_models(world, seed=cfg.seed, teacher_extra_search_rate=cfg.teacher_extra_search_rate)
     pipeline = pipeline_config(cfg, ["teacher", "student"])
     episodes = collect_into(
         rollouts,
@@ -182,11 +210,14 @@ def make_sample_data(
         show_progress=show_progress,
     )
     times["collect"] = time.perf_counter() - t
+    # Verdicts of the scripted judge: a resume aid of collection, not part of the sample.
+    rollouts.with_name(rollouts.stem + ".judge_cache.jsonl").unlink(missing_ok=True)
 
     t = time.perf_counter()
     sft, report_path = out / SFT, out / SFT_REPORT
     report = filter_rollouts(rollouts, sft, report_path)
     times["filter"] = time.perf_counter() - t
+    write_provenance(out / PROVENANCE, cfg, index_dir)
     return SampleResult(
         out=out,
         world=world_dir,

