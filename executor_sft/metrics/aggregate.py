@@ -1,10 +1,10 @@
-"""mean@k: average a metric over k samples per question, then over questions."""
+"""mean@k (a metric averaged over k samples per question, then over questions) and weighted means."""
 
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -36,3 +36,16 @@ def mean_at_k(scores: Iterable[tuple[str, int, float]]) -> MeanAtK:
     std = statistics.pstdev(per_sample) if len(per_sample) > 1 else 0.0
     k = max(len(v) for v in by_question.values())
     return MeanAtK(mean=statistics.fmean(per_question), std=std, k=k, n_questions=len(by_question))
+
+
+def weighted_mean(values: Sequence[float | None], weights: Sequence[float]) -> float | None:
+    """Mean of `values` weighted by `weights` (e.g. per-dataset scores by question count).
+
+    None values and zero weights are left out; None when nothing is left. The paper's "Avg."
+    is this mean with each dataset weighted by its number of instances.
+    """
+    pairs = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None and w > 0]
+    total = sum(w for _, w in pairs)
+    if not pairs or total <= 0:
+        return None
+    return sum(v * w for v, w in pairs) / total
