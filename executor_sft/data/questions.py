@@ -7,7 +7,13 @@ Accepted row shapes (JSONL, JSON list, or parquet; or a Hugging Face dataset):
   "data_source", "extra_info": {"index"}}`.
 
 Ids: the row's `id`, else the set's own index (`extra_info.index`, `index`, prefixed by the row's dataset), else
-`<file stem>-<row number>`; all stable across runs. Duplicate ids keep the first row.
+`<file stem>-<row number>`; all stable across runs.
+
+Repeated ids (`duplicates=`): "drop" keeps the first row of each id and warns (collection for
+training: a repeat adds no new trajectory); "keep" keeps every row and gives the n-th repeat
+of an id the id `<id>~<n>` (n = 2, 3, ... in file order, so stable), with `duplicate_of`
+naming the original. Evaluation keeps them, because the paper's 3,869-row test split counts
+its 107 repeated MuSiQue rows in every per-dataset number.
 """
 
 from __future__ import annotations
@@ -16,11 +22,14 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from executor_sft.schema import Question
 
 logger = logging.getLogger(__name__)
+
+Duplicates = Literal["keep", "drop"]
+REPEAT_SEP = "~"
 
 
 class QuestionFormatError(ValueError):
@@ -129,7 +138,9 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if isinstance(data, dict) and "data" in data:
             data = data["data"]
         if not isinstance(data, list):
-            raise QuestionFormatError(str(path), 1, "<file>", "a .json question file must hold a list of rows")
+            raise QuestionFormatError(
+                str(path), 1, "<file>", "a .json question file must hold a list of rows"
+            )
         yield from enumerate(data, start=1)
     else:
         with path.open(encoding="utf-8") as fh:
@@ -156,18 +167,43 @@ def _dedupe(questions: list[Question], source: str) -> list[Question]:
     return kept
 
 
+def _distinct_ids(questions: list[Question], source: str) -> list[Question]:
+    """Keep every row; the n-th repeat of an id becomes `<id>~<n>` (skipping ids already taken)."""
+    taken = {q.id for q in questions}
+    seen: dict[str, int] = {}
+    out: list[Question] = []
+    for q in questions:
+        count = seen.get(q.id, 0) + 1
+        seen[q.id] = count
+        if count == 1:
+            out.append(q)
+            continue
+        new_id = f"{q.id}{REPEAT_SEP}{count}"
+        while new_id in taken:
+            new_id += REPEAT_SEP
+        taken.add(new_id)
+        out.append(q.model_copy(update={"id": new_id, "duplicate_of": q.id}))
+    repeats = len(out) - len(seen)
+    if repeats:
+        logger.info("%s: kept %d repeated rows under distinct ids (<id>%s<n>)", source, repeats, REPEAT_SEP)
+    return out
+
+
 def load_questions(
     path_or_name: str | Path,
     split: str | None = None,
     limit: int | None = None,
     dataset: str | None = None,
+    duplicates: Duplicates = "drop",
 ) -> list[Question]:
     """Load a question set from a local file or a Hugging Face dataset.
 
     A Hub dataset is written `hf://<repo>[:<config>]` (or any name that is not a local path);
     `split` selects its split (default `test`). `dataset` overrides the dataset label when
-    the rows carry none.
+    the rows carry none. `duplicates` says what repeated ids become (module docstring).
     """
+    if duplicates not in ("keep", "drop"):
+        raise ValueError(f"duplicates must be 'keep' or 'drop', got {duplicates!r}")
     path = Path(path_or_name)
     if path.exists():
         stem = path.stem
@@ -184,5 +220,5 @@ def load_questions(
         stem = f"{repo.split('/')[-1]}-{config or 'default'}-{split or 'test'}"
         questions = [normalize_row(dict(row), name, i, stem, label) for i, row in enumerate(ds, start=1)]
         source = name
-    questions = _dedupe(questions, source)
+    questions = _dedupe(questions, source) if duplicates == "drop" else _distinct_ids(questions, source)
     return questions[:limit] if limit is not None else questions

@@ -1,5 +1,6 @@
 import json
 import logging
+from collections import Counter
 
 import pytest
 
@@ -7,6 +8,7 @@ from executor_sft.data import QuestionFormatError, load_questions
 from executor_sft.testing import minibench_questions, seed_splits_dir
 
 
+@pytest.mark.shared_data
 def test_minibench_questions_load_with_gold_passages():
     questions = load_questions(minibench_questions())
     assert len(questions) == 1356
@@ -17,6 +19,7 @@ def test_minibench_questions_load_with_gold_passages():
     assert musique.decomposition and "question" in musique.decomposition[0]
 
 
+@pytest.mark.shared_data
 def test_paper_train_split_answer_string():
     questions = load_questions(seed_splits_dir() / "train_mixed3000.jsonl")
     assert len(questions) == 3000
@@ -25,6 +28,7 @@ def test_paper_train_split_answer_string():
     assert all(q.positive_doc_ids is None for q in questions)
 
 
+@pytest.mark.shared_data
 def test_paper_test_split_drops_repeated_musique_rows(caplog):
     with caplog.at_level(logging.WARNING):
         questions = load_questions(seed_splits_dir() / "test_all_clean_3869.jsonl")
@@ -33,6 +37,34 @@ def test_paper_test_split_drops_repeated_musique_rows(caplog):
     assert "dropped 107 rows with duplicate ids" in caplog.text
 
 
+@pytest.mark.shared_data
+def test_paper_test_split_keeps_repeats_for_evaluation():
+    questions = load_questions(seed_splits_dir() / "test_all_clean_3869.jsonl", duplicates="keep")
+    assert len(questions) == 3869 and len({q.id for q in questions}) == 3869
+    counts = Counter(q.dataset for q in questions)
+    assert counts == {"2wikimultihopqa": 991, "hotpotqa": 963, "musique": 988, "popqa": 818, "bamboogle": 109}
+    repeats = [q for q in questions if q.model_extra.get("duplicate_of")]
+    assert len(repeats) == 107 and {q.dataset for q in repeats} == {"musique"}
+    again = load_questions(seed_splits_dir() / "test_all_clean_3869.jsonl", duplicates="keep")
+    assert [q.id for q in again] == [q.id for q in questions]
+
+
+def test_repeated_ids_get_distinct_stable_ids(tmp_path, caplog):
+    path = tmp_path / "rep.jsonl"
+    rows = [{"id": i, "question": f"{i}?", "answer": "a"} for i in ("x", "y", "x", "x~2", "x")]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    kept = load_questions(path, duplicates="keep")
+    assert [q.id for q in kept] == ["x", "y", "x~2~", "x~2", "x~3"]
+    assert [q.model_extra.get("duplicate_of") for q in kept] == [None, None, "x", None, "x"]
+    with caplog.at_level(logging.WARNING):
+        dropped = load_questions(path)
+    assert [q.id for q in dropped] == ["x", "y", "x~2"]
+    assert "dropped 2 rows with duplicate ids" in caplog.text
+    with pytest.raises(ValueError, match="duplicates must be"):
+        load_questions(path, duplicates="first")
+
+
+@pytest.mark.shared_data
 def test_parquet_without_id_uses_the_sets_index():
     questions = load_questions(seed_splits_dir() / "val_mixed_900.parquet")
     assert len(questions) == 900
