@@ -4,22 +4,35 @@ python recipes/build_index.py --corpus corpus.jsonl --output indexes/wiki --bm25
 python recipes/build_index.py --corpus corpus.jsonl --output indexes/wiki --dense minilm --index_type hnsw
 accelerate launch recipes/build_index.py --corpus ... --output ... --dense MODEL   # shards across GPUs
 python recipes/build_index.py ... --dense MODEL --num_shards 4 --shard_index 2     # one machine of 4
+
+A bad corpus or output location ends with one line, `error: <file>[:<line>]: <what to do>`, and
+exit status 2, before any encoder loads; the output directory is left as it was.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from transformers import HfArgumentParser
 
-from executor_sft.retrieval.build import build_index
+from executor_sft.retrieval.build import IndexBuildError, build_index
+from executor_sft.retrieval.corpus import CorpusFormatError
 from executor_sft.retrieval.encoders import EncoderConfig
+from executor_sft.retrieval.manifest import IndexMismatchError
+
+USER_ERRORS = (CorpusFormatError, IndexBuildError, IndexMismatchError)
+"""Problems with what the user passed: reported in one line, never as a traceback."""
 
 
 @dataclass
 class BuildIndexArgs:
     corpus: str = field(metadata={"help": "corpus JSONL/parquet: {id, contents} or {id, title, text}"})
-    output: str = field(metadata={"help": "index directory to create (or resume)"})
+    output: str = field(metadata={"help": "index directory to create, resume, or add a kind to"})
+    overwrite: bool = field(
+        default=False,
+        metadata={"help": "replace a non-empty --output that is not an index of this corpus"},
+    )
     bm25: bool = field(default=False, metadata={"help": "build a bm25s index"})
     dense: str | None = field(default=None, metadata={"help": "encoder path/name or alias (minilm)"})
     index_type: str = field(default="flat", metadata={"help": "flat | hnsw | ivfpq"})
@@ -66,10 +79,15 @@ def main(args: BuildIndexArgs) -> None:
         num_shards=args.num_shards,
         shard_index=args.shard_index,
         index_params=params,
+        overwrite=args.overwrite,
     )
     print(result.summary())
 
 
 if __name__ == "__main__":
     (parsed,) = HfArgumentParser(BuildIndexArgs).parse_args_into_dataclasses()
-    main(parsed)
+    try:
+        main(parsed)
+    except USER_ERRORS as exc:
+        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
+        sys.exit(2)

@@ -12,11 +12,19 @@ crashed build resumes), and shards can be split across processes (`accelerate la
 shard i goes to rank i % world_size) and machines (`num_shards/shard_index`). A worker that
 is one of several machines only embeds; a later run over all shards (everything already
 embedded) merges them into the FAISS index.
+
+DIR is never half-written: the build happens in `.DIR.partial` beside it (where a crashed or
+split build resumes) and is renamed into place when complete. Adding a kind to a finished
+index of the same corpus starts from hard links to its files; a non-empty DIR holding anything
+else is refused unless `overwrite`.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +34,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from executor_sft.retrieval.bm25 import BM25Retriever
-from executor_sft.retrieval.corpus import Corpus, file_fingerprint
+from executor_sft.retrieval.corpus import Corpus, CorpusFormatError, file_fingerprint
 from executor_sft.retrieval.dense import INDEX_TYPES, apply_search_params, make_faiss_index
 from executor_sft.retrieval.encoders import Encoder, EncoderConfig
 from executor_sft.retrieval.manifest import (
+    BM25_LIBRARIES,
+    DENSE_LIBRARIES,
     BM25Info,
     CorpusInfo,
     DenseInfo,
@@ -55,7 +65,7 @@ class BuildResult:
         parts = [f"index {self.output}: {self.num_docs} passages, kinds={self.kinds}"]
         if self.embedded_shards or self.skipped_shards:
             parts.append(f"shards embedded={self.embedded_shards} skipped(done)={self.skipped_shards}")
-        parts.append("complete" if self.complete else "partial: run again without --shard-index to merge")
+        parts.append("complete" if self.complete else "partial: run again without --shard_index to merge")
         parts.append(" ".join(f"{k}={v:.1f}s" for k, v in self.seconds.items()))
         return "; ".join(parts)
 
@@ -119,6 +129,18 @@ def load_shards(shard_dir: Path, n_docs: int, shard_size: int) -> np.ndarray:
     return emb
 
 
+class IndexBuildError(ValueError):
+    """A build that cannot go ahead as asked (output location, options); the message says what to do."""
+
+
+def staging_dir(out: Path) -> Path:
+    """Where `out` is assembled: beside it, so the final rename stays on one filesystem.
+
+    Its name is fixed so that a crashed or split (multi-machine) build finds its work again.
+    """
+    return out.parent / f".{out.name}.partial"
+
+
 def build_index(
     corpus: str | Path,
     output: str | Path,
@@ -132,48 +154,38 @@ def build_index(
     shard_index: int = 0,
     index_params: dict[str, Any] | None = None,
     bm25_info: BM25Info | None = None,
+    overwrite: bool = False,
 ) -> BuildResult:
-    """Build (or resume building) the index directory `output` from the corpus file `corpus`."""
-    if index_type not in INDEX_TYPES:
-        raise ValueError(f"index type {index_type!r}: expected one of {INDEX_TYPES}")
-    if not bm25 and not dense:
-        raise ValueError("nothing to build: ask for --bm25 and/or --dense MODEL")
+    """Build (or resume building, or add a kind to) the index directory `output` from `corpus`.
+
+    The index is assembled in `staging_dir(output)` and renamed into place only when complete,
+    so `output` is never half-written. A non-empty `output` that is not a complete index of the
+    same corpus is refused unless `overwrite`. Every input is checked before an encoder loads.
+    """
+    _check_options(index_type, bm25, dense, num_shards, shard_index)
     corpus_path, out = Path(corpus), Path(output)
-    out.mkdir(parents=True, exist_ok=True)
     rank, world, state = _worker()
     main = rank == 0 and shard_index == 0
     times: dict[str, float] = {}
 
     t = time.perf_counter()
-    fingerprint = file_fingerprint(corpus_path)
-    info = CorpusInfo(
-        path=str(corpus_path.resolve()),
-        size_bytes=corpus_path.stat().st_size,
-        fingerprint=fingerprint,
-        num_docs=0,
-    )
-    prior = Manifest.load(out) if (out / "manifest.json").exists() else None
-    if prior is not None and prior.corpus.fingerprint != fingerprint:
-        raise IndexMismatchError(
-            f"{out} already holds an index of {prior.corpus.path} (fingerprint {prior.corpus.fingerprint}); "
-            f"{corpus_path} differs: use a new output directory"
-        )
-    docs_path = out / "docs.arrow"
-    if docs_path.exists():
-        docs = Corpus.load(docs_path)
-    else:
-        docs = Corpus.from_file(corpus_path)
-        if main:
-            docs.save(docs_path)
-    info.num_docs = len(docs)
+    info = _corpus_info(corpus_path)
+    seed = _check_output(out, corpus_path, info.fingerprint, overwrite)
+    stage = staging_dir(out)
+    _check_stage(stage, info.fingerprint, overwrite)
+    parsed = None if _has_docs(stage, info.fingerprint) or seed else _read_corpus(corpus_path)
+    created = _make_stage(stage, out if seed else None, parsed, info)
+    if state is not None and world > 1:
+        state.wait_for_everyone()
+    manifest = Manifest.load(stage)
+    docs = Corpus.load(stage / "docs.arrow")
     times["corpus"] = time.perf_counter() - t
-    manifest = prior or Manifest(corpus=info)
-    manifest.versions = library_versions()
 
     if bm25 and main:
         t = time.perf_counter()
-        binfo = bm25_info or BM25Info()
-        BM25Retriever.build(docs, binfo, show_progress=True).save(out / "bm25")
+        binfo = (bm25_info or BM25Info()).model_copy(update={"versions": library_versions(BM25_LIBRARIES)})
+        shutil.rmtree(stage / "bm25", ignore_errors=True)  # may be hard links shared with `out`
+        BM25Retriever.build(docs, binfo, show_progress=True).save(stage / "bm25")
         manifest.bm25 = binfo
         times["bm25"] = time.perf_counter() - t
 
@@ -184,9 +196,14 @@ def build_index(
         cfg = encoder or EncoderConfig(model=dense)
         cfg.model = dense
         enc = Encoder(cfg)
-        dense_dir = out / "dense"
+        dense_dir = stage / "dense"
         meta = _dense_info(cfg, enc, index_type, shard_size)
-        _check_resume(manifest.dense, meta, out)
+        try:
+            _check_resume(manifest.dense, meta, out)
+        except IndexMismatchError:
+            if created:
+                shutil.rmtree(stage, ignore_errors=True)
+            raise
         n_workers = world * num_shards
         worker = shard_index * world + rank
         embedded, skipped = embed_shards(
@@ -212,11 +229,141 @@ def build_index(
             manifest.dense = meta  # records the encoder so other machines' shards are checked
 
     if main:
+        manifest.versions = library_versions()
         manifest.kinds = sorted(
             {*manifest.kinds, *(["bm25"] if bm25 else []), *(["dense"] if dense and complete else [])}
         )
-        manifest.save(out)
-    return BuildResult(out, manifest.kinds, len(docs), complete, embedded, skipped, times)
+        manifest.save(stage)
+        if complete:
+            _swap_into_place(stage, out)
+    where = out if complete else stage
+    return BuildResult(where, manifest.kinds, len(docs), complete, embedded, skipped, times)
+
+
+def _check_options(index_type: str, bm25: bool, dense: str | None, num_shards: int, shard_index: int) -> None:
+    if index_type not in INDEX_TYPES:
+        raise IndexBuildError(f"--index_type {index_type!r}: expected one of {', '.join(INDEX_TYPES)}")
+    if not bm25 and not dense:
+        raise IndexBuildError("nothing to build: pass --bm25 and/or --dense MODEL")
+    if not 0 <= shard_index < num_shards:
+        raise IndexBuildError(f"--shard_index {shard_index}: expected 0..{num_shards - 1} (--num_shards)")
+
+
+def _corpus_info(path: Path) -> CorpusInfo:
+    """Names the corpus by its bytes; a missing file fails here, before anything is written."""
+    if not path.is_file():
+        problem = "is a directory" if path.is_dir() else "not found"
+        raise CorpusFormatError(path, None, None, f"{problem}: pass a JSONL or parquet corpus file")
+    return CorpusInfo(
+        path=str(path.resolve()),
+        size_bytes=path.stat().st_size,
+        fingerprint=file_fingerprint(path),
+        num_docs=0,
+    )
+
+
+def _read_corpus(path: Path) -> Corpus:
+    """Parse and check the whole corpus (bad rows, bad bytes, duplicate ids, no rows at all)."""
+    docs = Corpus.from_file(path)
+    if len(docs) == 0:
+        raise CorpusFormatError(path, None, None, "holds no passages: give a corpus with at least one row")
+    return docs
+
+
+def _complete_index(directory: Path) -> Manifest | None:
+    """The manifest of a finished index in `directory`, or None when it holds none (or a broken one)."""
+    if not (directory / "docs.arrow").is_file():
+        return None
+    try:
+        return Manifest.load(directory)
+    except (OSError, ValueError):
+        return None
+
+
+def _has_docs(directory: Path, fingerprint: str) -> bool:
+    found = _complete_index(directory)
+    return found is not None and found.corpus.fingerprint == fingerprint
+
+
+def _check_output(out: Path, corpus: Path, fingerprint: str, overwrite: bool) -> bool:
+    """Refuse to touch an `out` that is not ours to change; True when it is an index to extend."""
+    if out.exists() and not out.is_dir():
+        raise IndexBuildError(f"{out}: exists and is not a directory: choose another --output")
+    if not out.exists() or not any(out.iterdir()):
+        return False
+    found = _complete_index(out)
+    if found is not None and found.corpus.fingerprint == fingerprint:
+        return True
+    if overwrite:
+        if corpus.resolve().is_relative_to(out.resolve()):
+            raise IndexBuildError(f"{out}: --overwrite would delete the corpus {corpus} inside it")
+        return False
+    what = (
+        f"holds an index of another corpus ({found.corpus.path}, fingerprint {found.corpus.fingerprint})"
+        if found is not None
+        else "is not empty and holds no complete index (no manifest.json or docs.arrow)"
+    )
+    raise IndexBuildError(f"{out}: {what}: choose another --output, or pass --overwrite to replace it")
+
+
+def _check_stage(stage: Path, fingerprint: str, overwrite: bool) -> None:
+    """An unfinished build of another corpus is discarded only when asked: it may hold hours of work."""
+    if not stage.exists() or _has_docs(stage, fingerprint):
+        return
+    if overwrite:
+        shutil.rmtree(stage)
+        return
+    raise IndexBuildError(
+        f"{stage}: holds an unfinished build of another corpus: remove it, or pass --overwrite to discard it"
+    )
+
+
+def _make_stage(stage: Path, seed: Path | None, docs: Corpus | None, info: CorpusInfo) -> bool:
+    """Create `stage` (from hard links to the index being extended, or from the parsed corpus).
+
+    It is filled under a private name and renamed, so concurrent workers see it whole or not at all.
+    Returns whether this call created it.
+    """
+    if stage.exists():
+        return False
+    tmp = Path(tempfile.mkdtemp(prefix=f"{stage.name}.", dir=stage.parent))
+    try:
+        if seed is not None:
+            shutil.copytree(seed, tmp, copy_function=_link_or_copy, dirs_exist_ok=True)
+        else:
+            assert docs is not None
+            docs.save(tmp / "docs.arrow")
+            Manifest(corpus=info.model_copy(update={"num_docs": len(docs)})).save(tmp)
+        tmp.rename(stage)
+    except OSError:
+        if not stage.exists():
+            raise
+        return False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return True
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard links cost no space; every later write in the stage replaces a file, never edits one."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _swap_into_place(stage: Path, out: Path) -> None:
+    """Replace `out` by the finished `stage` with renames, so readers never see a half-written index."""
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
+    if not out.exists():
+        stage.rename(out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+    old.rmdir()
+    out.rename(old)
+    stage.rename(out)
+    shutil.rmtree(old)
 
 
 def _dense_info(cfg: EncoderConfig, enc: Encoder, index_type: str, shard_size: int) -> DenseInfo:
@@ -232,6 +379,7 @@ def _dense_info(cfg: EncoderConfig, enc: Encoder, index_type: str, shard_size: i
         max_length=cfg.max_length,
         index_type=index_type,
         shard_size=shard_size,
+        versions=library_versions(DENSE_LIBRARIES),
     )
 
 

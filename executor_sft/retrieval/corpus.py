@@ -21,11 +21,13 @@ SCHEMA = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.str
 
 
 class CorpusFormatError(ValueError):
-    """A corpus row that cannot be read; the message names the file, the line and the field."""
+    """A corpus that cannot be read; the message names the file and, for one bad row, its line and field."""
 
-    def __init__(self, source: str | Path, line: int, field: str, problem: str):
+    def __init__(self, source: str | Path, line: int | None, field: str | None, problem: str):
         self.source, self.line, self.field = str(source), line, field
-        super().__init__(f"{source}:{line}: field '{field}': {problem}")
+        where = str(source) + (f":{line}" if line is not None else "")
+        what = f"field '{field}': {problem}" if field is not None else problem
+        super().__init__(f"{where}: {what}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,27 +77,59 @@ def passage_from_row(row: dict[str, Any], source: str | Path, line: int) -> Pass
 
 def iter_corpus(path: str | Path) -> Iterator[Passage]:
     """Stream passages from a JSONL (`.jsonl`, `.json` lines) or parquet file."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"corpus not found: {path}")
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+    return (passage for _, passage in iter_numbered(path))
 
-        line = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=10_000):
-            for row in batch.to_pylist():
-                line += 1
-                yield passage_from_row(row, path, line)
-        return
-    with path.open("r", encoding="utf-8") as f:
+
+def iter_numbered(path: str | Path) -> Iterator[tuple[int, Passage]]:
+    """(line or row number, passage) pairs, so later checks can point at the offending line."""
+    path = Path(path)
+    if not path.is_file():
+        problem = "is a directory" if path.is_dir() else "not found"
+        raise CorpusFormatError(path, None, None, f"{problem}: pass a JSONL or parquet corpus file")
+    if path.suffix == ".parquet":
+        yield from _parquet_rows(path)
+    else:
+        yield from _jsonl_rows(path)
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[int, Passage]]:
+    import pyarrow.parquet as pq
+
+    try:
+        batches = pq.ParquetFile(path).iter_batches(batch_size=10_000)
+    except pa.ArrowException as e:
+        raise CorpusFormatError(path, None, None, f"not a readable parquet file ({e})") from e
+    line = 0
+    for batch in batches:
+        for row in batch.to_pylist():
+            line += 1
+            yield line, passage_from_row(row, path, line)
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, Passage]]:
+    """Lines are decoded one by one so a bad byte is reported with its line, not as a bare codec error."""
+    with path.open("rb") as f:
         for line, raw in enumerate(f, start=1):
-            if not raw.strip():
+            text = _decode_line(raw, path, line)
+            if not text.strip():
                 continue
             try:
-                row = json.loads(raw)
+                row = json.loads(text)
             except json.JSONDecodeError as e:
                 raise CorpusFormatError(path, line, "<json>", f"invalid JSON: {e.msg}") from e
-            yield passage_from_row(row, path, line)
+            yield line, passage_from_row(row, path, line)
+
+
+def _decode_line(raw: bytes, path: Path, line: int) -> str:
+    try:
+        return raw.decode("utf-8-sig" if line == 1 else "utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusFormatError(
+            path,
+            line,
+            None,
+            f"byte 0x{raw[e.start]:02x} at column {e.start + 1} is not UTF-8: re-encode the file as UTF-8",
+        ) from e
 
 
 def file_fingerprint(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -153,12 +187,15 @@ class Corpus:
     @classmethod
     def from_file(cls, path: str | Path) -> Corpus:
         """Read a corpus file; duplicate ids are an error (they would make hits ambiguous)."""
-        passages = list(iter_corpus(path))
+        passages = []
         seen: dict[str, int] = {}
-        for i, p in enumerate(passages, start=1):
+        for line, p in iter_numbered(path):
             if p.id in seen:
-                raise CorpusFormatError(path, i, "id", f"duplicate id {p.id!r} (first at row {seen[p.id]})")
-            seen[p.id] = i
+                raise CorpusFormatError(
+                    path, line, "id", f"duplicate id {p.id!r} (first at line {seen[p.id]})"
+                )
+            seen[p.id] = line
+            passages.append(p)
         return cls.from_passages(passages)
 
     def save(self, path: str | Path) -> None:

@@ -18,6 +18,18 @@ from pydantic import BaseModel, ConfigDict, Field
 MANIFEST_NAME = "manifest.json"
 MANIFEST_SCHEMA = "executor_sft.index/v1"
 
+BM25_LIBRARIES = ("bm25s", "PyStemmer", "numpy", "scipy")
+"""Distributions whose version decides a BM25 index's contents (tokens, stems, stopwords, scores)."""
+DENSE_LIBRARIES = (
+    "faiss-cpu",
+    "faiss-gpu",
+    "faiss-gpu-cu12",
+    "sentence-transformers",
+    "transformers",
+    "torch",
+)
+"""Distributions whose version decides a dense index's vectors and FAISS structure."""
+
 
 class IndexMismatchError(ValueError):
     """The index directory was built with options other than the ones requested."""
@@ -39,6 +51,8 @@ class BM25Info(BaseModel):
     k1: float = 1.5
     b: float = 0.75
     method: str = "lucene"
+    versions: dict[str, str] = Field(default_factory=dict)
+    """BM25_LIBRARIES as installed when this part was built; empty in manifests that predate it."""
 
 
 class DenseInfo(BaseModel):
@@ -56,6 +70,8 @@ class DenseInfo(BaseModel):
     index_params: dict[str, Any] = Field(default_factory=dict)
     num_vectors: int = 0
     shard_size: int = 0
+    versions: dict[str, str] = Field(default_factory=dict)
+    """DENSE_LIBRARIES as installed when this part was built; empty in manifests that predate it."""
 
 
 class Manifest(BaseModel):
@@ -72,9 +88,9 @@ class Manifest(BaseModel):
         """Names the searchable contents (corpus + the parts `kind` uses), for cache keys."""
         parts: dict[str, Any] = {"corpus": self.corpus.fingerprint, "kind": kind}
         if kind in ("bm25", "rank_bm25", "hybrid", "rrf") and self.bm25:
-            parts["bm25"] = self.bm25.model_dump()
+            parts["bm25"] = self.bm25.model_dump(exclude={"versions"})
         if kind in ("dense", "hybrid", "rrf") and self.dense:
-            d = self.dense.model_dump(exclude={"num_vectors", "shard_size", "model_path"})
+            d = self.dense.model_dump(exclude={"num_vectors", "shard_size", "model_path", "versions"})
             parts["dense"] = d
         blob = json.dumps(parts, sort_keys=True).encode()
         return f"{kind}-{hashlib.blake2b(blob, digest_size=8).hexdigest()}"
@@ -94,10 +110,13 @@ class Manifest(BaseModel):
         return cls.model_validate_json(path.read_text(encoding="utf-8"))
 
 
-def library_versions() -> dict[str, str]:
+DEFAULT_LIBRARIES = ("executor-sft", "pyarrow", "rank-bm25", *BM25_LIBRARIES, *DENSE_LIBRARIES)
+
+
+def library_versions(names: tuple[str, ...] = DEFAULT_LIBRARIES) -> dict[str, str]:
+    """Installed versions of `names` (absent ones left out), so a built index can be traced."""
     out = {}
-    for name in ("executor-sft", "bm25s", "PyStemmer", "rank-bm25", "faiss-cpu", "faiss-gpu-cu12",
-                 "sentence-transformers", "transformers", "torch", "pyarrow"):  # fmt: skip
+    for name in names:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
