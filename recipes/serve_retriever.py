@@ -28,6 +28,10 @@ class ServeArgs:
     max_wait_ms: float = 2.0
     max_queries: int = 256
     max_k: int = 100
+    max_query_chars: int = field(default=4096, metadata={"help": "longest query accepted (422 above)"})
+    max_body_bytes: int = field(
+        default=4 << 20, metadata={"help": "largest request body accepted (413 above)"}
+    )
     access_log: bool = field(
         default=False,
         metadata={"help": "log every request (off: at thousands of requests/s the log line costs CPU)"},
@@ -41,7 +45,15 @@ def main(args: ServeArgs) -> None:
     if args.corpus:
         opts["corpus"] = args.corpus
     retriever = load_retriever(args.index, args.kind, **opts)
-    config = ServerConfig(args.batching, args.max_batch, args.max_wait_ms, args.max_queries, args.max_k)
+    config = ServerConfig(
+        batching=args.batching,
+        max_batch=args.max_batch,
+        max_wait_ms=args.max_wait_ms,
+        max_queries=args.max_queries,
+        max_k=args.max_k,
+        max_query_chars=args.max_query_chars,
+        max_body_bytes=args.max_body_bytes,
+    )
     uvicorn.run(
         create_app(retriever, config, kind=args.kind),
         host=args.host,

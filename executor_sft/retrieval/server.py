@@ -9,6 +9,10 @@ Concurrent requests are queued and a single worker runs them as one retriever ca
 `max_batch` queries, waiting at most `max_wait_ms` for more to arrive): one encoder forward
 pass over 64 queries costs far less than 64 passes of one. `batching=False` calls the
 retriever per request instead.
+
+Limits (ServerConfig): a body over `max_body_bytes` gets 413 "Content Too Large" (FastAPI's own
+limit, checked as the body arrives, before it is parsed); more than `max_queries` queries, a
+query over `max_query_chars` characters or a topk over `max_k` get 422.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class ServerConfig:
     max_wait_ms: float = 2.0
     max_queries: int = 256  # per request
     max_k: int = 100
+    max_query_chars: int = 4096  # a search query, not a document
+    max_body_bytes: int = 4 << 20  # room for max_queries queries of max_query_chars characters
 
 
 class RetrieveRequest(BaseModel):
@@ -134,6 +140,18 @@ def _doc(h: Hit) -> dict:
     return {"id": h.doc_id, "contents": h.contents}
 
 
+def _over_limit(req: RetrieveRequest, config: ServerConfig) -> str | None:
+    """The first server limit `req` breaks, said for the client; None when it keeps them all."""
+    if len(req.queries) > config.max_queries:
+        return f"queries: {len(req.queries)} queries exceed the limit of {config.max_queries} per request"
+    if req.topk > config.max_k:
+        return f"topk: {req.topk} exceeds the limit of {config.max_k}"
+    for i, q in enumerate(req.queries):
+        if len(q) > config.max_query_chars:
+            return f"queries.{i}: {len(q)} characters exceed the limit of {config.max_query_chars} per query"
+    return None
+
+
 def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: str | None = None) -> FastAPI:
     config = config or ServerConfig()
     batcher = MicroBatcher(retriever, config.max_batch, config.max_wait_ms) if config.batching else None
@@ -146,7 +164,7 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: s
         if batcher:
             await batcher.stop()
 
-    app = FastAPI(title="executor_sft retrieval", lifespan=lifespan)
+    app = FastAPI(title="executor_sft retrieval", lifespan=lifespan, max_body_size=config.max_body_bytes)
     app.state.batcher = batcher
     app.state.requests = 0
 
@@ -173,12 +191,8 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: s
 
     @app.post("/retrieve")
     async def retrieve(req: RetrieveRequest):
-        if len(req.queries) > config.max_queries:
-            return _reject(
-                f"queries: {len(req.queries)} queries exceed the limit of {config.max_queries} per request"
-            )
-        if req.topk > config.max_k:
-            return _reject(f"topk: {req.topk} exceeds the limit of {config.max_k}")
+        if problem := _over_limit(req, config):
+            return _reject(problem)
         app.state.requests += 1
         if batcher:
             results = await batcher.submit(req.queries, req.topk)
