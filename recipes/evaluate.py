@@ -1,7 +1,8 @@
-"""Evaluate a system (role-factorised pipeline or single-agent baseline) on question sets.
+"""Evaluate one system (pipeline or single-agent baseline) on question sets, resumably.
 
     python recipes/evaluate.py --config recipes/configs/eval_minibench_smollm2.yaml \
-        [--output-dir runs/eval/x] [--samples 3] [--limit 20] [--concurrency 8]
+        [--output-dir runs/eval/x] [--samples 3] [--limit 20] [--concurrency 8] \
+        [--set metrics.normalization=unicode] [--set questions.0.ids_file=...]
 
 Writes <output_dir>/episodes.jsonl (crash-safe; a rerun resumes), results.json, results.md
 and summary.png, and prints a summary. Re-running a finished evaluation only re-aggregates.
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="override every question source's per-dataset limit")
     parser.add_argument("--concurrency", type=int, help="override concurrency")
     parser.add_argument(
-        "--exclude-no-subquery", action="store_true", help="score only episodes with sub-queries"
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (YAML value)"
     )
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -45,11 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         if v is not None
     }
     try:
-        config = load_eval_config(args.config, overrides)
+        config = load_eval_config(args.config, overrides, sets=args.set)
         if args.limit is not None:
             config.questions = [q.model_copy(update={"limit": args.limit}) for q in config.questions]
-        if args.exclude_no_subquery:
-            config.metrics.exclude_no_subquery = True
         run = run_eval(config, progress=not args.no_progress)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """Sweep (backbone, executor) model pairs and single-agent baselines; combined table and plots.
 
-    python recipes/sweep.py --config recipes/configs/sweep_minibench.yaml
+    python recipes/sweep.py --config recipes/configs/sweep_minibench.yaml [--set base.samples=1]
 
 Each cell is an evaluation in <output_dir>/cells/<cell>/ (resumable; a finished, unchanged
 cell is loaded from disk). Writes <output_dir>/sweep.md, sweep.json, pareto.png (accuracy vs
@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--config", required=True, help="sweep YAML (SweepConfig)")
     parser.add_argument("--output-dir", help="override output_dir")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (YAML value)"
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -29,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        sweep = load_sweep_config(args.config)
+        sweep = load_sweep_config(args.config, sets=args.set)
         if args.output_dir:
             sweep.output_dir = args.output_dir
         result = run_sweep(sweep, progress=not args.no_progress)

@@ -1,4 +1,5 @@
-"""Evaluation: run benchmarks (resumable), aggregate mean@k tables, sweep model pairs, plot."""
+"""Evaluation: build the evaluation set once, run benchmarks (resumable), aggregate mean@k
+tables, sweep model pairs, plot."""
 
 from executor_sft.eval.aggregate import EvalResults, GroupResult, Stat, summarize, summarize_file
 from executor_sft.eval.config import (
@@ -6,8 +7,11 @@ from executor_sft.eval.config import (
     MetricsConfig,
     QuestionSource,
     SingleAgentConfig,
+    apply_overrides,
     load_eval_config,
 )
+from executor_sft.eval.eval_set import EvalSet, EvalSetConfig, build_eval_set, load_eval_set_config
+from executor_sft.eval.idlist import read_ids
 from executor_sft.eval.plots import Point, pareto_front, plot_capacity, plot_pareto, plot_summary
 from executor_sft.eval.report import results_markdown, sweep_markdown
 from executor_sft.eval.runner import EvalRun, ModelPool, ensure_index, run_eval, select_questions
@@ -16,6 +20,8 @@ from executor_sft.eval.sweep import SweepConfig, SweepResult, build_cells, load_
 __all__ = [
     "EvalConfig",
     "EvalResults",
+    "EvalSet",
+    "EvalSetConfig",
     "EvalRun",
     "GroupResult",
     "MetricsConfig",
@@ -26,14 +32,18 @@ __all__ = [
     "Stat",
     "SweepConfig",
     "SweepResult",
+    "apply_overrides",
     "build_cells",
+    "build_eval_set",
     "ensure_index",
     "load_eval_config",
+    "load_eval_set_config",
     "load_sweep_config",
     "pareto_front",
     "plot_capacity",
     "plot_pareto",
     "plot_summary",
+    "read_ids",
     "results_markdown",
     "run_eval",
     "run_sweep",

@@ -2,14 +2,18 @@
 
 Conventions (each a documented choice, see docs/eval.md):
 - A score is averaged over a question's k samples, then over questions (`mean_at_k`);
-  `std` is over sample indices. The "avg" row is the macro average over datasets, as
-  papers report it; `pooled` averages over all questions at once.
+  `std` is over sample indices.
+- `average` ("avg") weights each dataset by the questions that scored it, i.e. it is the mean
+  over every evaluated question, the paper's "Avg."; `macro` is the plain mean over datasets.
 - The LLM judge averages over the episodes that have a verdict (`n` says how many); a
   group without any verdict reports None, not 0.
 - Sub-agent tokens and searches count the system's own executor runs (the driver role;
   counterfactual re-runs excluded); for the single-agent baseline that is its one agent.
 - "No sub-query" episodes are those where the backbone dispatched nothing (no system run).
-  Their share is always reported; `exclude_no_subquery=True` drops them before scoring.
+  Their share is reported; they are scored like any other episode (the evaluation set, built
+  once by `executor_sft.eval.eval_set`, decides which questions are scored at all).
+- EM, cover-EM and F1 are rescored from each episode's answer when `normalization` is given
+  (evaluations always give it); otherwise EM/F1 are the episode's stored values.
 - CER-C is averaged over the episodes whose question lists gold passage ids.
 """
 
@@ -19,19 +23,21 @@ import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from executor_sft.metrics.aggregate import mean_at_k
+from executor_sft.metrics.aggregate import mean_at_k, weighted_mean
+from executor_sft.metrics.answer import Normalization, cover_exact_match, exact_match, f1_score
 from executor_sft.metrics.cer import episode_cer_c
 from executor_sft.metrics.tokens import search_histogram, subagent_tokens, system_runs
 from executor_sft.rollout.store import read_episodes
 from executor_sft.schema import Episode
 
 AVG = "avg"
+MACRO = "macro"
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class GroupResult:
     cer_curve: list[float] | None
     no_subquery_share: float
     error_share: float
-    n_excluded: int = 0
+    cover_em: Stat | None = None
 
 
 @dataclass
@@ -67,19 +73,24 @@ class EvalResults:
     name: str
     datasets: dict[str, GroupResult]
     average: dict[str, float | None]
-    """Macro average over datasets of each metric's mean (em, f1, judge, subagent_tokens, cer_c, ...)."""
+    """Each metric's mean over every evaluated question: per-dataset means weighted by the
+    questions that scored them (the paper's "Avg.")."""
     pooled: GroupResult
     settings: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    macro: dict[str, float | None] = field(default_factory=dict)
+    """The plain (unweighted) mean over datasets of each metric's mean."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvalResults:
+        known = {f.name for f in fields(GroupResult)}
+
         def group(g: dict[str, Any]) -> GroupResult:
             stats = {k: Stat(**v) if isinstance(v, dict) else None for k, v in g.items() if k in _STAT_FIELDS}
-            return GroupResult(**{**g, **stats})
+            return GroupResult(**{k: v for k, v in {**g, **stats}.items() if k in known})
 
         return cls(
             name=data["name"],
@@ -88,6 +99,7 @@ class EvalResults:
             pooled=group(data["pooled"]),
             settings=data.get("settings", {}),
             meta=data.get("meta", {}),
+            macro=data.get("macro", {}),
         )
 
     def save_json(self, path: str | Path) -> Path:
@@ -102,13 +114,14 @@ class EvalResults:
     def load_json(cls, path: str | Path) -> EvalResults:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
-    def metric(self, name: str) -> float | None:
-        """Macro-average value of a metric (e.g. "judge", "em", "subagent_tokens")."""
-        return self.average.get(name)
+    def metric(self, name: str, *, macro: bool = False) -> float | None:
+        """A metric's average over every evaluated question (e.g. "judge", "em", "subagent_tokens");
+        `macro=True`: the plain mean over datasets instead."""
+        return (self.macro if macro else self.average).get(name)
 
 
-_STAT_FIELDS = ("em", "f1", "judge", "subagent_tokens", "cer_c")
-AVERAGED = ("em", "f1", "judge", "subagent_tokens", "cer_c", "search_1", "search_2plus", "no_subquery_share")
+_STAT_FIELDS = ("em", "cover_em", "f1", "judge", "subagent_tokens", "cer_c")
+AVERAGED = (*_STAT_FIELDS, "search_1", "search_2plus", "no_subquery_share")
 
 
 def has_subquery(episode: Episode) -> bool:
@@ -127,21 +140,26 @@ def summarize_group(
     name: str,
     episodes: Sequence[Episode],
     *,
-    exclude_no_subquery: bool = False,
+    normalization: Normalization | None = None,
     bucket_tokens: int = 10_000,
     n_buckets: int = 10,
     tokenizer: Any | None = None,
 ) -> GroupResult:
     """Score one group (a dataset, or everything pooled)."""
     no_sub = [e for e in episodes if not has_subquery(e)]
-    kept = [e for e in episodes if has_subquery(e)] if exclude_no_subquery else list(episodes)
-    em, f1, judge, tokens, cer = [], [], [], [], []
+    em, cover, f1, judge, tokens, cer = [], [], [], [], [], []
     curves: list[list[float]] = []
     runs = []
-    for e in kept:
+    for e in episodes:
         key = (e.question.id, e.sample_index)
-        em.append((*key, e.metrics.em))
-        f1.append((*key, e.metrics.f1))
+        gold = e.question.golden_answers
+        if normalization is None:
+            em.append((*key, e.metrics.em))
+            f1.append((*key, e.metrics.f1))
+        else:
+            em.append((*key, exact_match(e.answer, gold, normalization)))
+            f1.append((*key, f1_score(e.answer, gold, normalization)))
+        cover.append((*key, cover_exact_match(e.answer, gold, normalization or "squad")))
         if e.metrics.judge is not None:
             judge.append((*key, float(e.metrics.judge)))
         tokens.append((*key, float(subagent_tokens(e, tokenizer=tokenizer))))
@@ -154,9 +172,10 @@ def summarize_group(
     n = len(episodes) or 1
     return GroupResult(
         name=name,
-        n_questions=len({e.question.id for e in kept}),
-        n_episodes=len(kept),
+        n_questions=len({e.question.id for e in episodes}),
+        n_episodes=len(episodes),
         em=_stat(em),
+        cover_em=_stat(cover),
         f1=_stat(f1),
         judge=_stat(judge),
         subagent_tokens=_stat(tokens),
@@ -165,7 +184,6 @@ def summarize_group(
         cer_curve=curve,
         no_subquery_share=len(no_sub) / n,
         error_share=sum(e.stop_reason == "error" for e in episodes) / n,
-        n_excluded=len(episodes) - len(kept),
     )
 
 
@@ -182,6 +200,7 @@ def _flat(group: GroupResult) -> dict[str, float | None]:
 
 
 def macro_average(groups: Iterable[GroupResult]) -> dict[str, float | None]:
+    """The plain mean over groups of each metric (every dataset counts the same)."""
     flats = [_flat(g) for g in groups]
     out: dict[str, float | None] = {}
     for key in AVERAGED:
@@ -190,23 +209,38 @@ def macro_average(groups: Iterable[GroupResult]) -> dict[str, float | None]:
     return out
 
 
+def _weight(group: GroupResult, key: str) -> int:
+    """Questions behind a group's value of `key` (a judge mean counts only judged questions)."""
+    stat = getattr(group, key, None) if key in _STAT_FIELDS else None
+    return stat.n if isinstance(stat, Stat) else group.n_questions
+
+
+def weighted_average(groups: Iterable[GroupResult]) -> dict[str, float | None]:
+    """Each metric over every question: group means weighted by their question counts."""
+    groups = list(groups)
+    flats = [_flat(g) for g in groups]
+    return {
+        key: weighted_mean([f[key] for f in flats], [_weight(g, key) for g in groups]) for key in AVERAGED
+    }
+
+
 def summarize(
     episodes: Iterable[Episode | dict[str, Any]],
     name: str = "eval",
     *,
-    exclude_no_subquery: bool = False,
+    normalization: Normalization | None = None,
     bucket_tokens: int = 10_000,
     n_buckets: int = 10,
     tokenizer: Any | None = None,
     meta: dict[str, Any] | None = None,
 ) -> EvalResults:
-    """Per-dataset results, their macro average, and the pooled group."""
+    """Per-dataset results, their question-weighted and macro averages, and the pooled group."""
     eps = [e if isinstance(e, Episode) else Episode.model_validate(e) for e in episodes]
     by_dataset: dict[str, list[Episode]] = defaultdict(list)
     for e in eps:
         by_dataset[e.question.dataset].append(e)
     opts = {
-        "exclude_no_subquery": exclude_no_subquery,
+        "normalization": normalization,
         "bucket_tokens": bucket_tokens,
         "n_buckets": n_buckets,
         "tokenizer": tokenizer,
@@ -216,10 +250,11 @@ def summarize(
     return EvalResults(
         name=name,
         datasets=datasets,
-        average=macro_average(datasets.values()),
+        average=weighted_average(datasets.values()),
         pooled=summarize_group("pooled", eps, **opts),
         settings=settings,
         meta=dict(meta or {}),
+        macro=macro_average(datasets.values()),
     )
 
 

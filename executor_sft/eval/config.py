@@ -14,8 +14,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from executor_sft.agents.config import PipelineConfig
+from executor_sft.data.questions import Duplicates
 from executor_sft.llm.base import SamplingParams
 from executor_sft.llm.config import ModelConfig
+from executor_sft.metrics.answer import Normalization
 from executor_sft.retrieval.config import RetrieverConfig
 
 Mode = Literal["pipeline", "single_agent"]
@@ -36,6 +38,11 @@ class QuestionSource(BaseModel):
     """At most this many questions per dataset (file order), after filtering."""
     dataset: str | None = None
     """Label for rows that carry no dataset field (default: the file stem)."""
+    duplicates: Duplicates = "keep"
+    """Repeated ids: "keep" (distinct ids `<id>~<n>`; the paper counts repeats) or "drop"."""
+    ids_file: str | None = None
+    """An evaluation set (`eval_set.json` from recipes/build_eval_set.py, or one id per line):
+    evaluate exactly these ids of this file, so every cell scores the same questions."""
 
 
 class SingleAgentConfig(BaseModel):
@@ -52,12 +59,23 @@ class SingleAgentConfig(BaseModel):
 
 class MetricsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    exclude_no_subquery: bool = False
-    """Score only episodes where the backbone dispatched at least one sub-query (as the paper does)."""
+    normalization: Normalization = "squad"
+    """Answer normalisation for EM, cover-EM and F1 (rescored from each episode's answer)."""
     bucket_tokens: int = Field(10_000, ge=1)
     n_buckets: int = Field(10, ge=1)
     tokenizer: str | None = None
     """Tokenizer (path or offline alias) to count tokens of runs whose endpoint reported none."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "exclude_no_subquery" in data:
+            raise ValueError(
+                "exclude_no_subquery was removed (it scored each run on its own question set): "
+                "build the evaluation set once with recipes/build_eval_set.py and set "
+                "questions[].ids_file to its eval_set.json"
+            )
+        return data
 
 
 def _default_pipeline() -> PipelineConfig:
@@ -112,6 +130,22 @@ class EvalConfig(BaseModel):
     def out(self) -> Path:
         return Path(self.output_dir)
 
+    def sampled_roles(self) -> dict[str, float]:
+        """Temperature each answer-producing role samples at (the judge is always greedy)."""
+        if self.mode == "single_agent":
+            sampling = self.single_agent.sampling
+            temp = sampling.temperature if sampling else self.models[SINGLE_AGENT_ROLE].temperature
+            return {SINGLE_AGENT_ROLE: temp}
+        temps = {}
+        for role in self.required_roles():
+            sampling = self.pipeline.settings_for(role).sampling
+            temps[role] = sampling.temperature if sampling else self.models[role].temperature
+        return temps
+
+    def identical_samples(self) -> bool:
+        """True when samples > 1 but every role is greedy, so the k samples are copies."""
+        return self.samples > 1 and all(t == 0 for t in self.sampled_roles().values())
+
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
@@ -127,17 +161,50 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def validation_message(path: str | Path, exc: ValidationError) -> str:
-    """One line per problem, naming the file and the dotted field."""
-    lines = [f"{path}: invalid config"]
+    """One line naming the file and each problem's dotted field."""
+    problems = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "<root>"
-        lines.append(f"  field '{where}': {err['msg']}")
-    return "\n".join(lines)
+        problems.append(f"field '{where}': {err['msg']}")
+    return f"{path}: invalid config: " + "; ".join(problems)
 
 
-def load_eval_config(path: str | Path, overrides: dict[str, Any] | None = None) -> EvalConfig:
-    """Read an eval YAML, apply top-level overrides, validate (errors name the file and field)."""
-    data = read_yaml(path)
+def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
+    """Apply `dotted.key=value` overrides (values parsed as YAML) to a config mapping.
+
+    A number indexes a list (`questions.0.limit=2`). A string met on the way (a sweep's
+    `base: file.yaml`) is read as the YAML file it names, so `base.samples=1` reaches into it.
+    """
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. samples=4")
+        parts = key.split(".")
+        node: Any = data
+        for depth, part in enumerate(parts, start=1):
+            if not isinstance(node, (dict, list)):
+                raise ValueError(f"--set {key}: cannot descend into '{part}' (not a mapping or list)")
+            if isinstance(node, list) and not (part.isdigit() and int(part) < len(node)):
+                raise ValueError(f"--set {key}: '{part}' is not an index of a {len(node)}-item list")
+            index: Any = int(part) if isinstance(node, list) else part
+            if depth == len(parts):
+                node[index] = yaml.safe_load(raw)
+                break
+            child = node[index] if isinstance(node, list) else node.get(part)
+            if isinstance(child, str):
+                child = read_yaml(child)
+            elif child is None:
+                child = {}
+            node[index] = child
+            node = child
+    return data
+
+
+def load_eval_config(
+    path: str | Path, overrides: dict[str, Any] | None = None, sets: list[str] | None = None
+) -> EvalConfig:
+    """Read an eval YAML, apply top-level overrides and `--set` items, validate (errors name file and field)."""
+    data = apply_overrides(read_yaml(path), sets)
     data.update(overrides or {})
     try:
         return EvalConfig.model_validate(data)

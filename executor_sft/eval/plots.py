@@ -18,7 +18,7 @@ class Point:
     tokens: float
     """Sub-agent tokens per question (x; lower is better)."""
     accuracy: float
-    """Accuracy in [0, 1] (y; higher is better)."""
+    """Accuracy in [0, 1] over every evaluated question (y; higher is better)."""
     backbone: str = ""
     executor: str = ""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from executor_sft.eval.aggregate import AVG, EvalResults, GroupResult, Stat
+from executor_sft.eval.aggregate import AVG, MACRO, EvalResults, GroupResult, Stat
 
 
 def _pct(stat: Stat | None, with_std: bool = True) -> str:
@@ -30,6 +30,7 @@ def _row(name: str, g: GroupResult) -> list[str]:
         str(g.n_questions),
         str(g.em.k if g.em else 0),
         _pct(g.em),
+        _pct(g.cover_em),
         _pct(g.f1),
         _pct(g.judge) + (f" (n={g.judge.n})" if g.judge and g.judge.n < g.n_questions else ""),
         _num(g.subagent_tokens.mean if g.subagent_tokens else None, pct=False),
@@ -45,6 +46,7 @@ HEADER = [
     "questions",
     "k",
     "EM",
+    "cover-EM",
     "F1",
     "judge",
     "sub-agent tokens/q",
@@ -61,28 +63,37 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+def _average_row(label: str, n: str, a: dict[str, float | None]) -> list[str]:
+    return [
+        label,
+        n,
+        "",
+        _num(a.get("em")),
+        _num(a.get("cover_em")),
+        _num(a.get("f1")),
+        _num(a.get("judge")),
+        _num(a.get("subagent_tokens"), pct=False),
+        _num(a.get("search_1"), digits=0),
+        _num(a.get("search_2plus"), digits=0),
+        _num(a.get("cer_c")),
+        _num(a.get("no_subquery_share"), digits=0),
+    ]
+
+
 def results_markdown(results: EvalResults) -> str:
-    """Per-dataset rows plus the macro average; scores in %, mean ± std over samples when k > 1."""
+    """Per-dataset rows, the question-weighted average (the paper's "Avg.") and the macro mean;
+    scores in %, mean ± std over samples when k > 1."""
     rows = [_row(name, g) for name, g in results.datasets.items()]
-    a = results.average
-    rows.append(
-        [
-            f"**{AVG}** (macro)",
-            str(sum(g.n_questions for g in results.datasets.values())),
-            "",
-            _num(a.get("em")),
-            _num(a.get("f1")),
-            _num(a.get("judge")),
-            _num(a.get("subagent_tokens"), pct=False),
-            _num(a.get("search_1"), digits=0),
-            _num(a.get("search_2plus"), digits=0),
-            _num(a.get("cer_c")),
-            _num(a.get("no_subquery_share"), digits=0),
-        ]
-    )
+    total = str(sum(g.n_questions for g in results.datasets.values()))
+    rows.append(_average_row(f"**{AVG}** (weighted by questions)", total, results.average))
+    if results.macro:
+        rows.append(_average_row(f"{MACRO} (mean over datasets)", total, results.macro))
     notes = []
-    if results.settings.get("exclude_no_subquery"):
-        notes.append("episodes without any sub-query excluded from scores")
+    eval_set = results.meta.get("eval_set")
+    if eval_set:
+        notes.append(f"evaluation set {eval_set}")
+    if results.settings.get("normalization"):
+        notes.append(f"answers normalised as {results.settings['normalization']}")
     bt, nb = results.settings.get("bucket_tokens"), results.settings.get("n_buckets")
     if bt and nb:
         notes.append(f"CER-C over {nb} buckets of {bt:,} context tokens")
@@ -95,6 +106,7 @@ SWEEP_HEADER = [
     "backbone",
     "executor",
     "EM",
+    "cover-EM",
     "F1",
     "judge",
     "sub-agent tokens/q",
@@ -106,7 +118,8 @@ SWEEP_HEADER = [
 def sweep_markdown(
     cells: Sequence[tuple[str, str, str, EvalResults]], datasets: Sequence[str] | None = None
 ) -> str:
-    """One row per (name, backbone, executor, results): macro averages, then EM per dataset."""
+    """One row per (name, backbone, executor, results): averages over every question (the paper's
+    "Avg."), then EM per dataset."""
     datasets = list(datasets) if datasets is not None else sorted({d for *_, r in cells for d in r.datasets})
     header = SWEEP_HEADER + [f"EM {d}" for d in datasets]
     rows = []
@@ -117,6 +130,7 @@ def sweep_markdown(
             backbone,
             executor,
             _num(a.get("em")),
+            _num(a.get("cover_em")),
             _num(a.get("f1")),
             _num(a.get("judge")),
             _num(a.get("subagent_tokens"), pct=False),

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from executor_sft.data.questions import load_questions
 from executor_sft.eval.aggregate import EvalResults, summarize
 from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig, QuestionSource
+from executor_sft.eval.idlist import ids_digest, read_ids
 from executor_sft.eval.report import results_markdown, write_markdown
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.config import ModelConfig, build_chat_model
@@ -42,18 +43,36 @@ SUMMARY_PNG = "summary.png"
 SYSTEM_FILE = "system.json"
 
 
+def _restrict_to_ids(questions: list[Question], src: QuestionSource) -> list[Question]:
+    """Exactly the evaluation set's ids (in the question file's order); every id must be found."""
+    assert src.ids_file is not None
+    wanted = read_ids(src.ids_file)
+    present = {q.id for q in questions}
+    missing = [i for i in wanted if i not in present]
+    if missing:
+        raise ValueError(
+            f"{src.ids_file}: {len(missing)} id(s) not in {src.path} after filtering (e.g. {missing[0]!r}); "
+            "build the evaluation set from the same question source (path, split, datasets, duplicates)"
+        )
+    keep = set(wanted)
+    return [q for q in questions if q.id in keep]
+
+
 def select_questions(sources: list[QuestionSource]) -> list[Question]:
-    """Questions from every source, filtered by split and dataset, `limit` per dataset."""
+    """Questions from every source: filtered by split and dataset, restricted to the evaluation
+    set's ids when `ids_file` is given, then `limit` per dataset."""
     out: list[Question] = []
     seen: set[str] = set()
     for src in sources:
         path = Path(src.path)
         hub_split = src.split if not path.exists() else None
-        questions = load_questions(src.path, split=hub_split, dataset=src.dataset)
+        questions = load_questions(src.path, split=hub_split, dataset=src.dataset, duplicates=src.duplicates)
         if src.split is not None and path.exists():
             questions = [q for q in questions if (q.model_extra or {}).get("split") == src.split]
         if src.datasets is not None:
             questions = [q for q in questions if q.dataset in src.datasets]
+        if src.ids_file is not None:
+            questions = _restrict_to_ids(questions, src)
         per_dataset: Counter[str] = Counter()
         for q in questions:
             if src.limit is not None and per_dataset[q.dataset] >= src.limit:
@@ -81,9 +100,9 @@ def ensure_index(index_dir: str | Path, corpus: str | Path) -> Path:
         raise FileNotFoundError(f"build_index_from: corpus not found: {corpus}")
     tmp = index_dir.with_name(f"{index_dir.name}.tmp-{os.getpid()}")
     logger.info("building a BM25 index over %s into %s", corpus, index_dir)
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
     result = build_index(corpus, tmp, bm25=True)
     logger.info(result.summary())
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
         tmp.rename(index_dir)
     except OSError:  # another process finished first: keep its index
@@ -174,7 +193,8 @@ class EvalRun:
         lines = [
             f"{self.results.name}: {self.ran} episodes run, {self.skipped} already done, "
             f"{len(self.failed)} failed, {self.seconds:.0f}s",
-            f"  avg EM {pct('em')}  F1 {pct('f1')}  judge {pct('judge')}  sub-agent tokens/q {tokens}  "
+            f"  avg EM {pct('em')}  cover-EM {pct('cover_em')}  F1 {pct('f1')}  judge {pct('judge')}  "
+            f"sub-agent tokens/q {tokens}  "
             f"CER-C {pct('cer_c')}  no-sub-query {pct('no_subquery_share')}%",
         ]
         if self.failed:
@@ -269,6 +289,15 @@ def run_eval(
     start = time.perf_counter()
     out = config.out
     _check_system(out, config)
+    if config.identical_samples():
+        logger.warning(
+            "%s: samples=%d at temperature 0 in every role (%s): the samples are identical, so "
+            "mean@%d is mean@1; set a temperature > 0",
+            config.name,
+            config.samples,
+            ", ".join(config.sampled_roles()),
+            config.samples,
+        )
     questions = select_questions(config.questions)
     work = [(q, s) for q in questions for s in range(config.samples)]
     wanted = {_episode_id(q, s) for q, s in work}
@@ -293,11 +322,11 @@ def run_eval(
     results = summarize(
         episodes,
         config.name,
-        exclude_no_subquery=config.metrics.exclude_no_subquery,
+        normalization=config.metrics.normalization,
         bucket_tokens=config.metrics.bucket_tokens,
         n_buckets=config.metrics.n_buckets,
         tokenizer=_load_tokenizer(config.metrics.tokenizer),
-        meta=_meta(config, episodes, failed),
+        meta=_meta(config, questions, episodes, failed),
     )
     results.save_json(out / RESULTS_JSON)
     write_markdown(results_markdown(results), out / RESULTS_MD)
@@ -315,11 +344,18 @@ def run_eval(
     )
 
 
-def _meta(config: EvalConfig, episodes: list[Episode], failed: list[str]) -> dict[str, Any]:
+def _meta(
+    config: EvalConfig, questions: list[Question], episodes: list[Episode], failed: list[str]
+) -> dict[str, Any]:
+    ids_files = [s.ids_file for s in config.questions if s.ids_file]
     return {
         "mode": config.mode,
         "models": {role: m.label() for role, m in config.models.items()},
+        "questions": len(questions),
+        "question_ids": ids_digest([q.id for q in questions]),
+        "eval_set": ", ".join(ids_files) or None,
         "samples": config.samples,
+        "identical_samples": config.identical_samples(),
         "episodes": len(episodes),
         "failed": len(failed),
         "stop_reasons": dict(Counter(e.stop_reason for e in episodes)),

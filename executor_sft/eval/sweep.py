@@ -23,9 +23,11 @@ from executor_sft.eval.config import (
     JUDGE_ROLE,
     SINGLE_AGENT_ROLE,
     EvalConfig,
+    apply_overrides,
     read_yaml,
     validation_message,
 )
+from executor_sft.eval.idlist import ids_digest, read_ids
 from executor_sft.eval.plots import Point, plot_capacity, plot_pareto
 from executor_sft.eval.report import sweep_markdown, write_markdown
 from executor_sft.eval.runner import RESULTS_JSON, ModelPool, run_eval
@@ -56,7 +58,7 @@ class SweepConfig(BaseModel):
     answerer: Literal["base", "backbone"] | ModelConfig = "base"
     """The answerer of every cell: the base config's (fixed, as in the paper), the cell's backbone, or a model."""
     single_agents: dict[str, ModelConfig] = Field(default_factory=dict)
-    metric: Literal["judge", "em", "f1"] = "judge"
+    metric: Literal["judge", "em", "cover_em", "f1"] = "judge"
     """Accuracy on the plots' y axis; falls back to EM for cells without judge verdicts."""
 
     @model_validator(mode="after")
@@ -76,9 +78,10 @@ class SweepConfig(BaseModel):
         return [(b, e) for b in self.backbones for e in self.executors]
 
 
-def load_sweep_config(path: str | Path) -> SweepConfig:
+def load_sweep_config(path: str | Path, sets: list[str] | None = None) -> SweepConfig:
+    """Read a sweep YAML and apply `--set` items (`base.samples=1` reaches into the base config)."""
     try:
-        return SweepConfig.model_validate(read_yaml(path))
+        return SweepConfig.model_validate(apply_overrides(read_yaml(path), sets))
     except ValidationError as exc:
         raise ValueError(validation_message(path, exc)) from None
 
@@ -142,7 +145,13 @@ def build_cells(sweep: SweepConfig) -> list[Cell]:
 
 
 def _fingerprint(config: EvalConfig) -> str:
+    """What a cached cell must match: its config and the content of its evaluation set."""
     data = config.model_dump(mode="json", exclude={"concurrency", "plots"})
+    data["eval_sets"] = [
+        ids_digest(read_ids(s.ids_file))
+        for s in config.questions
+        if s.ids_file and Path(s.ids_file).is_file()
+    ]
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -166,6 +175,7 @@ class SweepResult:
 
 
 def accuracy(results: EvalResults, metric: str) -> tuple[float, str]:
+    """A cell's accuracy over every evaluated question (the paper's "Avg."), EM without verdicts."""
     value = results.average.get(metric)
     if value is None:
         return results.average.get("em") or 0.0, "em"
@@ -248,8 +258,8 @@ def _write_plots(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResul
         tokens = r.average.get("subagent_tokens") or 0.0
         backbone, executor = (c.backbone, c.executor) if c.kind == "pipeline" else ("", "")
         points.append(Point(c.name, tokens, acc, backbone=backbone, executor=executor))
-    label = "/".join(sorted(used)) or sweep.metric
-    plot_pareto(points, out / PARETO_PNG, metric=label, title=f"{sweep.name}: {label} vs sub-agent tokens")
+    label = ("/".join(sorted(used)) or sweep.metric) + ", avg over questions"
+    plot_pareto(points, out / PARETO_PNG, metric=label, title=f"{sweep.name}: accuracy vs sub-agent tokens")
     if any(p.backbone for p in points):
         plot_capacity(
             points,

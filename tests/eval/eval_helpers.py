@@ -27,6 +27,19 @@ def _backbone(width: int):
     return reply
 
 
+def picky(question: str) -> bool:
+    """Whether the `bb-picky` backbone answers this question without any sub-query."""
+    return len(question) % 3 == 0
+
+
+def _picky_backbone(messages, tools):
+    """Like `bb-narrow`, but stops at once (no sub-query) for the questions `picky` selects."""
+    question = _first_user(messages).removeprefix("Question: ").strip()
+    if picky(question):
+        return "<stop/>"
+    return _backbone(1)(messages, tools)
+
+
 def _executor(searches: int, gold: dict[str, str]):
     """Search `searches` times with the sub-query, then report the gold answer if it searched twice."""
 
@@ -57,6 +70,7 @@ def scripted_factory(gold: dict[str, str], built: list[str]):
         policies = {
             "bb-narrow": _backbone(1),
             "bb-wide": _backbone(2),
+            "bb-picky": _picky_backbone,
             "ex-quick": _executor(1, gold),
             "ex-thorough": _executor(2, gold),
             "agent": _executor(2, gold),

@@ -6,7 +6,16 @@ import json
 
 import pytest
 
-from executor_sft.eval.aggregate import EvalResults, summarize, summarize_file
+from executor_sft.eval.aggregate import (
+    EvalResults,
+    GroupResult,
+    Stat,
+    macro_average,
+    summarize,
+    summarize_file,
+    weighted_average,
+)
+from executor_sft.eval.config import MetricsConfig
 from executor_sft.eval.report import results_markdown, sweep_markdown
 from executor_sft.schema import Episode, EpisodeMetrics, ExecutorRun, Question, SearchRecord, Usage
 
@@ -61,6 +70,7 @@ def _ep(qid: str, sample: int, em: float, f1: float, judge: bool | None, runs: l
         sample_index=sample,
         question=QUESTIONS[qid],
         runs=[*runs, shadow],
+        answer="x" if em else "y",
         metrics=EpisodeMetrics(em=em, f1=f1, judge=judge),
         config={"driver": "teacher"},
     )
@@ -106,24 +116,57 @@ def test_per_dataset_numbers():
     assert (b.searches["1"], b.searches[">=2"]) == (2, 1)
 
 
-def test_macro_average_and_pooled():
+def test_weighted_and_macro_averages_and_pooled():
     r = summarize(episodes(), "hand", bucket_tokens=1_000, n_buckets=2)
-    assert r.average["em"] == pytest.approx((0.5 + 1.0) / 2)
-    assert r.average["judge"] == pytest.approx((0.75 + 1.0) / 2)
-    assert r.average["subagent_tokens"] == pytest.approx((1125 + 1500) / 2)
-    assert r.average["search_2plus"] == pytest.approx((1 / 3 + 1 / 3) / 2)
+    # avg: every question counts once (hotpotqa has 2 questions, musique 1), as the paper's "Avg.".
+    assert r.average["em"] == pytest.approx((2 * 0.5 + 1 * 1.0) / 3)
+    assert r.metric("em") == r.average["em"] == pytest.approx(r.pooled.em.mean)
+    assert r.average["judge"] == pytest.approx((2 * 0.75 + 1 * 1.0) / 3)
+    assert r.average["subagent_tokens"] == pytest.approx((2 * 1125 + 1 * 1500) / 3)
+    assert r.average["search_2plus"] == pytest.approx(1 / 3)
     assert r.average["cer_c"] == pytest.approx(0.625)  # only datasets with gold ids count
+    assert r.average["cover_em"] == pytest.approx(r.average["em"])
+    # macro: the plain mean over datasets, kept under its own name.
+    assert r.macro["em"] == r.metric("em", macro=True) == pytest.approx((0.5 + 1.0) / 2)
+    assert r.macro["judge"] == pytest.approx((0.75 + 1.0) / 2)
+    assert r.macro["subagent_tokens"] == pytest.approx((1125 + 1500) / 2)
+    assert r.macro["search_2plus"] == pytest.approx((1 / 3 + 1 / 3) / 2)
     # Pooled: EM per question 0.5, 0.5, 1.0 -> 2/3.
     assert r.pooled.em.mean == pytest.approx(2 / 3)
     assert r.pooled.n_questions == 3
 
 
-def test_excluding_no_subquery_episodes():
-    r = summarize(episodes(), exclude_no_subquery=True)
-    a = r.datasets["hotpotqa"]
-    assert (a.n_episodes, a.n_excluded) == (3, 1)
-    assert a.em.mean == pytest.approx((0.5 + 0.0) / 2)  # a2 keeps only its sample 1 (EM 0)
-    assert a.no_subquery_share == pytest.approx(0.25)  # still reported
+def _judged(name: str, judge: float, n: int) -> GroupResult:
+    stat = Stat(mean=judge, std=0.0, k=4, n=n)
+    return GroupResult(name, n, 4 * n, None, None, stat, None, {}, None, None, 0.0, 0.0)
+
+
+def test_paper_tab3_qwen3_row_average_is_weighted_by_tab8_counts():
+    # Tab. 3, Qwen3-1.7B executor, judge per dataset; instances per dataset from Tab. 8.
+    row = {"2wiki": (75.38, 991), "hotpotqa": (70.89, 963), "musique": (35.36, 988)}
+    row |= {"popqa": (46.70, 818), "bamboogle": (54.13, 109)}
+    groups = [_judged(d, v / 100, n) for d, (v, n) in row.items()]
+    results = EvalResults("tab3", {g.name: g for g in groups}, weighted_average(groups), groups[0])
+    results.macro = macro_average(groups)
+    assert round(100 * results.metric("judge"), 2) == 57.38  # the paper's reported "Avg."
+    assert round(100 * results.metric("judge", macro=True), 2) == 56.49
+
+
+def test_rescoring_with_a_named_normalisation():
+    q = Question(id="d", question="?", golden_answers=["1990–1995"], dataset="x")
+    ep = Episode(episode_id="d#0", question=q, answer="1990-1995", metrics=EpisodeMetrics(em=1.0, f1=1.0))
+    assert summarize([ep]).average["em"] == 1.0  # stored values when no normalisation is named
+    assert summarize([ep], normalization="squad").average["em"] == 0.0  # SQuAD keeps the en dash
+    unicode = summarize([ep], normalization="unicode")
+    assert unicode.average["em"] == 1.0 and unicode.settings["normalization"] == "unicode"
+
+
+def test_per_run_exclusion_is_gone_with_a_pointer_to_the_eval_set():
+    with pytest.raises(ValueError, match="build_eval_set.py"):
+        MetricsConfig.model_validate({"exclude_no_subquery": True})
+    r = summarize(episodes())
+    assert r.datasets["hotpotqa"].n_episodes == 4  # no-sub-query episodes are scored like any other
+    assert r.datasets["hotpotqa"].no_subquery_share == pytest.approx(0.25)  # and still reported
 
 
 def test_json_round_trip_and_markdown(tmp_path):
@@ -133,14 +176,16 @@ def test_json_round_trip_and_markdown(tmp_path):
     saved = r.save_json(tmp_path / "results.json")
     loaded = EvalResults.load_json(saved)
     assert loaded.datasets["hotpotqa"].em == r.datasets["hotpotqa"].em
-    assert json.loads(saved.read_text())["average"]["em"] == pytest.approx(0.75)
+    assert json.loads(saved.read_text())["average"]["em"] == pytest.approx(2 / 3)
+    assert json.loads(saved.read_text())["macro"]["em"] == pytest.approx(0.75)
+    assert loaded.macro == pytest.approx(r.macro)
     md = results_markdown(loaded)
-    assert (
-        "| hotpotqa | 2 | 2 | 50.0 ± 50.0 | 62.5 ± 37.5 | 75.0 ± 25.0 | 1,125 | 33 | 33 | 62.5 | 25 |" in md
-    )
-    assert "| **avg** (macro) | 3 |" in md
+    row = "| hotpotqa | 2 | 2 | 50.0 ± 50.0 | 50.0 ± 50.0 | 62.5 ± 37.5 | 75.0 ± 25.0 | 1,125 | 33 | 33 | 62.5 | 25 |"
+    assert row in md
+    assert "| **avg** (weighted by questions) | 3 |  | 66.7 | 66.7 |" in md
+    assert "| macro (mean over datasets) | 3 |  | 75.0 |" in md
     table = sweep_markdown([("cell", "bb", "ex", loaded)])
-    assert "| cell | bb | ex | 75.0 |" in table and "EM musique" in table
+    assert "| cell | bb | ex | 66.7 | 66.7 |" in table and "EM musique" in table
 
 
 def test_single_agent_episode_counts_its_agent(tmp_path):

@@ -1,0 +1,192 @@
+"""Build the evaluation set once, as the paper does (App. E, Tab. 8), for every cell to share.
+
+A reference delegation system (backbone, executor, answerer) runs once over the question
+source. A question is removed when its reference episodes all answered without dispatching
+a single sub-query (such a question does not exercise the executor); an episode that ended
+in an error is no evidence of that, so its question stays. Every later cell, single-agent
+included, evaluates exactly the remaining ids (`questions[].ids_file`), so all cells of a
+table score one identical question list.
+
+Writes `<output_dir>/eval_set.json` (ids, excluded ids, per-dataset counts, source),
+`<output_dir>/eval_set.md` (a table shaped like Tab. 8) and the reference run in
+`<output_dir>/reference/` (resumable like any evaluation).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from executor_sft.eval.aggregate import has_subquery
+from executor_sft.eval.config import (
+    JUDGE_ROLE,
+    EvalConfig,
+    apply_overrides,
+    read_yaml,
+    validation_message,
+)
+from executor_sft.eval.idlist import ids_digest
+from executor_sft.eval.report import write_markdown
+from executor_sft.eval.runner import EPISODES_FILE, ModelPool, run_eval, select_questions
+from executor_sft.llm.config import ModelConfig
+from executor_sft.retrieval.base import Retriever
+from executor_sft.rollout.store import read_episodes
+from executor_sft.schema import Episode
+
+EVAL_SET_JSON = "eval_set.json"
+EVAL_SET_MD = "eval_set.md"
+RULE = "removed: every reference episode of the question answered without any sub-query"
+
+
+class EvalSetConfig(BaseModel):
+    """The reference delegation run that decides the evaluation set."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "eval-set"
+    output_dir: str
+    base: str | dict[str, Any]
+    """An eval config (YAML path or mapping): its questions (without `ids_file`), pipeline and
+    retriever are used; its name, output_dir, mode and samples are replaced."""
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    """The reference system's models by role, over the base config's (backbone, answerer, executor)."""
+    samples: int = Field(1, ge=1)
+    """Reference episodes per question; a question is removed only when all of them had no sub-query."""
+
+
+@dataclass
+class EvalSet:
+    """The ids every cell evaluates, the ids removed, and Tab. 8-shaped counts per dataset."""
+
+    name: str
+    rule: str
+    ids: list[str]
+    excluded: list[str]
+    counts: dict[str, dict[str, int]]
+    """dataset -> {total, excluded, evaluated, kept_after_error}."""
+    source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        return ids_digest(self.ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "digest": self.digest}
+
+    def markdown(self) -> str:
+        """Per-dataset table: instances, removed (no sub-query), evaluated."""
+        header = "| dataset | instances | no sub-query (removed) | evaluated |\n|---|---|---|---|"
+        rows = [
+            f"| {d} | {c['total']:,} | {c['excluded']:,} | {c['evaluated']:,} |"
+            for d, c in sorted(self.counts.items())
+        ]
+        totals = [sum(c[k] for c in self.counts.values()) for k in ("total", "excluded", "evaluated")]
+        rows.append(f"| **total** | {totals[0]:,} | {totals[1]:,} | {totals[2]:,} |")
+        errors = sum(c["kept_after_error"] for c in self.counts.values())
+        note = f"\n\n{RULE}. Id list digest {self.digest}."
+        if errors:
+            note += f" {errors} question(s) kept because their reference episode ended in an error."
+        return f"### {self.name}\n\n" + header + "\n" + "\n".join(rows) + note + "\n"
+
+
+def load_eval_set_config(path: str | Path, sets: list[str] | None = None) -> EvalSetConfig:
+    try:
+        return EvalSetConfig.model_validate(apply_overrides(read_yaml(path), sets))
+    except ValidationError as exc:
+        raise ValueError(validation_message(path, exc)) from None
+
+
+def reference_config(config: EvalSetConfig) -> EvalConfig:
+    """The reference run's EvalConfig: the base config with the reference models, ids_file dropped."""
+    base = read_yaml(config.base) if isinstance(config.base, str) else dict(config.base)
+    models = {k: ModelConfig.model_validate(v) for k, v in (base.get("models") or {}).items()}
+    models.update(config.models)
+    models.pop(JUDGE_ROLE, None)  # the rule needs no verdicts
+    pipeline = dict(base.get("pipeline") or {})
+    driver = pipeline.get("driver", "executor")
+    pipeline.update(executor_roles=[driver], driver=driver)
+    questions = [{**q, "ids_file": None} for q in base.get("questions") or []]
+    data = {
+        **base,
+        "name": f"{config.name}-reference",
+        "output_dir": str(Path(config.output_dir) / "reference"),
+        "mode": "pipeline",
+        "samples": config.samples,
+        "questions": questions,
+        "pipeline": pipeline,
+        "models": {k: v.model_dump() for k, v in models.items()},
+    }
+    try:
+        return EvalConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(validation_message(f"eval set {config.name}, reference run", exc)) from None
+
+
+def decide(questions, episodes: list[Episode], name: str = "eval-set") -> EvalSet:
+    """Apply the rule to a reference run's episodes (every question must have at least one)."""
+    by_question: dict[str, list[Episode]] = defaultdict(list)
+    for e in episodes:
+        by_question[e.question.id].append(e)
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    ids, excluded = [], []
+    for q in questions:
+        eps = by_question.get(q.id)
+        if not eps:
+            raise ValueError(f"question {q.id}: no reference episode; rerun to finish the reference run")
+        c = counts[q.dataset]
+        c["total"] += 1
+        errored = any(e.stop_reason == "error" for e in eps)
+        if not errored and not any(has_subquery(e) for e in eps):
+            excluded.append(q.id)
+            c["excluded"] += 1
+        else:
+            ids.append(q.id)
+            c["evaluated"] += 1
+            c["kept_after_error"] += errored and not any(has_subquery(e) for e in eps)
+    table = {
+        d: {k: c[k] for k in ("total", "excluded", "evaluated", "kept_after_error")}
+        for d, c in counts.items()
+    }
+    return EvalSet(name=name, rule=RULE, ids=ids, excluded=excluded, counts=table)
+
+
+def build_eval_set(
+    config: EvalSetConfig,
+    *,
+    pool: ModelPool | None = None,
+    retriever: Retriever | None = None,
+    progress: bool = True,
+) -> EvalSet:
+    """Run (or resume) the reference run, decide the set, write eval_set.json and eval_set.md."""
+    reference = reference_config(config)
+    run = run_eval(reference, pool=pool, retriever=retriever, progress=progress)
+    if run.failed:
+        raise ValueError(
+            f"{reference.out}: {len(run.failed)} reference episode(s) failed; rerun the same command to retry"
+        )
+    questions = select_questions(reference.questions)
+    wanted = {f"{q.id}#{s}" for q in questions for s in range(reference.samples)}
+    episodes = [
+        e
+        for e in (Episode.model_validate(r) for r in read_episodes(reference.out / EPISODES_FILE))
+        if e.episode_id in wanted
+    ]
+    result = decide(questions, episodes, config.name)
+    result.source = {
+        "questions": [q.model_dump(mode="json", exclude={"ids_file"}) for q in reference.questions],
+        "models": {role: m.label() for role, m in reference.models.items()},
+        "samples": reference.samples,
+        "reference_dir": str(reference.out),
+    }
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / (EVAL_SET_JSON + ".tmp")
+    tmp.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(out / EVAL_SET_JSON)
+    write_markdown(result.markdown(), out / EVAL_SET_MD)
+    return result
