@@ -4,18 +4,26 @@ Serves CPU models locally (`python -m executor_sft.llm.server --model offline:sm
 every stage can talk to them exactly as to vLLM, and gives the tests a real HTTP endpoint.
 Implements POST /v1/chat/completions (non-streaming, n=1), GET /v1/models and GET /health.
 Binds 127.0.0.1 unless told otherwise.
+
+Bad requests are refused as OpenAI and vLLM refuse them, with `{"error": {"message", "type",
+"param", "code"}}`: 400 for an invalid body (unknown message role included), 400 with code
+`context_length_exceeded` for a prompt the model's context cannot hold, 404 with code
+`model_not_found` for a model name this server does not serve.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 import logging
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,11 +32,22 @@ from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
 log = logging.getLogger(__name__)
 
 
+class ChatMessage(BaseModel):
+    """One message; its other keys (content, tool_calls, tool_call_id, ...) pass through unchanged.
+
+    The roles are those the chat templates render: any other would be dropped from the prompt.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "user", "assistant", "tool"]
+
+
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: str | None = None
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage] = Field(min_length=1)
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
     temperature: float | None = Field(None, ge=0)
@@ -54,10 +73,73 @@ class ChatCompletionRequest(BaseModel):
         )
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse(
-        status_code=status, content={"error": {"message": message, "type": kind, "code": status}}
-    )
+def _error(
+    status: int,
+    message: str,
+    kind: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+) -> JSONResponse:
+    """An error in OpenAI's shape, which OpenAI clients parse and show."""
+    body = {"message": message, "type": kind, "param": param, "code": code}
+    return JSONResponse(status_code=status, content={"error": body})
+
+
+def _validation_error(exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's 422 `detail` list, as the 400 OpenAI and vLLM answer an invalid body with."""
+    problems = exc.errors()
+    where = [".".join(str(p) for p in e["loc"] if p != "body") for e in problems]
+    message = "; ".join(f"{w or 'body'}: {e['msg']}" for w, e in zip(where, problems, strict=True))
+    code = "missing_required_parameter" if problems[0]["type"] == "missing" else "invalid_value"
+    return _error(400, message, param=where[0] or None, code=code)
+
+
+@dataclasses.dataclass
+class ContextLimit:
+    """Counts a request's prompt tokens as the model will see them, to refuse what it cannot hold."""
+
+    tokenizer: Any
+    window: int
+
+    @classmethod
+    def of(cls, model: ChatModel) -> ContextLimit | None:
+        """For a model that exposes its tokenizer and context length (transformers); else None."""
+        tokenizer = getattr(model, "tokenizer", None)
+        config = getattr(getattr(model, "model", None), "config", None)
+        window = getattr(config, "max_position_embeddings", None)
+        if tokenizer is None or not isinstance(window, int):
+            return None
+        # A copy: the backend's worker thread reconfigures its own tokenizer (padding) mid-call.
+        return cls(copy.deepcopy(tokenizer), window)
+
+    def prompt_tokens(self, messages: list[dict[str, Any]], tools: list[dict] | None, thinking: bool) -> int:
+        from executor_sft.llm.transformers_backend import render_prompt
+
+        prompt = render_prompt(self.tokenizer, messages, tools, thinking)
+        return len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    def check(
+        self, n_prompt: int, requested: int | None, sampling: SamplingParams
+    ) -> JSONResponse | SamplingParams:
+        """A 400 when the prompt (plus an explicit max_tokens) overflows, else the fitted sampling."""
+        if n_prompt >= self.window:
+            return _error(
+                400,
+                f"This model's maximum context length is {self.window} tokens, but the messages are "
+                f"{n_prompt} tokens; shorten them",
+                param="messages",
+                code="context_length_exceeded",
+            )
+        if requested is not None and n_prompt + requested > self.window:
+            return _error(
+                400,
+                f"This model's maximum context length is {self.window} tokens, but {n_prompt} prompt "
+                f"tokens + max_tokens {requested} = {n_prompt + requested}; lower max_tokens to at most "
+                f"{self.window - n_prompt}",
+                param="max_tokens",
+                code="context_length_exceeded",
+            )
+        return dataclasses.replace(sampling, max_tokens=min(sampling.max_tokens, self.window - n_prompt))
 
 
 def create_app(model: ChatModel, served_name: str | None = None) -> FastAPI:
@@ -66,6 +148,11 @@ def create_app(model: ChatModel, served_name: str | None = None) -> FastAPI:
     default = getattr(model, "sampling", None) or SamplingParams()
     app = FastAPI(title=f"executor_sft chat server ({name})")
     app.state.model = model
+    limit = ContextLimit.of(model)
+
+    @app.exception_handler(RequestValidationError)
+    async def _openai_400(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _validation_error(exc)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -80,17 +167,28 @@ def create_app(model: ChatModel, served_name: str | None = None) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: ChatCompletionRequest):
-        if request.stream:
-            return _error(400, "stream=true is not supported by this server")
-        if request.n != 1:
-            return _error(400, f"n={request.n} is not supported (only n=1)")
-        if not request.messages:
-            return _error(400, "messages is empty")
-        tools = request.tools if request.tool_choice != "none" else None
-        try:
-            result = await model.chat(
-                request.messages, tools=tools or None, sampling=request.sampling(default)
+        if request.model is not None and request.model != name:
+            return _error(
+                404,
+                f"The model `{request.model}` does not exist: this server serves `{name}`",
+                param="model",
+                code="model_not_found",
             )
+        if request.stream:
+            return _error(400, "stream=true is not supported by this server", param="stream")
+        if request.n != 1:
+            return _error(400, f"n={request.n} is not supported (only n=1)", param="n")
+        messages = [m.model_dump() for m in request.messages]
+        tools = (request.tools if request.tool_choice != "none" else None) or None
+        sampling = request.sampling(default)
+        try:
+            if limit is not None:
+                n_prompt = limit.prompt_tokens(messages, tools, sampling.enable_thinking)
+                fitted = limit.check(n_prompt, request.max_completion_tokens or request.max_tokens, sampling)
+                if isinstance(fitted, JSONResponse):
+                    return fitted
+                sampling = fitted
+            result = await model.chat(messages, tools=tools, sampling=sampling)
         except ChatError as exc:
             return _error(502, f"upstream model failed: {exc}", "upstream_error")
         except Exception as exc:  # the model crashed on this input: report it, keep serving
