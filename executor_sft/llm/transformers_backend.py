@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from executor_sft.llm.base import ChatResult, SamplingParams
+from executor_sft.llm.offline import is_offline, load_offline
 from executor_sft.llm.parsing import (
     THINK_CLOSE,
     THINK_OPEN,
@@ -30,20 +31,13 @@ from executor_sft.llm.parsing import (
 )
 from executor_sft.schema import Message, TokenUsage
 
-OFFLINE_ALIASES = ("offline:tiny-qwen3", "offline:smollm2")
 _KEEP_MARKERS = {THINK_OPEN, THINK_CLOSE, TOOL_OPEN, TOOL_CLOSE}
 
 
 def load_model(name_or_path: str, dtype: str = "float32", device: str | None = None) -> tuple[Any, Any]:
     """(model, tokenizer) from an offline alias or a local/hub path."""
-    from executor_sft import testing
-
-    if name_or_path == "offline:tiny-qwen3":
-        model, tokenizer = testing.tiny_qwen3()
-    elif name_or_path == "offline:smollm2":
-        model, tokenizer = testing.smollm2_instruct(dtype=dtype)
-    elif name_or_path.startswith("offline:"):
-        raise ValueError(f"unknown offline model {name_or_path!r}; known: {', '.join(OFFLINE_ALIASES)}")
+    if is_offline(name_or_path):
+        model, tokenizer = load_offline(name_or_path, dtype)
     else:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer

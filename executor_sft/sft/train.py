@@ -8,16 +8,18 @@ as is: it only pads, or packs (`packing=True`, bfd, with `position_ids` per sequ
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from tqdm.auto import tqdm
 from trl import SFTTrainer
 
-from executor_sft.sft.card import executor_card_section
+from executor_sft.sft.card import executor_card_section, model_card
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
 from executor_sft.sft.length import LengthReport, RowTooLongError, fit_row
 from executor_sft.sft.models import load_tokenizer_and_model
@@ -50,10 +52,14 @@ class SFTScriptArguments:
         default=24, metadata={"help": "A shortened passage line keeps at least this many tokens."}
     )
     training_chat_template: str | None = field(
-        default=None, metadata={"help": "Path to a training template with {% generation %} markers."}
+        default=None, metadata={"help": "Path to a training template with {%% generation %%} markers."}
     )
     auto_resume: bool = field(
         default=True, metadata={"help": "Resume from the last checkpoint in output_dir."}
+    )
+    fresh: bool = field(
+        default=False,
+        metadata={"help": "Train from the start even if output_dir holds a finished or unfinished run."},
     )
     push_dataset_to_hub: bool = field(default=False, metadata={"help": "Also push the SFT rows to the Hub."})
     hub_dataset_id: str | None = field(
@@ -126,12 +132,51 @@ class ExecutorSFTTrainer(SFTTrainer):
         inputs["use_cache"] = False
         return super().compute_loss(model, inputs, *args, **kwargs)
 
-    def create_model_card(self, model_name=None, dataset_name=None, tags=None):
-        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
-        if self.card_section and self.is_world_process_zero():
-            path = Path(self.args.output_dir) / "README.md"
-            text = path.read_text(encoding="utf-8") if path.exists() else ""
-            path.write_text(text.rstrip() + "\n\n" + self.card_section, encoding="utf-8")
+    def create_model_card(
+        self, model_name=None, dataset_name=None, tags=None, *, base_model=None, first_row=None
+    ):
+        if not self.is_world_process_zero():
+            return
+        text = model_card(
+            title=model_name or Path(self.args.output_dir).name,
+            base_model=base_model or "unknown",
+            model_dir=self.args.hub_model_id or self.args.output_dir,
+            first_row=first_row or {},
+            record=self.card_section or "",
+        )
+        (Path(self.args.output_dir) / "README.md").write_text(text, encoding="utf-8")
+
+    def _issue_warnings_after_load(self, load_result) -> None:
+        """Tied weights (lm_head = embeddings) are saved once; re-tie them instead of warning."""
+        missing = set(load_result.missing_keys)
+        if missing and missing <= _tied_parameter_names(self.model):
+            self.model.tie_weights()
+            load_result = SimpleNamespace(missing_keys=[], unexpected_keys=load_result.unexpected_keys)
+        super()._issue_warnings_after_load(load_result)
+
+
+def _tied_parameter_names(model) -> set[str]:
+    """Names of parameters that share storage with an earlier parameter (e.g. a tied lm_head)."""
+    seen: dict[int, str] = {}
+    tied: set[str] = set()
+    for name, param in model.named_parameters(remove_duplicate=False):
+        key = param.data_ptr()
+        if key in seen:
+            tied.add(name)
+        else:
+            seen[key] = name
+    return tied
+
+
+def finished_run(output_dir: str, max_steps: int, num_train_epochs: float) -> dict[str, Any] | None:
+    """The saved state of a run in `output_dir` that reached the requested length, else None."""
+    state_path = Path(output_dir) / "trainer_state.json"
+    if not state_path.is_file():
+        return None
+    state = json.loads(state_path.read_text(encoding="utf-8"))
+    step, epoch = state.get("global_step", 0), state.get("epoch") or 0.0
+    done = step >= max_steps if max_steps > 0 else epoch >= num_train_epochs
+    return state if done and step > 0 else None
 
 
 def _last_checkpoint(output_dir: str) -> str | None:
@@ -141,14 +186,22 @@ def _last_checkpoint(output_dir: str) -> str | None:
 
 
 def _config_record(script_args, training_args, model_args) -> dict[str, Any]:
+    """The settings that took effect, as plain values."""
     world = max(1, training_args.world_size)
+    warmup = training_args.warmup_steps
+    length = (
+        {"max_steps": training_args.max_steps}
+        if training_args.max_steps > 0
+        else {"num_train_epochs": training_args.num_train_epochs}
+    )
     return {
         "model": model_args.model_name_or_path,
         "learning_rate": training_args.learning_rate,
-        "lr_scheduler_type": str(training_args.lr_scheduler_type),
-        "warmup_steps": training_args.warmup_steps,
-        "num_train_epochs": training_args.num_train_epochs,
-        "max_steps": training_args.max_steps,
+        "lr_scheduler_type": getattr(
+            training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type
+        ),
+        "warmup": f"{warmup:.0%} of the steps" if 0 < warmup < 1 else f"{int(warmup)} steps",
+        **length,
         "global_batch": {
             "per_device": training_args.per_device_train_batch_size,
             "gradient_accumulation_steps": training_args.gradient_accumulation_steps,
@@ -179,6 +232,22 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
         training_args.packing or training_args.padding_free
     ):
         raise ValueError(f"attn_implementation={VARLEN_ATTENTION} needs packing=true or padding_free=true")
+    if not script_args.fresh and (
+        done := finished_run(
+            training_args.output_dir, training_args.max_steps, training_args.num_train_epochs
+        )
+    ):
+        loss = next(
+            (h["train_loss"] for h in reversed(done.get("log_history", [])) if "train_loss" in h), None
+        )
+        if training_args.process_index == 0:
+            print(
+                f"[executor_sft] {training_args.output_dir} already holds a finished run "
+                f"(step {done['global_step']}, train_loss={loss}); nothing to do. "
+                "Pass --fresh true to train again."
+            )
+        report = LengthReport(max_length=training_args.max_length, policy=script_args.overflow)
+        return TrainResult(training_args.output_dir, {"train_loss": loss}, report, None)
     tokenizer, model = load_tokenizer_and_model(model_args, training_args)
     model_args.model_name_or_path = model_args.model_name_or_path or "offline:smollm2"
     inference_template = tokenizer.chat_template
@@ -224,7 +293,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
         card_section=card,
     )
     resume = training_args.resume_from_checkpoint
-    if resume is None and script_args.auto_resume:
+    if resume is None and script_args.auto_resume and not script_args.fresh:
         resume = _last_checkpoint(training_args.output_dir)
         if resume:
             logger.warning("resuming from %s", resume)
@@ -238,7 +307,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     trainer.save_metrics("train", metrics)
     trainer.save_state()
     name = (training_args.hub_model_id or Path(training_args.output_dir).name).split("/")[-1]
-    trainer.create_model_card(model_name=name)
+    trainer.create_model_card(model_name=name, base_model=model_args.model_name_or_path, first_row=rows[0])
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=str(script_args.dataset_name))
     if script_args.push_dataset_to_hub and trainer.is_world_process_zero():

@@ -23,7 +23,6 @@ from executor_sft.synthetic.world import (
     write_world,
 )
 
-
 TEACHER_EXTRA_SEARCH_RATE = 0.22
 """Over-search rate that makes the scripted teacher search twice in ~40% of its invocations on the
 default worlds (23% of sub-queries need the second search; 0.23 + 0.77 * 0.22 ~ 0.40), the share

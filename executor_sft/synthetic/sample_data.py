@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from executor_sft.cache import cache_dir, cache_key
 from executor_sft.synthetic import TEACHER_EXTRA_SEARCH_RATE
-from executor_sft.versions import cache_key, library_versions
+from executor_sft.versions import library_versions
 
 WORLD_DIR = "world"
 ROLLOUTS = "rollouts.jsonl"
@@ -82,7 +83,6 @@ def bm25_index(corpus: Path, index_dir: Path | None = None) -> tuple[Any, Path]:
     settings and library versions in the cache."""
     from executor_sft.retrieval import build_index, load_retriever
     from executor_sft.retrieval.manifest import BM25Info
-    from executor_sft.testing import cache_dir
 
     fingerprint = hashlib.sha256(corpus.read_bytes()).hexdigest()
     key = cache_key(fingerprint, BM25Info().model_dump(), packages=BM25_PACKAGES)

@@ -1,8 +1,8 @@
-"""Offline models and data paths shared by the tests, benchmarks and the embedded default."""
+"""Test support: shared-data paths, model doubles, and the offline models re-exported for tests."""
 
-from executor_sft.testing.models import (
+from executor_sft.cache import cache_dir
+from executor_sft.llm.offline import (
     QWEN3_SPECIAL_TOKENS,
-    cache_dir,
     chatml_tools_template,
     qwen3_tokenizer,
     smollm2_instruct,

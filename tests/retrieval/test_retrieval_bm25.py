@@ -60,3 +60,14 @@ def test_rank_bm25_agrees_with_bm25s(bm25_index, dev_questions):
         5 * len(qs)
     )
     assert overlap > 0.7
+
+
+def test_top_k_rows_breaks_ties_by_row():
+    import numpy as np
+
+    from executor_sft.retrieval.base import top_k_rows
+
+    scores = np.array([1.0, 3.0, 2.0, 3.0, 2.0, 0.0, 2.0], dtype=np.float32)
+    assert top_k_rows(scores, 3).tolist() == [1, 3, 2]
+    assert top_k_rows(scores, 5).tolist() == [1, 3, 2, 4, 6]
+    assert top_k_rows(scores, 99).tolist() == [1, 3, 2, 4, 6, 0, 5]

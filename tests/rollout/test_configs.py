@@ -45,6 +45,7 @@ def test_paper_reference_setup():
     assert "sk-" not in path.read_text()  # a key name, never a key
 
 
+@pytest.mark.shared_data
 def test_offline_config_selects_minibench_train_questions(monkeypatch):
     monkeypatch.chdir(REPO)  # paths in the config are relative to the repository root
     config = load_collect_config(REPO / "recipes" / "configs" / "collect_minibench_offline.yaml")

@@ -134,7 +134,7 @@ def test_recipe_under_accelerate_deepspeed_zero2_on_cpu(tmp_path, data_file):
         "--num_processes", "1", "--mixed_precision", "no",
         str(REPO / "recipes/sft_executor.py"),
         "--model_name_or_path", "offline:tiny-qwen3", "--dataset_name", str(data_file),
-        "--output_dir", str(tmp_path / "ds"), "--max_steps", "2", "--save_steps", "2",
+        "--output_dir", str(tmp_path / "ds"), "--max_steps", "2", "--save_strategy", "steps", "--save_steps", "2",
         "--max_length", "1024", "--use_cpu", "true", "--disable_tqdm", "true",
     ]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
@@ -142,3 +142,64 @@ def test_recipe_under_accelerate_deepspeed_zero2_on_cpu(tmp_path, data_file):
     assert (tmp_path / "ds" / "checkpoint-2" / "global_step2").is_dir()  # a DeepSpeed (ZeRO) checkpoint
     assert (tmp_path / "ds" / "model.safetensors").exists()
     assert "[executor_sft] trained offline:tiny-qwen3 on 8 rows" in proc.stdout
+
+
+@pytest.mark.slow
+def test_relaunching_a_finished_run_does_not_train_again(tmp_path, data_file, capsys):
+    script = SFTScriptArguments(dataset_name=str(data_file))
+    args = _args(tmp_path, max_steps=2, save_strategy="steps", save_steps=1)
+    first = train_executor(script, args, ModelConfig("offline:tiny-qwen3"))
+    state = tmp_path / "out" / "trainer_state.json"
+    before = state.read_bytes()
+    again = train_executor(script, _args(tmp_path, max_steps=2), ModelConfig("offline:tiny-qwen3"))
+    assert "already holds a finished run (step 2" in capsys.readouterr().out
+    assert state.read_bytes() == before
+    assert again.metrics["train_loss"] == pytest.approx(first.metrics["train_loss"])
+    fresh = train_executor(
+        SFTScriptArguments(dataset_name=str(data_file), fresh=True),
+        _args(tmp_path, max_steps=2),
+        ModelConfig("offline:tiny-qwen3"),
+    )
+    assert fresh.resumed_from is None and "trained offline:tiny-qwen3" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_resume_restores_tied_weights_without_a_warning(tmp_path, data_file, caplog):
+    import logging
+
+    import transformers
+
+    transformers.logging.enable_propagation()
+    script = SFTScriptArguments(dataset_name=str(data_file))
+    train_executor(
+        script,
+        _args(tmp_path, max_steps=2, save_strategy="steps", save_steps=2),
+        ModelConfig("offline:tiny-qwen3"),
+    )
+    with caplog.at_level(logging.WARNING):
+        second = train_executor(
+            script,
+            _args(tmp_path, max_steps=3, save_strategy="steps", save_steps=2),
+            ModelConfig("offline:tiny-qwen3"),
+        )
+    assert second.resumed_from and second.resumed_from.endswith("checkpoint-2")
+    assert "missing keys" not in caplog.text
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+
+
+@pytest.mark.slow
+def test_model_card_names_the_base_model_and_shows_plain_settings(tmp_path, data_file):
+    train_executor(
+        SFTScriptArguments(dataset_name=str(data_file)),
+        _args(tmp_path, max_steps=1, lr_scheduler_type="cosine", warmup_steps=0.1),
+        ModelConfig("offline:tiny-qwen3"),
+    )
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "`offline:tiny-qwen3`: a random 2-layer Qwen3" in card and "huggingface.co/None" not in card
+    assert "time machine" not in card and "SchedulerType" not in card
+    assert '"lr_scheduler_type": "cosine"' in card and '"warmup": "10% of the steps"' in card
+    assert '"max_steps": 1' in card and "num_train_epochs" not in card
+    first = json.loads(data_file.read_text().splitlines()[0])
+    assert "tools = " + json.dumps(first["tools"]) in card  # the executor's own tool
+    assert first["messages"][0]["content"][:40] in card.replace("\\n", "\n")  # and its system prompt
