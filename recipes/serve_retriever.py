@@ -2,23 +2,38 @@
 
 python recipes/serve_retriever.py --index indexes/wiki --kind bm25 --port 8000
 python recipes/serve_retriever.py --index indexes/wiki --kind hybrid --host 0.0.0.0   # reachable from other hosts
+
+A missing or mismatched index, or bad --options, ends with one line (`error: ...`) and exit
+status 2, before any encoder loads.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from transformers import HfArgumentParser
 
-from executor_sft.retrieval.config import load_retriever
+from executor_sft.retrieval.config import Kind, load_retriever
+from executor_sft.retrieval.corpus import CorpusFormatError
+from executor_sft.retrieval.manifest import IndexMismatchError
 from executor_sft.retrieval.server import ServerConfig, create_app
+
+
+class ServeArgsError(ValueError):
+    """An option the user passed that cannot be used as given."""
+
+
+USER_ERRORS = (ServeArgsError, CorpusFormatError, IndexMismatchError, FileNotFoundError)
+"""Problems with what the user passed (the index, the corpus, the options): one line, no traceback."""
 
 
 @dataclass
 class ServeArgs:
     index: str = field(metadata={"help": "index directory built by recipes/build_index.py"})
-    kind: str = field(default="bm25", metadata={"help": "bm25 | rank_bm25 | dense | hybrid | rrf"})
+    kind: Kind = field(default="bm25", metadata={"help": "bm25 | rank_bm25 | dense | hybrid | rrf"})
     host: str = field(default="127.0.0.1", metadata={"help": "bind address (127.0.0.1 unless told)"})
     port: int = 8000
     corpus: str | None = field(default=None, metadata={"help": "check the index was built from this file"})
@@ -38,10 +53,20 @@ class ServeArgs:
     )
 
 
+def parse_options(text: str) -> dict[str, Any]:
+    try:
+        opts = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ServeArgsError(f"--options: not JSON ({e.msg} at character {e.pos + 1})") from e
+    if not isinstance(opts, dict):
+        raise ServeArgsError("--options: expected a JSON object such as '{\"ef_search\": 64}'")
+    return opts
+
+
 def main(args: ServeArgs) -> None:
     import uvicorn
 
-    opts = json.loads(args.options)
+    opts = parse_options(args.options)
     if args.corpus:
         opts["corpus"] = args.corpus
     retriever = load_retriever(args.index, args.kind, **opts)
@@ -65,4 +90,8 @@ def main(args: ServeArgs) -> None:
 
 if __name__ == "__main__":
     (parsed,) = HfArgumentParser(ServeArgs).parse_args_into_dataclasses()
-    main(parsed)
+    try:
+        main(parsed)
+    except USER_ERRORS as exc:
+        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
+        sys.exit(2)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,13 +19,19 @@ TOPICS = ("apple orchard", "river delta", "granite quarry", "jazz trumpet", "tid
 
 
 @pytest.fixture(scope="module")
-def small_bm25(tmp_path_factory):
+def index_root(tmp_path_factory) -> Path:
+    """A folder holding corpus.jsonl (five passages) and its BM25 index in index/."""
     root = tmp_path_factory.mktemp("limits")
     corpus = root / "corpus.jsonl"
     rows = [{"id": str(i), "title": t, "text": f"Notes about the {t}."} for i, t in enumerate(TOPICS)]
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     build_index(corpus, root / "index", bm25=True)
-    return load_retriever(root / "index", "bm25")
+    return root
+
+
+@pytest.fixture(scope="module")
+def small_bm25(index_root):
+    return load_retriever(index_root / "index", "bm25")
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +76,21 @@ def test_default_limits_refuse_a_10mb_query(small_bm25):
         )
     assert big.status_code == 413
     assert long.status_code == 422 and "per query" in long.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--index", "{root}/no-such-index"], "no-such-index/manifest.json not found"),
+        (["--index", "{root}/index", "--options", "not-json"], "--options: not JSON"),
+    ],
+)
+def test_serve_recipe_bad_input_is_one_line(index_root, args, needle):
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "serve_retriever.py"
+    cmd = [sys.executable, str(recipe), *(a.format(root=index_root) for a in args), "--port", "9"]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: ") and needle in line
