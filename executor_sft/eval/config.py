@@ -149,6 +149,10 @@ class EvalConfig(BaseModel):
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: config file not found; check the path (recipes run from the repository root)"
+        )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
