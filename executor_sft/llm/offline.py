@@ -228,6 +228,7 @@ def smollm2_instruct(dtype: str = "float32"):
     tokenizer = AutoTokenizer.from_pretrained(converted)
     model = AutoModelForCausalLM.from_pretrained(converted, dtype=getattr(torch, dtype))
     tokenizer.chat_template = chatml_tools_template()
+    tokenizer.clean_up_tokenization_spaces = False  # a BPE vocabulary: the clean-up would eat spaces
     tokenizer.eos_token = "<|im_end|>"
     if tokenizer.pad_token is None or tokenizer.pad_token == tokenizer.eos_token:
         tokenizer.pad_token = "<|endoftext|>"

@@ -7,6 +7,7 @@ as is: it only pads, or packs (`packing=True`, bfd, with `position_ids` per sequ
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -168,6 +169,27 @@ def _tied_parameter_names(model) -> set[str]:
     return tied
 
 
+@contextlib.contextmanager
+def _quiet_library_output(training_args):
+    """Library progress bars for steps a user does not wait on (TRL's dataset passes over rows we
+    already tokenised, shard writing) and DeepSpeed's CPU-accelerator notice on CPU runs."""
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    if training_args.use_cpu or training_args.device.type == "cpu":
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    datasets_bars, hf_bars = datasets.is_progress_bar_enabled(), hf_logging.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if datasets_bars:
+            datasets.enable_progress_bars()
+        if hf_bars:
+            hf_logging.enable_progress_bar()
+
+
 def finished_run(output_dir: str, max_steps: int, num_train_epochs: float) -> dict[str, Any] | None:
     """The saved state of a run in `output_dir` that reached the requested length, else None."""
     state_path = Path(output_dir) / "trainer_state.json"
@@ -284,21 +306,23 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
         length_summary=length_report.to_dict(),
         config=_config_record(script_args, training_args, model_args),
     )
-    trainer = ExecutorSFTTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=get_peft_config(model_args),
-        card_section=card,
-    )
+    with _quiet_library_output(training_args):
+        trainer = ExecutorSFTTrainer(
+            model=model,
+            args=training_args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=get_peft_config(model_args),
+            card_section=card,
+        )
     resume = training_args.resume_from_checkpoint
     if resume is None and script_args.auto_resume and not script_args.fresh:
         resume = _last_checkpoint(training_args.output_dir)
         if resume:
             logger.warning("resuming from %s", resume)
     result = trainer.train(resume_from_checkpoint=resume)
-    trainer.save_model(training_args.output_dir)
+    with _quiet_library_output(training_args):
+        trainer.save_model(training_args.output_dir)
     # The tokenizer must go out with the template used at inference, never the training one.
     assert tokenizer.chat_template == inference_template, "training template leaked into the tokenizer"
     metrics = dict(result.metrics)
