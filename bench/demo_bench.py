@@ -83,9 +83,7 @@ def render(results: list[dict], config_path: str, elapsed: float) -> str:
     lines += [
         "",
         "Made with: "
-        + "; ".join(
-            ", ".join(f"{k} {v}" for k, v in (json.loads(v) or {}).items()) for v in sorted(versions)
-        )
+        + "; ".join(", ".join(f"{k} {v}" for k, v in (json.loads(v) or {}).items()) for v in sorted(versions))
         + ". Index (BM25 over each seed's world corpus) fingerprints: "
         + ", ".join(
             f"seed {r['config']['seed']} {r.get('provenance', {}).get('index', {}).get('corpus_fingerprint')}"
