@@ -20,11 +20,13 @@ from trl import TrlParser
 from executor_sft.filters import (
     EpisodeFilter,
     FilterConfig,
-    MalformedLineError,
+    InputError,
     RecordError,
     atomic_open,
     iter_jsonl,
     print_report,
+    refuse_overwrite,
+    require_file,
     write_json,
 )
 
@@ -46,6 +48,14 @@ def _write_rows(filt: EpisodeFilter, paths: FilterPaths) -> None:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if n_rows % 100 == 0:
                 bar.set_postfix(rows=n_rows, refresh=False)
+        if filt.report.episodes == 0:
+            raise InputError(f"{paths.rollouts}: no episodes in the file; pass a collect_rollouts.py output")
+
+
+def _check_paths(paths: FilterPaths) -> None:
+    """Input exists and no output is an input (or the other output), before anything is read."""
+    refuse_overwrite([paths.rollouts], [paths.output, paths.report])
+    require_file(paths.rollouts, "--rollouts")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,9 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     filt = EpisodeFilter(config)
     try:
+        _check_paths(paths)
         _write_rows(filt, paths)
-    except (RecordError, MalformedLineError) as exc:  # bad input: one clear line, no traceback
-        print(f"error: {exc}\nnothing written; {paths.output} left as it was", file=sys.stderr)
+    except (RecordError, InputError) as exc:
+        print(f"error: {exc}; nothing written", file=sys.stderr)
         return 2
     report = filt.report.to_dict()
     if paths.report:

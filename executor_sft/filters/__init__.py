@@ -13,10 +13,13 @@ The pieces (predicates, strata, dedupe, row building, report) are exported for c
 from executor_sft.filters.config import INFO_GAIN_MULTI_SEARCH, SINGLE_SEARCH, STRATA, FilterConfig
 from executor_sft.filters.dedupe import Deduper, canonical_key, canonical_messages
 from executor_sft.filters.io import (
+    InputError,
     Located,
     MalformedLineError,
     atomic_open,
     iter_jsonl,
+    refuse_overwrite,
+    require_file,
     write_json,
     write_jsonl,
 )
@@ -52,6 +55,7 @@ __all__ = [
     "EpisodeView",
     "FilterConfig",
     "FilterResult",
+    "InputError",
     "Located",
     "MalformedLineError",
     "RecordError",
@@ -75,6 +79,8 @@ __all__ = [
     "needs_correction",
     "normalize_messages",
     "print_report",
+    "refuse_overwrite",
+    "require_file",
     "single_search",
     "to_sft_row",
     "write_json",

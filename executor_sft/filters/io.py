@@ -14,8 +14,40 @@ from typing import IO, Any, NamedTuple
 logger = logging.getLogger(__name__)
 
 
-class MalformedLineError(ValueError):
+class InputError(ValueError):
+    """Input the user can get wrong; the message is the one line to print (`file[:line]: what to do`)."""
+
+
+class MalformedLineError(InputError):
     """A JSONL line that is not a JSON object; the message names the file and line."""
+
+
+def require_file(path: str | Path, flag: str) -> Path:
+    """Fail with a one-line `InputError` when the input file `flag` names does not exist."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: {flag} file not found; check the path")
+    return path
+
+
+def refuse_overwrite(inputs: Iterable[str | Path], outputs: Iterable[str | Path | None]) -> None:
+    """Fail before anything is read when an output is one of the inputs (same file, any spelling)."""
+    existing = [Path(p) for p in inputs if p is not None and Path(p).exists()]
+    seen: list[Path] = []
+    for out in (Path(o) for o in outputs if o is not None):
+        for other in [*existing, *seen]:
+            if _same_file(out, other):
+                raise InputError(
+                    f"{out}: output is the same file as {other}; writing it would destroy that data, "
+                    "choose another output path"
+                )
+        seen.append(out)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 class Located(NamedTuple):
@@ -33,8 +65,18 @@ def iter_jsonl(path: str | Path) -> Iterator[Located]:
     which is skipped with a warning, as the episode store does.
     """
     path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        for i, line in enumerate(fh, start=1):
+    with path.open("rb") as fh:
+        for i, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if not raw.endswith(b"\n"):
+                    logger.warning("%s:%d: skipping an unfinished last line", path, i)
+                    return
+                raise MalformedLineError(
+                    f"{path}:{i}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                    "the file must be UTF-8 JSONL"
+                ) from None
             if not line.strip():
                 continue
             try:
@@ -55,12 +97,14 @@ def iter_jsonl(path: str | Path) -> Iterator[Located]:
 def atomic_open(path: str | Path) -> Iterator[IO[str]]:
     """Write to a temporary file next to `path`, then fsync and rename it over `path`.
 
-    If the block raises, the temporary file is removed and `path` is left untouched.
+    If the block raises, the temporary file is removed and `path` is left untouched. The file
+    gets the mode a plain `open` would give (0644 under umask 022), not mkstemp's 0600.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             yield fh
             fh.flush()
@@ -70,6 +114,13 @@ def atomic_open(path: str | Path) -> Iterator[IO[str]]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _current_umask() -> int:
+    """The process umask (reading it means setting it, so it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:

@@ -13,6 +13,16 @@ from executor_sft.filters.records import EpisodeView, RecordError
 from executor_sft.filters.report import CompositionReport
 from executor_sft.filters.rows import RowError, SFTRow, to_sft_row
 from executor_sft.filters.strata import classify_episode
+from executor_sft.schema import EPISODE_SCHEMA
+
+
+def check_schema(episode: Any, where: str) -> None:
+    """Refuse records of another schema version; records written before the field existed pass."""
+    schema = episode.get("schema", EPISODE_SCHEMA) if isinstance(episode, dict) else EPISODE_SCHEMA
+    if schema != EPISODE_SCHEMA:
+        raise RecordError(
+            where, "schema", f"is {schema!r}; this version reads {EPISODE_SCHEMA!r} episodes only"
+        )
 
 
 class EpisodeFilter:
@@ -31,6 +41,7 @@ class EpisodeFilter:
     def process(self, episode: Any, where: str = "<episode>") -> list[SFTRow]:
         """Rows from one episode (a dict or `Episode`); `where` names it in errors (`file:line`)."""
         cfg = self.config
+        check_schema(episode, where)
         view = EpisodeView.parse(episode, where)
         self.report.add_episode(len(view.runs))
         rows: list[SFTRow] = []
