@@ -15,6 +15,7 @@ import logging
 import sys
 
 from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts
+from executor_sft.rollout.config import check_inputs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     overrides = {k: v for k, v in vars(args).items() if k != "config"}
-    config = load_collect_config(args.config, overrides)
+    try:
+        config = load_collect_config(args.config, overrides)
+        check_inputs(config)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     result = asyncio.run(collect(config))
     print(format_result(result))
     return 1 if result.failed else 0

@@ -7,6 +7,7 @@ status 2, stderr names the file (and line), no traceback, every input byte-ident
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -123,11 +124,97 @@ FILTER_CASES = [
     ),
 ]
 
-CASES = [*FILTER_CASES]
+CORPUS = b"".join(b'{"id": "d%d", "contents": "passage %d about topic %d"}\n' % (i, i, i) for i in range(5))
+QUESTIONS = b'{"id": "q1", "question": "which topic?", "golden_answers": ["topic 1"]}\n'
+
+
+def _collect_config(tmp: Path, pipeline: str = "max_turns: 2", extra: str = "", index: str = "idx") -> bytes:
+    return f"""questions: {{path: {tmp / "q.jsonl"}}}
+retriever: {{index: {tmp / index}, kind: bm25, k: 3, corpus: {tmp / "c.jsonl"}}}
+models:
+  backbone: {{backend: transformers, model: "offline:smollm2"}}
+  teacher: {{backend: transformers, model: "offline:smollm2"}}
+  answerer: {{backend: transformers, model: "offline:smollm2"}}
+pipeline: {{executor_roles: [teacher], driver: teacher, {pipeline}}}
+output_dir: {tmp / "out"}
+{extra}""".encode()
+
+
+def _collect_files(tmp: Path, **config: str) -> dict[str, bytes]:
+    return {"c.jsonl": CORPUS, "q.jsonl": QUESTIONS, "cfg.yaml": _collect_config(tmp, **config)}
+
+
+def _collect_args(tmp: Path) -> list[str]:
+    return ["--config", str(tmp / "cfg.yaml")]
+
+
+COLLECT_CASES = [
+    Case(
+        "collect-pipeline-typo",
+        "collect_rollouts.py",
+        lambda t: _collect_files(t, pipeline="max_turn: 2"),
+        _collect_args,
+        lambda t: f"{t / 'cfg.yaml'}: invalid config: field 'pipeline.max_turn'",
+    ),
+    Case(
+        "collect-unknown-top-level-key",
+        "collect_rollouts.py",
+        lambda t: _collect_files(t, extra="sampels_per_question: 2\n"),
+        _collect_args,
+        lambda t: f"{t / 'cfg.yaml'}: invalid config: field 'sampels_per_question'",
+    ),
+    Case(
+        "collect-missing-config",
+        "collect_rollouts.py",
+        lambda t: {},
+        _collect_args,
+        lambda t: f"{t / 'cfg.yaml'}: config file not found",
+    ),
+    Case(
+        "collect-corrupt-middle-line",
+        "collect_rollouts.py",
+        lambda t: {
+            **_collect_files(t),
+            "out/rollouts.jsonl": _head(ROLLOUTS, 1) + b"{torn\n" + _head(ROLLOUTS, 1),
+        },
+        _collect_args,
+        lambda t: f"{t / 'out' / 'rollouts.jsonl'}:2: invalid JSON",
+    ),
+    Case(
+        "collect-missing-index",
+        "collect_rollouts.py",
+        lambda t: _collect_files(t, index="no-index"),
+        _collect_args,
+        lambda t: f"{t / 'no-index' / 'manifest.json'}: index not found",
+    ),
+    Case(
+        "collect-index-of-another-corpus",
+        "collect_rollouts.py",
+        lambda t: {**_collect_files(t), "c.jsonl": CORPUS.replace(b"topic", b"other")},
+        _collect_args,
+        lambda t: f"index {t / 'idx'} was built from",
+    ),
+]
+
+CASES = [*FILTER_CASES, *COLLECT_CASES]
+
+
+@pytest.fixture(scope="module")
+def bm25_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A BM25 index of the 5-passage CORPUS, built once and copied into each collect case."""
+    root = tmp_path_factory.mktemp("index")
+    (root / "c.jsonl").write_bytes(CORPUS)
+    proc = run_recipe(
+        "build_index.py", "--corpus", str(root / "c.jsonl"), "--output", str(root / "idx"), "--bm25"
+    )
+    assert proc.returncode == 0, proc.stderr
+    return root / "idx"
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_bad_input(case: Case, tmp_path: Path) -> None:
+def test_bad_input(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    if case.recipe == "collect_rollouts.py":
+        shutil.copytree(request.getfixturevalue("bm25_index"), tmp_path / "idx")
     files = case.files(tmp_path)
     for name, data in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -168,3 +255,19 @@ def test_filter_output_mode_follows_umask(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert (tmp_path / "out.jsonl").stat().st_mode & 0o777 == 0o644
+
+
+def test_collect_good_input_passes_the_checks(tmp_path: Path, bm25_index: Path) -> None:
+    """After a rejected resume, the repaired file and config pass every pre-model check."""
+    from executor_sft.rollout.config import check_inputs, load_collect_config
+
+    shutil.copytree(bm25_index, tmp_path / "idx")
+    for name, data in _collect_files(tmp_path).items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "out").mkdir()
+    rollouts = tmp_path / "out" / "rollouts.jsonl"
+    rollouts.write_bytes(_head(ROLLOUTS, 1) + b"{torn\n" + _head(ROLLOUTS, 1))
+    assert run_recipe("collect_rollouts.py", *_collect_args(tmp_path)).returncode == 2
+    rollouts.write_bytes(_head(ROLLOUTS, 2) + b'{"torn last')
+    check_inputs(load_collect_config(tmp_path / "cfg.yaml"))
+    assert rollouts.read_bytes().endswith(b'{"torn last')

@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from executor_sft.agents.config import PipelineConfig
+from executor_sft.eval.config import read_yaml, validation_message
 from executor_sft.llm.config import ModelConfig
 from executor_sft.retrieval.config import RetrieverConfig
+from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
+from executor_sft.rollout.store import check_jsonl
 
 
 class QuestionSource(BaseModel):
@@ -75,15 +77,32 @@ class CollectConfig(BaseModel):
 
 
 def load_collect_config(path: str | Path, overrides: dict[str, Any] | None = None) -> CollectConfig:
-    """Read a YAML config; errors name the file and the offending field path."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: invalid YAML: {exc}") from None
+    """Read a YAML config; errors are one line naming the file and the offending field path."""
+    data = read_yaml(path)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:
         return CollectConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
-        raise ValueError(f"{path}: {problems}") from None
+        raise ValueError(validation_message(path, exc)) from None
+
+
+def check_inputs(config: CollectConfig) -> None:
+    """Check what a run reads besides the config before any model or index loads.
+
+    The index manifest (it exists, and names the config's corpus) and the rollouts file a
+    resume appends to (no damaged line before the last); raises ValueError naming the file.
+    """
+    index = config.retriever.index
+    if index is not None:
+        manifest_path = Path(index) / MANIFEST_NAME
+        if not manifest_path.is_file():
+            raise ValueError(
+                f"{manifest_path}: index not found (retriever.index); build it with "
+                f"recipes/build_index.py --corpus CORPUS --output {index} --bm25"
+            )
+        if config.retriever.corpus is not None:
+            corpus = Path(config.retriever.corpus)
+            if not corpus.is_file():
+                raise ValueError(f"{corpus}: corpus not found (retriever.corpus); check the path")
+            check_corpus(Manifest.load(index), corpus, index)
+    check_jsonl(config.rollouts_path)

@@ -55,6 +55,32 @@ def recover_jsonl(path: Path) -> int:
     return size - end
 
 
+def check_jsonl(path: str | Path) -> int:
+    """Fail naming `file:line` on a bad line that is not the last; return the lines checked.
+
+    Only the last line can be cut short by a killed writer (the store removes it on open); a
+    bad line before it is damage a resume must not build on, so it stops the run before any
+    model loads.
+    """
+    path = Path(path)
+    if not path.exists():
+        return 0
+    lines = path.read_bytes().split(b"\n")
+    last = len(lines) - (1 if lines[-1] == b"" else 0)
+    for i, raw in enumerate(lines[: last - 1], start=1):
+        if not raw.strip():
+            continue
+        try:
+            json.loads(raw.decode("utf-8"))
+        except ValueError as exc:
+            problem = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "invalid JSON"
+            raise ValueError(
+                f"{path}:{i}: {problem}; only a killed writer's last line can be cut short, so this "
+                "file is damaged: repair or delete that line, or move the file away to start over"
+            ) from None
+    return last
+
+
 class EpisodeStore:
     """JSONL store of finished records with resume by key.
 
@@ -152,9 +178,13 @@ class EpisodeStore:
         if not self.path.exists():
             return
         with self.path.open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
+            for i, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
                     yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{self.path}:{i}: invalid JSON ({exc.msg})") from None
 
     def __iter__(self) -> Iterator[Episode]:
         for data in self.iter_dicts():

@@ -1,10 +1,13 @@
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+
+import pytest
 
 from executor_sft.rollout.store import EpisodeStore, read_episodes
 from executor_sft.schema import Episode, Question
@@ -107,3 +110,15 @@ def test_episode_lines_hold_the_same_json_values_as_to_dict(tmp_path):
     assert from_model == dict(from_dict, episode_id="q0#0")
     assert from_model["runs"][0]["calls"][0]["latency_s"] == 0.00001
     assert from_model["answer"] == episode.answer
+
+
+def test_check_jsonl_names_a_damaged_middle_line_and_allows_a_torn_tail(tmp_path):
+    from executor_sft.rollout.store import check_jsonl
+
+    path = tmp_path / "rollouts.jsonl"
+    path.write_bytes(b'{"episode_id": "a"}\n{"episode_id": "b"\n{"episode_id": "c"}\n')
+    with pytest.raises(ValueError, match=re.escape(f"{path}:2: invalid JSON")):
+        check_jsonl(path)
+    path.write_bytes(b'{"episode_id": "a"}\n{"episode_id": "b"}\n{"episode_')
+    assert check_jsonl(path) == 3
+    assert check_jsonl(tmp_path / "absent.jsonl") == 0
