@@ -196,7 +196,31 @@ COLLECT_CASES = [
     ),
 ]
 
-CASES = [*FILTER_CASES, *COLLECT_CASES]
+SFT_ROWS = ROOT / "data" / "sft.jsonl"
+
+
+def _sft_args(tmp: Path) -> list[str]:
+    return ["--dataset_name", str(tmp / "s.jsonl"), "--output_dir", str(tmp / "model")]
+
+
+SFT_CASES = [
+    Case(
+        "sft-missing-data",
+        "sft_executor.py",
+        lambda t: {},
+        _sft_args,
+        lambda t: f"{t / 's.jsonl'}: SFT data file not found",
+    ),
+    Case(
+        "sft-row-without-messages",
+        "sft_executor.py",
+        lambda t: {"s.jsonl": _head(SFT_ROWS, 2) + b'{"prompt": "no messages here"}\n'},
+        _sft_args,
+        lambda t: f"{t / 's.jsonl'}:3: field 'messages' must be a non-empty list",
+    ),
+]
+
+CASES = [*FILTER_CASES, *COLLECT_CASES, *SFT_CASES]
 
 
 @pytest.fixture(scope="module")
@@ -271,3 +295,15 @@ def test_collect_good_input_passes_the_checks(tmp_path: Path, bm25_index: Path) 
     rollouts.write_bytes(_head(ROLLOUTS, 2) + b'{"torn last')
     check_inputs(load_collect_config(tmp_path / "cfg.yaml"))
     assert rollouts.read_bytes().endswith(b'{"torn last')
+
+
+def test_sft_good_data_passes_the_check(tmp_path: Path) -> None:
+    """The same location with good rows passes the pre-model check; the bad run wrote no model dir."""
+    from executor_sft.sft.data import check_sft_data
+
+    data = tmp_path / "s.jsonl"
+    data.write_bytes(_head(SFT_ROWS, 2) + b'{"prompt": "no messages here"}\n')
+    assert run_recipe("sft_executor.py", *_sft_args(tmp_path)).returncode == 2
+    assert not (tmp_path / "model").exists()
+    data.write_bytes(_head(SFT_ROWS, 2))
+    check_sft_data(data)

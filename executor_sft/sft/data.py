@@ -60,11 +60,15 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
 
 def read_sft_jsonl(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"SFT data not found: {path}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: SFT data file not found (--dataset_name); check the path")
     rows = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise RowError(f"{path}:{lineno}: not UTF-8; the file must be UTF-8 JSONL") from None
             if not line.strip():
                 continue
             try:
@@ -92,6 +96,19 @@ def load_sft_rows(
 
     ds = load_dataset(str(source), name=config, split=split)
     return [validate_row(dict(r), f"{source}[{split}] row {i}") for i, r in enumerate(ds)]
+
+
+def check_sft_data(source: str | Path) -> None:
+    """Read and validate a local data file so a bad path or row fails before any model loads.
+
+    Raises `RowError` naming the file (and line, and field); Hub datasets are checked when loaded.
+    """
+    if not is_local(source):
+        return
+    try:
+        read_sft_jsonl(source)
+    except FileNotFoundError as exc:
+        raise RowError(str(exc)) from None
 
 
 def find_composition_report(source: str | Path, given: str | Path | None = None) -> dict[str, Any] | None:
