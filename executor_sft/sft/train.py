@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from trl import SFTTrainer
 
 from executor_sft.sft.card import executor_card_section, model_card
+from executor_sft.sft.compile import compile_decoder_layers
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
 from executor_sft.sft.length import LengthReport, RowTooLongError, fit_row
 from executor_sft.sft.models import load_tokenizer_and_model
@@ -65,6 +66,12 @@ class SFTScriptArguments:
     push_dataset_to_hub: bool = field(default=False, metadata={"help": "Also push the SFT rows to the Hub."})
     hub_dataset_id: str | None = field(
         default=None, metadata={"help": "Dataset repo (default: <model>-sft-data)."}
+    )
+    compile_layers: bool = field(
+        default=False,
+        metadata={
+            "help": "torch.compile each decoder layer before training (GPU fast path; see docs/sft.md)."
+        },
     )
 
 
@@ -125,9 +132,12 @@ class ExecutorSFTTrainer(SFTTrainer):
     """SFTTrainer whose model card carries the executor data record, and which never builds a
     KV cache in training (with a cache, packed sequences attend to each other)."""
 
-    def __init__(self, *args, card_section: str | None = None, **kwargs):
+    def __init__(self, *args, card_section: str | None = None, compile_layers: bool = False, **kwargs):
         self.card_section = card_section
         super().__init__(*args, **kwargs)
+        if compile_layers:
+            count = compile_decoder_layers(self.model)
+            logger.info("compiled %d decoder layers", count)
 
     def compute_loss(self, model, inputs, *args, **kwargs):
         inputs["use_cache"] = False
@@ -236,6 +246,9 @@ def _config_record(script_args, training_args, model_args) -> dict[str, Any]:
         "packing": training_args.packing,
         "bf16": training_args.bf16,
         "gradient_checkpointing": training_args.gradient_checkpointing,
+        "attn_implementation": model_args.attn_implementation,
+        "compile_layers": script_args.compile_layers,
+        "use_liger_kernel": training_args.use_liger_kernel,
         "enable_thinking": script_args.enable_thinking,
         "overflow": script_args.overflow,
         "use_peft": model_args.use_peft,
@@ -314,6 +327,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
             processing_class=tokenizer,
             peft_config=get_peft_config(model_args),
             card_section=card,
+            compile_layers=script_args.compile_layers,
         )
     resume = training_args.resume_from_checkpoint
     if resume is None and script_args.auto_resume and not script_args.fresh:
