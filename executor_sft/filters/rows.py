@@ -16,6 +16,7 @@ import json
 from typing import Any, Literal, TypedDict
 
 from executor_sft.agents.tools import SEARCH_TOOL
+from executor_sft.jsonl import RowError
 from executor_sft.schema import Message
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -28,14 +29,6 @@ class SFTRow(TypedDict):
     source_run_id: str
     question_id: str
     dataset: str
-
-
-class RowError(ValueError):
-    """A run whose messages cannot become a training row; `reason` is the exclusion reason."""
-
-    def __init__(self, reason: str, detail: str):
-        self.reason = reason
-        super().__init__(f"{reason}: {detail}")
 
 
 def _content(value: Any, i: int) -> str:

@@ -7,14 +7,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from executor_sft.jsonl import MalformedLineError, RowError, iter_records
+
 # The embedded default's data: the project's own sample, produced by its synthetic pipeline.
 DEFAULT_SFT_DATA = Path(__file__).resolve().parents[2] / "data" / "sft.jsonl"
 
 _ROLES = {"system", "user", "assistant", "tool"}
-
-
-class RowError(ValueError):
-    """A malformed SFT row; the message names the file, line and field."""
 
 
 def validate_row(row: Any, where: str) -> dict[str, Any]:
@@ -62,20 +60,10 @@ def read_sft_jsonl(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: SFT data file not found (--dataset_name); check the path")
-    rows = []
-    with path.open("rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise RowError(f"{path}:{lineno}: not UTF-8; the file must be UTF-8 JSONL") from None
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise RowError(f"{path}:{lineno}: invalid JSON: {e}") from None
-            rows.append(validate_row(row, f"{path}:{lineno}"))
+    try:
+        rows = [validate_row(row, f"{path}:{i}") for i, row in iter_records(path, require_object=False)]
+    except MalformedLineError as exc:
+        raise RowError(str(exc)) from None
     if not rows:
         raise RowError(f"{path}: no rows")
     return rows
