@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> GRPODataReport:
         max_searches=args.max_searches,
         report=report,
     )
-    write_jsonl(rows, args.output)
+    write_jsonl(args.output, rows)
     print(f"{report.summary()} -> {args.output}", file=sys.stderr)
     return report
 

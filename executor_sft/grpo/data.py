@@ -12,7 +12,6 @@ answer aliases, first = first verified report), `sub_query`, `question_id`, `dat
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -25,6 +24,8 @@ from tqdm.auto import tqdm
 from executor_sft.agents.prompting import Prompts, fill
 from executor_sft.filters.predicates import correctness_failure
 from executor_sft.filters.records import RecordError, RunView
+from executor_sft.jsonl import iter_jsonl, iter_records
+from executor_sft.jsonl import write_jsonl as write_jsonl  # the package's one writer, (path, rows)
 from executor_sft.metrics.answer import normalize_answer
 from executor_sft.schema import Message
 
@@ -157,21 +158,6 @@ def grpo_examples_from_episodes(
     return rows
 
 
-def _read_with_lines(path: Path) -> Iterable[tuple[str, Any]]:
-    """(file:line, record) for each non-blank line; an unfinished last line (a killed writer) is skipped."""
-    with path.open(encoding="utf-8") as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield f"{path}:{i}", json.loads(line)
-            except json.JSONDecodeError as exc:
-                if not line.endswith("\n"):
-                    logger.warning("%s:%d: skipping an unfinished last line", path, i)
-                    return
-                raise ValueError(f"{path}:{i}: invalid JSON ({exc.msg})") from None
-
-
 def grpo_examples_from_rollouts(
     path: str | Path | Iterable[str | Path],
     roles: tuple[str, ...] = ("teacher",),
@@ -190,7 +176,7 @@ def grpo_examples_from_rollouts(
 
     def episodes():
         for p in paths:
-            yield from tqdm(_read_with_lines(p), desc=f"read {p.name}", unit="ep", leave=False)
+            yield from tqdm(iter_jsonl(p), desc=f"read {p.name}", unit="ep", leave=False)
 
     rows = grpo_examples_from_episodes(
         episodes(), roles, require_judge, system_prompt, top_k, max_searches, report
@@ -210,39 +196,20 @@ def to_dataset(rows: list[dict[str, Any]]):
     return Dataset.from_list(rows)
 
 
-def write_jsonl(rows: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
-
-
 def load_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Read GRPO rows back, checking the two columns training needs (errors name file:line:field)."""
-    path = Path(path)
     rows = []
-    with path.open(encoding="utf-8") as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{i}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: invalid JSON ({exc.msg})") from None
-            prompt = row.get("prompt") if isinstance(row, dict) else None
-            if not isinstance(prompt, list) or not all(isinstance(m, dict) and "role" in m for m in prompt):
-                raise RecordError(where, "prompt", "must be a list of chat messages")
-            ref = row.get("reference")
-            if isinstance(ref, str):
-                row["reference"] = [ref]
-            elif not (isinstance(ref, list) and ref and all(isinstance(r, str) for r in ref)):
-                raise RecordError(
-                    where, "reference", f"must be a string or a non-empty list of strings, got {ref!r}"
-                )
-            rows.append(row)
+    for i, row in iter_records(path, require_object=False):
+        where = f"{path}:{i}"
+        prompt = row.get("prompt") if isinstance(row, dict) else None
+        if not isinstance(prompt, list) or not all(isinstance(m, dict) and "role" in m for m in prompt):
+            raise RecordError(where, "prompt", "must be a list of chat messages")
+        ref = row.get("reference")
+        if isinstance(ref, str):
+            row["reference"] = [ref]
+        elif not (isinstance(ref, list) and ref and all(isinstance(r, str) for r in ref)):
+            raise RecordError(
+                where, "reference", f"must be a string or a non-empty list of strings, got {ref!r}"
+            )
+        rows.append(row)
     return rows

@@ -141,7 +141,8 @@ def test_prompt_is_system_plus_sub_query(rollouts, tmp_path):
 
 def test_jsonl_roundtrip_and_dataset(rollouts, tmp_path):
     rows = grpo_examples_from_rollouts(rollouts)
-    out = write_jsonl(rows, tmp_path / "sub" / "grpo.jsonl")
+    out = tmp_path / "sub" / "grpo.jsonl"
+    write_jsonl(out, rows)
     assert load_jsonl(out) == rows
     ds = to_dataset(load_jsonl(out))
     assert len(ds) == 2 and {"prompt", "reference", "sub_query"} <= set(ds.column_names)
