@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from executor_sft.jsonl import MalformedLineError, iter_records
 from executor_sft.schema import Question
 
 logger = logging.getLogger(__name__)
@@ -131,8 +132,7 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        for i, row in enumerate(pq.read_table(path).to_pylist(), start=1):
-            yield i, row
+        yield from enumerate(pq.read_table(path).to_pylist(), start=1)
     elif suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(data, dict) and "data" in data:
@@ -143,14 +143,10 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             )
         yield from enumerate(data, start=1)
     else:
-        with path.open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield i, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise QuestionFormatError(str(path), i, "<json>", f"invalid JSON ({exc.msg})") from None
+        try:
+            yield from iter_records(path, require_object=False)
+        except MalformedLineError as exc:
+            raise QuestionFormatError(exc.path, exc.line, "<json>", exc.problem) from None
 
 
 def _dedupe(questions: list[Question], source: str) -> list[Question]:
