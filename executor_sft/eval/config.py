@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from executor_sft.agents.config import PipelineConfig
-from executor_sft.data.questions import Duplicates
+from executor_sft.configfile import load_config
+from executor_sft.data.selection import QuestionSource
 from executor_sft.llm.base import SamplingParams
 from executor_sft.llm.config import ModelConfig
 from executor_sft.metrics.answer import Normalization
@@ -24,25 +24,8 @@ Mode = Literal["pipeline", "single_agent"]
 SINGLE_AGENT_ROLE = "single_agent"
 JUDGE_ROLE = "judge"
 
-
-class QuestionSource(BaseModel):
-    """One question file (anything `load_questions` reads) and how to subset it."""
-
-    model_config = ConfigDict(extra="forbid")
-    path: str
-    split: str | None = None
-    """Local files: keep rows whose `split` field equals this. Hub datasets: the split to load."""
-    datasets: list[str] | None = None
-    """Keep only these dataset labels."""
-    limit: int | None = Field(None, ge=1)
-    """At most this many questions per dataset (file order), after filtering."""
-    dataset: str | None = None
-    """Label for rows that carry no dataset field (default: the file stem)."""
-    duplicates: Duplicates = "keep"
-    """Repeated ids: "keep" (distinct ids `<id>~<n>`; the paper counts repeats) or "drop"."""
-    ids_file: str | None = None
-    """An evaluation set (`eval_set.json` from recipes/build_eval_set.py, or one id per line):
-    evaluate exactly these ids of this file, so every cell scores the same questions."""
+# `questions:` entries are `executor_sft.data.QuestionSource` as it is: its defaults are
+# evaluation's (repeated ids kept as `<id>~<n>`, `limit` per dataset).
 
 
 class SingleAgentConfig(BaseModel):
@@ -147,70 +130,8 @@ class EvalConfig(BaseModel):
         return self.samples > 1 and all(t == 0 for t in self.sampled_roles().values())
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path}: config file not found; check the path (recipes run from the repository root)"
-        )
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ValueError(f"{path}{line}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
-    return data
-
-
-def validation_message(path: str | Path, exc: ValidationError) -> str:
-    """One line naming the file and each problem's dotted field."""
-    problems = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "<root>"
-        problems.append(f"field '{where}': {err['msg']}")
-    return f"{path}: invalid config: " + "; ".join(problems)
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
-    """Apply `dotted.key=value` overrides (values parsed as YAML) to a config mapping.
-
-    A number indexes a list (`questions.0.limit=2`). A string met on the way (a sweep's
-    `base: file.yaml`) is read as the YAML file it names, so `base.samples=1` reaches into it.
-    """
-    for item in overrides or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. samples=4")
-        parts = key.split(".")
-        node: Any = data
-        for depth, part in enumerate(parts, start=1):
-            if not isinstance(node, (dict, list)):
-                raise ValueError(f"--set {key}: cannot descend into '{part}' (not a mapping or list)")
-            if isinstance(node, list) and not (part.isdigit() and int(part) < len(node)):
-                raise ValueError(f"--set {key}: '{part}' is not an index of a {len(node)}-item list")
-            index: Any = int(part) if isinstance(node, list) else part
-            if depth == len(parts):
-                node[index] = yaml.safe_load(raw)
-                break
-            child = node[index] if isinstance(node, list) else node.get(part)
-            if isinstance(child, str):
-                child = read_yaml(child)
-            elif child is None:
-                child = {}
-            node[index] = child
-            node = child
-    return data
-
-
 def load_eval_config(
     path: str | Path, overrides: dict[str, Any] | None = None, sets: list[str] | None = None
 ) -> EvalConfig:
     """Read an eval YAML, apply top-level overrides and `--set` items, validate (errors name file and field)."""
-    data = apply_overrides(read_yaml(path), sets)
-    data.update(overrides or {})
-    try:
-        return EvalConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ValueError(validation_message(path, exc)) from None
+    return load_config(EvalConfig, path, overrides, sets)

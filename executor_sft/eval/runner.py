@@ -23,16 +23,18 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from executor_sft.data.questions import load_questions
+from executor_sft.data.selection import select_questions
 from executor_sft.eval.aggregate import EvalResults, summarize
-from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig, QuestionSource
-from executor_sft.eval.idlist import ids_digest, read_ids
+from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
+from executor_sft.eval.idlist import ids_digest
 from executor_sft.eval.report import results_markdown, write_markdown
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.config import ModelConfig, build_chat_model
+from executor_sft.llm.pool import ModelPool as BaseModelPool
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.store import EpisodeStore
 from executor_sft.schema import Episode, Question
+from executor_sft.schema import episode_id as make_episode_id
 
 logger = logging.getLogger(__name__)
 
@@ -41,52 +43,6 @@ RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 SUMMARY_PNG = "summary.png"
 SYSTEM_FILE = "system.json"
-
-
-def _restrict_to_ids(questions: list[Question], src: QuestionSource) -> list[Question]:
-    """Exactly the evaluation set's ids (in the question file's order); every id must be found."""
-    assert src.ids_file is not None
-    wanted = read_ids(src.ids_file)
-    present = {q.id for q in questions}
-    missing = [i for i in wanted if i not in present]
-    if missing:
-        raise ValueError(
-            f"{src.ids_file}: {len(missing)} id(s) not in {src.path} after filtering (e.g. {missing[0]!r}); "
-            "build the evaluation set from the same question source (path, split, datasets, duplicates)"
-        )
-    keep = set(wanted)
-    return [q for q in questions if q.id in keep]
-
-
-def select_questions(sources: list[QuestionSource]) -> list[Question]:
-    """Questions from every source: filtered by split and dataset, restricted to the evaluation
-    set's ids when `ids_file` is given, then `limit` per dataset."""
-    out: list[Question] = []
-    seen: set[str] = set()
-    for src in sources:
-        path = Path(src.path)
-        hub_split = src.split if not path.exists() else None
-        questions = load_questions(src.path, split=hub_split, dataset=src.dataset, duplicates=src.duplicates)
-        if src.split is not None and path.exists():
-            questions = [q for q in questions if (q.model_extra or {}).get("split") == src.split]
-        if src.datasets is not None:
-            questions = [q for q in questions if q.dataset in src.datasets]
-        if src.ids_file is not None:
-            questions = _restrict_to_ids(questions, src)
-        per_dataset: Counter[str] = Counter()
-        for q in questions:
-            if src.limit is not None and per_dataset[q.dataset] >= src.limit:
-                continue
-            if q.id in seen:
-                continue
-            per_dataset[q.dataset] += 1
-            seen.add(q.id)
-            out.append(q)
-        if not per_dataset:
-            raise ValueError(
-                f"{src.path}: no questions left after filtering (split={src.split}, datasets={src.datasets})"
-            )
-    return out
 
 
 def ensure_index(index_dir: str | Path, corpus: str | Path) -> Path:
@@ -110,25 +66,12 @@ def ensure_index(index_dir: str | Path, corpus: str | Path) -> Path:
     return index_dir
 
 
-class ModelPool:
-    """Builds each distinct model config once and shares it across roles and sweep cells.
-
-    `factory` replaces `build_chat_model` (tests map some configs to scripted doubles).
-    """
+class ModelPool(BaseModelPool):
+    """`executor_sft.llm.ModelPool`, whose default factory is this module's `build_chat_model`
+    (looked up when the pool is made, so a test can patch it here)."""
 
     def __init__(self, factory: Callable[[ModelConfig], ChatModel] | None = None) -> None:
-        self._models: dict[str, ChatModel] = {}
-        self.factory = factory or build_chat_model
-
-    def get(self, cfg: ModelConfig) -> ChatModel:
-        key = cfg.model_dump_json()
-        if key not in self._models:
-            logger.info("loading model %s (%s)", cfg.label(), cfg.backend)
-            self._models[key] = self.factory(cfg)
-        return self._models[key]
-
-    def build(self, models: Mapping[str, ModelConfig]) -> dict[str, ChatModel]:
-        return {role: self.get(cfg) for role, cfg in models.items()}
+        super().__init__(factory or build_chat_model)
 
 
 def system_record(config: EvalConfig) -> dict[str, Any]:
@@ -256,7 +199,7 @@ async def _run_pending(
                     )
             except Exception:  # a bug, not model output: keep going, report, let a rerun retry
                 logger.exception("%s#%d: episode failed", question.id, sample)
-                failed.append(f"{question.id}#{sample}")
+                failed.append(make_episode_id(question.id, sample))
             else:
                 store.append(episode)
             finally:
@@ -270,7 +213,7 @@ async def _run_pending(
 
 
 def _episode_id(question: Question, sample: int) -> str:
-    return f"{question.id}#{sample}"
+    return make_episode_id(question.id, sample)
 
 
 def run_eval(

@@ -11,6 +11,7 @@ from typing import Any
 from executor_sft.llm.base import ChatError, ChatModel, ChatResult, SamplingParams
 from executor_sft.llm.config import ModelConfig, build_chat_model
 from executor_sft.llm.parsing import ParsedResponse, parse_assistant_text, tool_call_error
+from executor_sft.llm.pool import ModelPool
 
 _LAZY = {
     "OpenAIChatModel": "executor_sft.llm.openai_backend",
@@ -23,6 +24,7 @@ __all__ = [
     "ChatModel",
     "ChatResult",
     "ModelConfig",
+    "ModelPool",
     "OpenAIChatModel",
     "ParsedResponse",
     "SamplingParams",

@@ -5,26 +5,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from executor_sft.agents.config import PipelineConfig
-from executor_sft.eval.config import read_yaml, validation_message
+from executor_sft.configfile import load_config
+from executor_sft.data.questions import Duplicates
+from executor_sft.data.selection import LimitPer
+from executor_sft.data.selection import QuestionSource as BaseQuestionSource
 from executor_sft.llm.config import ModelConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
 from executor_sft.rollout.store import check_jsonl
 
 
-class QuestionSource(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CollectQuestionSource(BaseQuestionSource):
+    """`executor_sft.data.QuestionSource` with collection's defaults.
 
-    path: str
-    """Any file or Hub name `executor_sft.data.load_questions` reads."""
-    split: str | None = None
-    """Keep only rows whose `split` field equals this (e.g. `train` in minibench)."""
-    limit: int | None = Field(default=None, ge=1)
-    dataset: str | None = None
-    """Dataset label for rows that carry none."""
+    Training collection drops repeated ids (the first row of each is kept, with a warning: a
+    repeat adds no new trajectory) and `limit` counts the whole source (the first N questions),
+    where evaluation keeps repeats and limits per dataset. Either can still be set per config.
+    """
+
+    duplicates: Duplicates = "drop"
+    limit_per: LimitPer = "source"
+
+
+QuestionSource = CollectQuestionSource
+"""The name collection code has always used (`executor_sft.rollout.QuestionSource`)."""
 
 
 class CounterfactualConfig(BaseModel):
@@ -44,7 +51,7 @@ class CounterfactualConfig(BaseModel):
 class CollectConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    questions: QuestionSource
+    questions: CollectQuestionSource
     retriever: RetrieverConfig
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     """Role -> model: backbone, answerer, every executor role, and optionally judge."""
@@ -78,12 +85,7 @@ class CollectConfig(BaseModel):
 
 def load_collect_config(path: str | Path, overrides: dict[str, Any] | None = None) -> CollectConfig:
     """Read a YAML config; errors are one line naming the file and the offending field path."""
-    data = read_yaml(path)
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    try:
-        return CollectConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ValueError(validation_message(path, exc)) from None
+    return load_config(CollectConfig, path, overrides)
 
 
 def check_inputs(config: CollectConfig) -> None:
