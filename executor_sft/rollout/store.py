@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from executor_sft.jsonl import iter_records
 from executor_sft.schema import Episode
 
 logger = logging.getLogger(__name__)
@@ -177,14 +178,8 @@ class EpisodeStore:
     def iter_dicts(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():
             return
-        with self.path.open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{self.path}:{i}: invalid JSON ({exc.msg})") from None
+        for _, record in iter_records(self.path):
+            yield record
 
     def __iter__(self) -> Iterator[Episode]:
         for data in self.iter_dicts():
@@ -193,14 +188,5 @@ class EpisodeStore:
 
 def read_episodes(path: str | Path) -> Iterator[dict[str, Any]]:
     """Read episode dicts from a JSONL file (read-only; tolerates a partial last line)."""
-    with Path(path).open(encoding="utf-8") as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as exc:
-                if not line.endswith("\n"):
-                    logger.warning("%s:%d: skipping an unfinished last line", path, i)
-                    return
-                raise ValueError(f"{path}:{i}: invalid JSON ({exc.msg})") from None
+    for _, record in iter_records(path, skip_torn_tail=True):
+        yield record
