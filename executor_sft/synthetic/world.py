@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from executor_sft.jsonl import read_jsonl, write_jsonl
 from executor_sft.synthetic.names import NameForge
 from executor_sft.synthetic.relations import RELATIONS, RELATIONS_OF, Relation, render_subject
 
@@ -682,12 +683,6 @@ def world_stats(world: World) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8", newline="\n") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
 def _subquery_rows(questions: list[WorldQuestion], exclude: set[str]) -> list[dict[str, Any]]:
     rows, seen = [], set(exclude)
     for q in questions:
@@ -716,13 +711,13 @@ def write_world(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     world = generate_world(seed, n_entities, n_questions, **options)
-    _write_jsonl(out / "corpus.jsonl", world.corpus_rows())
-    _write_jsonl(out / "questions.jsonl", [q.row() for q in world.questions])
+    write_jsonl(out / "corpus.jsonl", world.corpus_rows())
+    write_jsonl(out / "questions.jsonl", [q.row() for q in world.questions])
     for split in ("train", "test"):
-        _write_jsonl(out / f"questions_{split}.jsonl", [q.row() for q in world.split(split)])
+        write_jsonl(out / f"questions_{split}.jsonl", [q.row() for q in world.split(split)])
     train_rows = _subquery_rows(world.split("train"), set())
-    _write_jsonl(out / "subqueries_train.jsonl", train_rows)
-    _write_jsonl(
+    write_jsonl(out / "subqueries_train.jsonl", train_rows)
+    write_jsonl(
         out / "subqueries_test.jsonl",
         _subquery_rows(world.split("test"), {r["question"] for r in train_rows}),
     )
@@ -754,19 +749,16 @@ def load_world(out_dir: str | Path) -> World:
             f"{out / 'world.json'}: field 'format': expected {WORLD_FORMAT!r}, got {manifest.get('format')!r}"
         )
     entities = [Entity(**e) for e in manifest.pop("entities")]
-    questions = []
-    with (out / "questions.jsonl").open(encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            questions.append(
-                WorldQuestion(
-                    id=row["id"],
-                    question=row["question"],
-                    golden_answers=row["golden_answers"],
-                    type=row["type"],
-                    decomposition=[Hop(**h) for h in row["decomposition"]],
-                    compare=row.get("compare"),
-                    split=row.get("split", "train"),
-                )
-            )
+    questions = [
+        WorldQuestion(
+            id=row["id"],
+            question=row["question"],
+            golden_answers=row["golden_answers"],
+            type=row["type"],
+            decomposition=[Hop(**h) for h in row["decomposition"]],
+            compare=row.get("compare"),
+            split=row.get("split", "train"),
+        )
+        for row in read_jsonl(out / "questions.jsonl")
+    ]
     return World(entities, questions, manifest)
