@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from executor_sft.jsonl import iter_records
 from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -86,15 +87,11 @@ class LLMJudge:
 
     def _load(self) -> None:
         assert self.cache_path is not None
-        with self.cache_path.open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    self.cache[row["key"]] = row["verdict"]
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    logger.warning("%s:%d: skipping an unreadable judge cache line", self.cache_path, i)
+        for i, row in iter_records(self.cache_path, skip_bad_lines=True):
+            try:
+                self.cache[row["key"]] = row["verdict"]
+            except (KeyError, TypeError):
+                logger.warning("%s:%d: skipping an unreadable judge cache line", self.cache_path, i)
 
     def _store(self, key: str, question: str, golden: list[str], prediction: str, verdict, raw: str) -> None:
         self.cache[key] = verdict
