@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from executor_sft.synthetic.demo import load_config, run_demo
+from executor_sft.demos.demo import load_config, run_demo
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "recipes" / "configs" / "demo.yaml"

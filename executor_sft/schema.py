@@ -1,8 +1,10 @@
-"""Typed records of the episode schema v1 (DESIGN.md, "Episode record").
+"""Typed records of the episode schema v1: the contract between stages (docs/architecture.md).
 
-These field names are the contract between stages and with outside tools: add fields,
-never rename them. Every model allows extra fields so records written by newer versions or
-other tools round-trip unchanged, and only the fields a stage needs are required.
+Every field a writer always writes is declared here, so readers use attributes. Field names
+never change: add fields, never rename them. Every model allows extra fields so records written
+by newer versions or other tools round-trip unchanged, and only the fields a stage needs are
+required, so episodes written before a field was declared still load. Fields that some writers
+leave out are declared with `exclude_if=_absent` so a record is written exactly as before.
 """
 
 from __future__ import annotations
@@ -12,6 +14,31 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 EPISODE_SCHEMA = "executor_sft.episode/v1"
+
+
+class Role:
+    """Role names as episodes record them (`run.role`, `usage` keys) and configs name them."""
+
+    BACKBONE = "backbone"
+    ANSWERER = "answerer"
+    JUDGE = "judge"
+    TEACHER = "teacher"
+    STUDENT = "student"
+    TEACHER_BUDGET1 = "teacher_budget1"
+    """The teacher re-run with one search (the counterfactual of a multi-search teacher run)."""
+    SINGLE_AGENT = "single_agent"
+    ANSWERER_OUTCOMES = "answerer_outcomes"
+    """Usage key of the answerer calls that label shadow and counterfactual runs."""
+
+
+def episode_id(question_id: str, sample_index: int) -> str:
+    """The id of a question's `sample_index`-th episode (what resume and merges match on)."""
+    return f"{question_id}#{sample_index}"
+
+
+def _absent(value: Any) -> bool:
+    return value is None
+
 
 Message = dict[str, Any]
 """An OpenAI-style chat message: role, content, optional tool_calls / reasoning_content / tool_call_id."""
@@ -37,6 +64,8 @@ class Question(Record):
     golden_answers: list[str]
     dataset: str = "unknown"
     positive_doc_ids: list[str] | None = None
+    split: str | None = Field(default=None, exclude_if=_absent)
+    """The source set's split (e.g. minibench's train/dev), where it has one."""
 
 
 class Usage(Record):
@@ -96,6 +125,11 @@ class Outcome(Record):
     em: float = 0.0
     f1: float = 0.0
     judge: bool | None = None
+    substituted: bool | None = Field(default=None, exclude_if=_absent)
+    """False: the driver's own answer; True: the answerer re-run with this run's report swapped in."""
+    answerer_call: dict[str, Any] | None = Field(default=None, exclude_if=_absent)
+    """The substituted answerer call (an `LLMCallRecord` as JSON)."""
+    error: str | None = Field(default=None, exclude_if=_absent)
 
 
 class ExecutorRun(Record):
@@ -115,12 +149,22 @@ class ExecutorRun(Record):
     outcome: Outcome | None = None
     counterfactual_of: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    protocol: Literal["native", "tag"] = "native"
+    top_k: int | None = None
+    index_id: str | None = None
+    """The retriever's index id (what cached retrieval is keyed by)."""
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+    """One `LLMCallRecord` (as JSON, with `t_start`) per model call, in order."""
+    n_corrections: int = 0
+    error: str | None = None
 
 
 class Round(Record):
     index: int
     sub_queries: list[str] = Field(default_factory=list)
     backbone: LLMCallRecord | None = None
+    dropped_sub_queries: int | None = Field(default=None, exclude_if=_absent)
+    """How many sub-queries the backbone wrote that were not executed (repeats, past the limit)."""
 
 
 class EpisodeMetrics(Record):
@@ -142,6 +186,8 @@ class Episode(Record):
     usage: dict[str, Usage] = Field(default_factory=dict)
     stop_reason: StopReason = "stopped"
     error: str | None = None
+    answerer: LLMCallRecord | None = Field(default=None, exclude_if=_absent)
+    """The final answerer call of a pipeline episode (single-agent episodes have none)."""
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True)

@@ -5,7 +5,7 @@
     python recipes/demo.py --config recipes/configs/demo_tiny.yaml   # smoke test (tiny Qwen3)
 
 Prints the before/after table of the student on held-out sub-queries and writes
-`results.md` / `results.json` under `--out`. The steps are in `executor_sft.synthetic.demo`.
+`results.md` / `results.json` under `--out`. The steps are in `executor_sft.demos.demo`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from executor_sft.synthetic.demo import DemoConfig, load_config, run_demo
+from executor_sft.demos.demo import DemoConfig, load_config, run_demo
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "demo.yaml"
 

@@ -3,7 +3,7 @@
     python recipes/make_sample_data.py                  # writes data/ (the committed sample)
     python recipes/make_sample_data.py --out /tmp/x     # same bytes elsewhere
 
-See `executor_sft.synthetic.sample_data` for the steps. `data/sft.jsonl` is the embedded
+See `executor_sft.demos.sample_data` for the steps. `data/sft.jsonl` is the embedded
 default of `accelerate launch recipes/sft_executor.py`.
 """
 
@@ -15,7 +15,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from executor_sft.synthetic.sample_data import SampleConfig, make_sample_data
+from executor_sft.demos.sample_data import SampleConfig, make_sample_data
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
 

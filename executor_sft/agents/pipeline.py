@@ -22,6 +22,7 @@ from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import Episode, EpisodeMetrics, ExecutorRun, Outcome, Question, Round, Usage
+from executor_sft.schema import episode_id as make_episode_id
 
 BACKBONE, ANSWERER = "backbone", "answerer"
 OUTCOME_USAGE = "answerer_outcomes"
@@ -74,7 +75,7 @@ async def run_episode(
     config = config or PipelineConfig()
     _require(models, [BACKBONE, ANSWERER, *config.executor_roles])
     judge = _judge_from(models, judge)
-    episode_id = f"{question.id}#{sample_index}"
+    episode_id = make_episode_id(question.id, sample_index)
     session = BackboneSession(
         models[BACKBONE],
         question.question,
@@ -169,7 +170,7 @@ async def run_episode(
         outcome_usage = Usage()
         for run, outcome in zip(shadows, outcomes, strict=True):
             run.outcome = outcome
-            call = getattr(outcome, "answerer_call", None)
+            call = outcome.answerer_call
             if call and not call.get("error"):
                 outcome_usage.add(Usage(**{**call["usage"], "calls": 1}))
         if outcome_usage.calls:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from executor_sft.metrics.judge import default_judge_prompt
+
 PROMPT_NAMES = ("executor_native", "executor_tag", "backbone", "answerer", "single_agent", "judge")
 FILE_PREFIX = "file:"
 
@@ -23,6 +25,8 @@ def packaged_prompt(name: str) -> str:
     """The default prompt shipped with the package."""
     if name not in PROMPT_NAMES:
         raise KeyError(f"unknown prompt {name!r}; expected one of {PROMPT_NAMES}")
+    if name == "judge":  # the judge is a metric; its prompt ships with executor_sft.metrics
+        return default_judge_prompt()
     return resources.files("executor_sft.agents").joinpath("prompts", f"{name}.md").read_text("utf-8").strip()
 
 

@@ -14,6 +14,7 @@ from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import Episode, EpisodeMetrics, Outcome, Question, Round, Usage
+from executor_sft.schema import episode_id as make_episode_id
 
 ROLE = "single_agent"
 
@@ -35,7 +36,7 @@ async def run_single_agent(
     """Answer `question` with one search agent; the tag protocol uses the tag executor prompt."""
     prompts = prompts or Prompts()
     searches = resolve_max_searches(max_turns, max_searches)
-    episode_id = f"{question.id}#{sample_index}"
+    episode_id = make_episode_id(question.id, sample_index)
     run = await run_executor(
         model,
         retriever,
@@ -55,7 +56,7 @@ async def run_single_agent(
     f1 = f1_score(answer, question.golden_answers)
     verdict = await judge.judge(question.question, question.golden_answers, answer) if judge else None
     run.outcome = Outcome(answer=answer, em=em, f1=f1, judge=verdict)
-    error = getattr(run, "error", None)
+    error = run.error
     return Episode(
         episode_id=episode_id,
         sample_index=sample_index,

@@ -1,13 +1,13 @@
 """Evaluation: build the evaluation set once, run benchmarks (resumable), aggregate mean@k
 tables, sweep model pairs, plot."""
 
+from executor_sft.configfile import apply_overrides
 from executor_sft.eval.aggregate import EvalResults, GroupResult, Stat, summarize, summarize_file
 from executor_sft.eval.config import (
     EvalConfig,
     MetricsConfig,
     QuestionSource,
     SingleAgentConfig,
-    apply_overrides,
     load_eval_config,
 )
 from executor_sft.eval.eval_set import EvalSet, EvalSetConfig, build_eval_set, load_eval_set_config

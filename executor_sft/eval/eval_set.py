@@ -22,14 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from executor_sft.configfile import load_config, read_yaml, validation_message
 from executor_sft.eval.aggregate import has_subquery
-from executor_sft.eval.config import (
-    JUDGE_ROLE,
-    EvalConfig,
-    apply_overrides,
-    read_yaml,
-    validation_message,
-)
+from executor_sft.eval.config import JUDGE_ROLE, EvalConfig
 from executor_sft.eval.idlist import ids_digest
 from executor_sft.eval.report import write_markdown
 from executor_sft.eval.runner import EPISODES_FILE, ModelPool, run_eval, select_questions
@@ -37,6 +32,7 @@ from executor_sft.llm.config import ModelConfig
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.store import read_episodes
 from executor_sft.schema import Episode
+from executor_sft.schema import episode_id as make_episode_id
 
 EVAL_SET_JSON = "eval_set.json"
 EVAL_SET_MD = "eval_set.md"
@@ -95,10 +91,7 @@ class EvalSet:
 
 
 def load_eval_set_config(path: str | Path, sets: list[str] | None = None) -> EvalSetConfig:
-    try:
-        return EvalSetConfig.model_validate(apply_overrides(read_yaml(path), sets))
-    except ValidationError as exc:
-        raise ValueError(validation_message(path, exc)) from None
+    return load_config(EvalSetConfig, path, sets=sets)
 
 
 def reference_config(config: EvalSetConfig) -> EvalConfig:
@@ -170,7 +163,7 @@ def build_eval_set(
             f"{reference.out}: {len(run.failed)} reference episode(s) failed; rerun the same command to retry"
         )
     questions = select_questions(reference.questions)
-    wanted = {f"{q.id}#{s}" for q in questions for s in range(reference.samples)}
+    wanted = {make_episode_id(q.id, s) for q in questions for s in range(reference.samples)}
     episodes = [
         e
         for e in (Episode.model_validate(r) for r in read_episodes(reference.out / EPISODES_FILE))

@@ -18,15 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from executor_sft.configfile import load_config, read_yaml, validation_message
 from executor_sft.eval.aggregate import EvalResults
-from executor_sft.eval.config import (
-    JUDGE_ROLE,
-    SINGLE_AGENT_ROLE,
-    EvalConfig,
-    apply_overrides,
-    read_yaml,
-    validation_message,
-)
+from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
 from executor_sft.eval.idlist import ids_digest, read_ids
 from executor_sft.eval.plots import Point, plot_capacity, plot_pareto
 from executor_sft.eval.report import sweep_markdown, write_markdown
@@ -80,10 +74,7 @@ class SweepConfig(BaseModel):
 
 def load_sweep_config(path: str | Path, sets: list[str] | None = None) -> SweepConfig:
     """Read a sweep YAML and apply `--set` items (`base.samples=1` reaches into the base config)."""
-    try:
-        return SweepConfig.model_validate(apply_overrides(read_yaml(path), sets))
-    except ValidationError as exc:
-        raise ValueError(validation_message(path, exc)) from None
+    return load_config(SweepConfig, path, sets=sets)
 
 
 @dataclass

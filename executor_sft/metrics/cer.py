@@ -91,7 +91,7 @@ def cer_events_from_episode(
 
 
 def _call_starts(run) -> list[float] | None:
-    calls = (run.model_extra or {}).get("calls")
+    calls = run.calls
     if not isinstance(calls, list) or not calls:
         return None
     starts = [c.get("t_start") if isinstance(c, dict) else None for c in calls]

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
 import re
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 
 from executor_sft.jsonl import iter_records
@@ -34,6 +36,12 @@ _LABEL = re.compile(
     r"^(?:final\s+)?(?:verdict|answer|judgement|judgment|result|output)\s*[:=\-]\s*", re.IGNORECASE
 )
 _DECOR = re.compile(r"[*_`#>\"'“”‘’\[\]()]")
+
+
+@functools.cache
+def default_judge_prompt() -> str:
+    """The packaged judge prompt (a config may replace it through `Prompts.judge`)."""
+    return resources.files("executor_sft.metrics").joinpath("prompts", "judge.md").read_text("utf-8").strip()
 
 
 def parse_verdict(text: str | None) -> bool | None:
@@ -72,10 +80,8 @@ class LLMJudge:
         sampling: SamplingParams | None = None,
         cache_path: str | Path | None = None,
     ):
-        from executor_sft.agents.prompting import Prompts
-
         self.model = model
-        self.prompt = prompt if prompt is not None else Prompts().get("judge")
+        self.prompt = prompt if prompt is not None else default_judge_prompt()
         base = sampling or getattr(model, "sampling", None) or SamplingParams(max_tokens=16)
         self.sampling = dataclasses.replace(base, temperature=0.0)
         self.cache: dict[str, bool | None] = {}

@@ -91,8 +91,7 @@ def _assistant_positions(run: ExecutorRun) -> list[int]:
 
 def _recorded_call_usages(run: ExecutorRun) -> list[int] | None:
     """Per-call totals when the runtime recorded them (a `calls` list or usage on each turn)."""
-    extra = run.model_extra or {}
-    calls = extra.get("calls")
+    calls = run.calls
     if isinstance(calls, list) and calls and all(isinstance(c, dict) and "usage" in c for c in calls):
         return [
             int(c["usage"].get("prompt_tokens", 0)) + int(c["usage"].get("completion_tokens", 0))

@@ -3,7 +3,7 @@
 One event loop runs the engine's Python (records, parsing, JSON, BM25 hand-off) on one core,
 so a CPU-bound collection (hundreds of episodes in flight against fast endpoints) scales
 with processes, not with concurrency. `collect_parallel` splits the config's questions
-round-robin over `workers` spawned processes; each runs the ordinary `collect()` with
+round-robin over `workers` spawned processes; each runs the ordinary in-process collection (`collect_in_process`) with
 `concurrency / workers` episodes in flight into its own part file under
 `<output_dir>/.<stem>.workers/`, and the parent merges the parts into `config.rollouts_path`
 (duplicates skipped, one fsync per chunk) and deletes them.
@@ -27,9 +27,17 @@ from typing import Any
 from executor_sft.llm.base import ChatModel
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig
+from executor_sft.rollout.engine import (
+    build_models,
+    collect_in_process,
+    finish_collection,
+    merge_rollouts,
+    select_questions,
+)
 from executor_sft.rollout.store import EpisodeStore, read_episodes
 from executor_sft.rollout.summary import CollectionStats, collection_stats
 from executor_sft.schema import Episode, Question
+from executor_sft.schema import episode_id as make_episode_id
 
 ModelsFactory = Callable[[list[Question]], Mapping[str, ChatModel]]
 """Builds a worker's role -> model map from the worker's questions (must be picklable)."""
@@ -67,8 +75,6 @@ def _worker_main(
     show_progress: bool,
 ) -> None:
     """Runs in a spawned process: build models and retriever, wait for the others, collect."""
-    from executor_sft.rollout.collect import build_models, collect
-
     try:
         config = CollectConfig.model_validate_json(config_json)
         models = models_factory(questions) if models_factory else build_models(config)
@@ -87,7 +93,7 @@ def _worker_main(
     cpu0 = time.process_time()
     try:
         result = asyncio.run(
-            collect(
+            collect_in_process(
                 config,
                 models=models,
                 retriever=retriever,
@@ -102,7 +108,7 @@ def _worker_main(
         raise
     # The part file was created by this run, so it holds exactly the episodes written now.
     failed = {eid for eid, _ in result.failed}
-    keys = {f"{q.id}#{s}" for q in questions for s in range(config.samples_per_question)}
+    keys = {make_episode_id(q.id, s) for q in questions for s in range(config.samples_per_question)}
     keys -= skip_ids | failed
     results.put(
         {
@@ -122,8 +128,6 @@ def _worker_main(
 
 def merge_parts(config: CollectConfig) -> tuple[int, int]:
     """Merge every part file left under `parts_dir(config)` into the rollouts file, then delete them."""
-    from executor_sft.rollout.collect import merge_rollouts
-
     root = parts_dir(config)
     parts = sorted(root.glob("*/rollouts.jsonl")) if root.exists() else []
     written = duplicates = 0
@@ -148,8 +152,6 @@ def collect_parallel(
     worker has loaded its models and index to when the last one finishes) and whose summary
     covers the merged file; `timings` adds the merge time and per-worker CPU seconds.
     """
-    from executor_sft.rollout.collect import finish_collection, select_questions
-
     workers = workers or config.num_workers
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -202,7 +204,7 @@ def _run_workers(
     procs = []
     for i in range(workers):
         mine = questions[i::workers]
-        ids = {f"{q.id}#{s}" for q in mine for s in range(config.samples_per_question)} & done
+        ids = {make_episode_id(q.id, s) for q in mine for s in range(config.samples_per_question)} & done
         args = (
             _worker_config(config, i, workers).model_dump_json(),
             mine,

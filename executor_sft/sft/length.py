@@ -15,7 +15,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from executor_sft.sft.tokenize import render_row, tokenize_rendered
+from executor_sft.sft.render import render_row, tokenize_rendered
 
 TRUNCATION_MARK = " [...]"
 OVERFLOW_POLICIES = ("truncate_tool", "drop")

@@ -1,76 +1,19 @@
-"""Rows -> (input_ids, labels): the one tokenisation the SFT trainer uses.
+"""Rows -> (input_ids, labels): `tokenize_example` is `fit_row` with the trainer's arguments.
 
-Labels are -100 everywhere except what the executor wrote: its tool-call JSON, its final
-report and the end-of-turn token. System, user and tool (retrieved passage) tokens carry no
-loss. Rows longer than `max_length` are fitted by shortening retrieved passages (see
-`executor_sft.sft.length`), never by cutting assistant tokens.
+The trainer calls `fit_row` (it also needs the fitting counts); every argument it passes is an
+argument here, so the masks the tests check are the masks the trainer trains on. Rows longer
+than `max_length` are fitted by shortening retrieved passages (see `executor_sft.sft.length`),
+never by cutting assistant tokens.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from transformers.utils.chat_template_utils import render_jinja_template
+from executor_sft.sft.length import fit_row
+from executor_sft.sft.render import IGNORE_INDEX, Rendered, render_row, tokenize_rendered
 
-from executor_sft.sft.templates import training_chat_template
-
-IGNORE_INDEX = -100
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """A row rendered to text, with the character spans the model is trained on."""
-
-    text: str
-    spans: list[tuple[int, int]]
-
-
-def render_row(
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
-    tokenizer,
-    *,
-    enable_thinking: bool = False,
-    chat_template: str | None = None,
-) -> Rendered:
-    """Render with the training template; spans end at the end-of-turn token (inclusive)."""
-    template = training_chat_template(tokenizer, chat_template)
-    rendered, indices = render_jinja_template(
-        conversations=[messages],
-        tools=tools or None,
-        chat_template=template,
-        return_assistant_tokens_mask=True,
-        enable_thinking=enable_thinking,
-        **tokenizer.special_tokens_map,
-    )
-    text = rendered[0]
-    eos = tokenizer.eos_token or ""
-    spans = []
-    for start, end in indices[0]:
-        # Whatever a template puts after the end-of-turn token inside the markers (a newline)
-        # is never generated, so it is not trained.
-        cut = text.rfind(eos, start, end) if eos else -1
-        if cut >= 0:
-            end = cut + len(eos)
-        if end > start:
-            spans.append((start, end))
-    return Rendered(text=text, spans=spans)
-
-
-def tokenize_rendered(rendered: Rendered, tokenizer) -> dict[str, list[int]]:
-    """Tokenise the whole text at once (as at inference) and label tokens inside the spans."""
-    enc = tokenizer(rendered.text, add_special_tokens=False, return_offsets_mapping=True)
-    input_ids: list[int] = list(enc["input_ids"])
-    labels = [IGNORE_INDEX] * len(input_ids)
-    spans = iter(rendered.spans)
-    span = next(spans, None)
-    for i, (start, _end) in enumerate(enc["offset_mapping"]):
-        while span is not None and start >= span[1]:
-            span = next(spans, None)
-        if span is not None and span[0] <= start < span[1]:
-            labels[i] = input_ids[i]
-    return {"input_ids": input_ids, "labels": labels}
+__all__ = ["IGNORE_INDEX", "Rendered", "render_row", "tokenize_example", "tokenize_rendered"]
 
 
 def tokenize_example(
@@ -81,6 +24,7 @@ def tokenize_example(
     enable_thinking: bool = False,
     chat_template: str | None = None,
     overflow: str = "truncate_tool",
+    min_passage_tokens: int = 24,
 ) -> dict[str, list[int]]:
     """Tokenise one SFT row exactly as the trainer does: `{"input_ids", "labels"}`.
 
@@ -88,8 +32,6 @@ def tokenize_example(
     longest retrieved passages first, "drop" refuses; both raise `RowTooLongError` when the
     row cannot fit (assistant, system and user tokens alone exceed `max_length`).
     """
-    from executor_sft.sft.length import fit_row
-
     return fit_row(
         row,
         tokenizer,
@@ -97,4 +39,5 @@ def tokenize_example(
         enable_thinking=enable_thinking,
         chat_template=chat_template,
         overflow=overflow,
+        min_line_tokens=min_passage_tokens,
     ).example

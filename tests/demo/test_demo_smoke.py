@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from executor_sft.synthetic.demo import load_config, run_demo
+from executor_sft.demos.demo import load_config, run_demo
 
 TINY = Path(__file__).resolve().parents[2] / "recipes" / "configs" / "demo_tiny.yaml"
 

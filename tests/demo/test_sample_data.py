@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from executor_sft.demos.sample_data import SampleConfig, make_sample_data
 from executor_sft.sft import DEFAULT_SFT_DATA, read_sft_jsonl
-from executor_sft.synthetic.sample_data import SampleConfig, make_sample_data
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 # Measured wall-clock values: the only fields of rollouts.jsonl that differ between runs.

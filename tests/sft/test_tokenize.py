@@ -155,3 +155,26 @@ def test_tokenizer_without_markers_is_refused(smollm2, row_two_searches):
     tok.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"
     with pytest.raises(ValueError, match="generation"):
         tokenize_example(row_two_searches, tok)
+
+
+def test_the_trainer_tokenises_exactly_as_tokenize_example(sft_rows, qwen3_tokenizer):
+    """`prepare_dataset` (what the trainer trains on) gives the masks `tokenize_example` gives,
+    long rows included (a short max_length makes passages shorten)."""
+    from executor_sft.sft.length import RowTooLongError
+    from executor_sft.sft.train import prepare_dataset
+
+    max_length, min_passage = 400, 16
+    dataset, report = prepare_dataset(
+        sft_rows, qwen3_tokenizer, max_length, min_passage_tokens=min_passage, disable_progress=True
+    )
+    expected = []
+    for row in sft_rows:
+        try:
+            expected.append(
+                tokenize_example(row, qwen3_tokenizer, max_length, min_passage_tokens=min_passage)
+            )
+        except RowTooLongError:
+            continue
+    assert report.truncated > 0
+    assert dataset["input_ids"] == [e["input_ids"] for e in expected]
+    assert dataset["labels"] == [e["labels"] for e in expected]

@@ -1,6 +1,6 @@
 """Offline demo sweep on the synthetic world (figures for docs/eval.md), no model hub needed.
 
-    python -m executor_sft.eval.demo --out runs/eval-demo [--questions 60]
+    python -m executor_sft.demos.eval_demo --out runs/eval-demo [--questions 60]
 
 Writes a small fictional world, indexes it with BM25, and sweeps backbones {scripted
 backbone, tiny random Qwen3 (real transformers model)} x executors {scripted teacher (searches

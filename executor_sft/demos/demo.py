@@ -30,8 +30,7 @@ from typing import Any
 
 import yaml
 
-from executor_sft.synthetic import TEACHER_EXTRA_SEARCH_RATE
-from executor_sft.synthetic.sample_data import (
+from executor_sft.demos.sample_data import (
     ROLLOUTS,
     SFT,
     SFT_REPORT,
@@ -42,6 +41,7 @@ from executor_sft.synthetic.sample_data import (
     pipeline_config,
     provenance,
 )
+from executor_sft.synthetic import TEACHER_EXTRA_SEARCH_RATE
 
 
 @dataclass
