@@ -6,11 +6,11 @@
     accelerate launch --config_file accelerate_configs/single_gpu.yaml recipes/grpo_executor.py \
         --config recipes/configs/grpo_qwen3_1.7b.yaml \
         --model_name_or_path outputs/qwen3-1.7b-executor-sft \
-        --dataset runs/grpo.jsonl --retriever_index indexes/wiki
+        --dataset_name runs/grpo.jsonl --retriever '{index: indexes/wiki}'
     # LoRA instead of a full fine-tune
     ... --use_peft --lora_r 32 --lora_target_modules all-linear
 
-Arguments: `GRPOScriptArguments` (data, retriever, search budget, reward), TRL's `GRPOConfig`
+Arguments: `GRPOScriptArguments` (a `trl.ScriptArguments`: data, retriever, search budget, reward), TRL's `GRPOConfig`
 (training, generation, vLLM) and `ModelConfig` (model, dtype, LoRA). See docs/grpo.md.
 """
 

@@ -19,21 +19,36 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import yaml
+from trl import ScriptArguments
+
 from executor_sft.grpo.data import grpo_examples_from_rollouts, load_jsonl, to_dataset
 from executor_sft.grpo.environment import SearchEnvironmentFactory
 from executor_sft.grpo.rewards import DEFAULT_EPS, JudgeFn, make_reward
 from executor_sft.retrieval.base import Retriever
+from executor_sft.retrieval.config import RetrieverConfig
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class GRPOScriptArguments:
-    """Stage options that are not TRL's (data, retrieval, reward)."""
+class GRPOScriptArguments(ScriptArguments):
+    """Stage options that are not TRL's (data, retrieval, reward).
 
-    dataset: str | None = field(
+    `trl.ScriptArguments` gives the data fields; `dataset_name` is the GRPO rows file here
+    (`--dataset` is the same flag). `retriever` is a `RetrieverConfig` mapping, as in collection
+    and evaluation configs (`{index: DIR, kind: bm25, k: 3}`): its `k` is the passages per
+    search. `judge` (reward=judge) is 'module:attr', or a `ModelConfig` mapping of the judge
+    model (an `LLMJudge` over it, verdicts cached in `judge_cache`). On the command line both
+    take YAML or JSON text: `--retriever '{index: indexes/wiki, k: 3}'`.
+    """
+
+    dataset_name: str | None = field(
         default=None,
-        metadata={"help": "GRPO rows (JSONL from recipes/build_grpo_data.py): prompt + reference."},
+        metadata={
+            "help": "GRPO rows (JSONL from recipes/build_grpo_data.py): prompt + reference.",
+            "aliases": ["--dataset"],
+        },
     )
     rollouts: list[str] | None = field(
         default=None, metadata={"help": "Build the rows on the fly from these rollouts.jsonl files instead."}
@@ -52,18 +67,12 @@ class GRPOScriptArguments:
         },
     )
     max_examples: int | None = field(default=None, metadata={"help": "Use at most this many rows (first N)."})
-    retriever_index: str | None = field(
-        default=None, metadata={"help": "Index directory (recipes/build_index.py)."}
-    )
-    retriever_url: str | None = field(
-        default=None, metadata={"help": "Or a retrieval server URL (Search-R1 wire format)."}
-    )
-    retriever_kind: Literal["bm25", "rank_bm25", "dense", "hybrid", "rrf"] = field(default="bm25")
-    retriever_cache: bool = field(
-        default=True, metadata={"help": "In-memory LRU cache of (query, k) results."}
-    )
-    retriever_top_k: int = field(
-        default=3, metadata={"help": "Passages per search (GRPOConfig.top_k is sampling)."}
+    retriever: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "RetrieverConfig mapping (YAML/JSON): index directory (recipes/build_index.py) or url "
+            "(Search-R1 wire format), kind, k (passages per search; GRPOConfig.top_k is sampling), cache."
+        },
     )
     max_searches: int = field(
         default=2, metadata={"help": "Searches per rollout; further calls get a 'report now' notice."}
@@ -74,30 +83,74 @@ class GRPOScriptArguments:
     clp_eps: float = field(
         default=DEFAULT_EPS, metadata={"help": "CLP penalty: R = score * max(0, 1 - eps*log(1+calls))."}
     )
-    judge: str | None = field(
+    judge: dict | str | None = field(
         default=None,
         metadata={
-            "help": "For reward=judge: 'module:attr', a judge(question, golden, prediction) callable or a zero-arg factory of one."
+            "help": "For reward=judge: 'module:attr' (a judge(question, golden, prediction) callable or a zero-arg "
+            "factory of one), or a ModelConfig mapping (YAML/JSON) of an OpenAI-compatible judge model."
         },
-    )
-    judge_model: str | None = field(
-        default=None,
-        metadata={"help": "For reward=judge: or an LLMJudge over this served model (OpenAI-compatible)."},
-    )
-    judge_base_url: str = field(default="http://127.0.0.1:8000/v1", metadata={"help": "The judge endpoint."})
-    judge_api_key_env: str | None = field(
-        default=None, metadata={"help": "Env var holding the judge API key."}
     )
     judge_cache: str | None = field(default=None, metadata={"help": "JSONL verdict cache for the LLM judge."})
 
+    def __post_init__(self) -> None:
+        from executor_sft.llm.config import ModelConfig as ChatModelConfig
+
+        self.retriever = _mapping(self.retriever, "retriever") or {}
+        # Check the fields now; the source (index or url) may come later as a retriever object.
+        has_source = self.retriever.get("index") is not None or self.retriever.get("url") is not None
+        _validate(
+            RetrieverConfig, self.retriever if has_source else {**self.retriever, "index": ""}, "retriever"
+        )
+        if isinstance(self.judge, str):
+            parsed = _mapping(self.judge, "judge")
+            self.judge = parsed if isinstance(parsed, dict) else self.judge
+        if isinstance(self.judge, dict):
+            _validate(ChatModelConfig, self.judge, "judge")
+
+    @property
+    def retriever_top_k(self) -> int:
+        """Passages per search: `retriever.k` (read-only; set `retriever.k`)."""
+        return int(self.retriever.get("k", RetrieverConfig.model_fields["k"].default))
+
+    def retriever_config(self) -> RetrieverConfig:
+        """The `retriever` mapping as a `RetrieverConfig` (needs `index` or `url`)."""
+        return _validate(RetrieverConfig, self.retriever, "retriever")
+
+
+def _mapping(value: Any, name: str) -> Any:
+    """A mapping from YAML/JSON text (the command line); other values pass through."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{name}: not YAML/JSON ({exc})") from None
+    if name == "retriever" and not isinstance(parsed, dict):
+        raise ValueError(
+            f"retriever: expected a mapping such as '{{index: indexes/wiki, k: 3}}', got {value!r}"
+        )
+    return parsed
+
+
+def _validate(cls: Any, data: dict[str, Any], name: str) -> Any:
+    from pydantic import ValidationError
+
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"field '{'.'.join(str(p) for p in (name, *err['loc']))}': {err['msg']}" for err in exc.errors()
+        )
+        raise ValueError(f"GRPOScriptArguments: {problems}") from None
+
 
 def load_grpo_dataset(args: GRPOScriptArguments):
-    if (args.dataset is None) == (args.rollouts is None):
+    if (args.dataset_name is None) == (args.rollouts is None):
         raise ValueError(
-            "give exactly one of `dataset` (GRPO rows JSONL) or `rollouts` (rollouts.jsonl files)"
+            "give exactly one of `dataset_name` (GRPO rows JSONL) or `rollouts` (rollouts.jsonl files)"
         )
-    if args.dataset is not None:
-        rows = load_jsonl(args.dataset)
+    if args.dataset_name is not None:
+        rows = load_jsonl(args.dataset_name)
     else:
         rows = grpo_examples_from_rollouts(
             args.rollouts,
@@ -113,16 +166,9 @@ def load_grpo_dataset(args: GRPOScriptArguments):
 
 
 def load_retriever_from_args(args: GRPOScriptArguments) -> Retriever:
-    from executor_sft.retrieval.config import CacheConfig, RetrieverConfig, build_retriever
+    from executor_sft.retrieval.config import build_retriever
 
-    cfg = RetrieverConfig(
-        index=args.retriever_index,
-        url=args.retriever_url,
-        kind=args.retriever_kind,
-        k=args.retriever_top_k,
-        cache=CacheConfig(enabled=args.retriever_cache),
-    )
-    return build_retriever(cfg)
+    return build_retriever(args.retriever_config())
 
 
 def load_judge(spec: str) -> JudgeFn:
@@ -145,25 +191,19 @@ def load_judge(spec: str) -> JudgeFn:
 
 
 def build_judge(args: GRPOScriptArguments) -> Any:
-    """The judge the arguments name: `judge` ('module:attr') or an LLMJudge over `judge_model`."""
-    if args.judge is not None:
+    """The judge the arguments name: `judge` ('module:attr'), or an LLMJudge over the `judge` model."""
+    if isinstance(args.judge, str):
         return load_judge(args.judge)
-    if args.judge_model is not None:
+    if isinstance(args.judge, dict):
         from executor_sft.llm.config import ModelConfig as ChatModelConfig
         from executor_sft.llm.config import build_chat_model
         from executor_sft.metrics.judge import LLMJudge
 
-        chat = build_chat_model(
-            ChatModelConfig(
-                backend="openai",
-                model=args.judge_model,
-                base_urls=[args.judge_base_url],
-                api_key_env=args.judge_api_key_env,
-            )
-        )
+        chat = build_chat_model(ChatModelConfig.model_validate(args.judge))
         return LLMJudge(chat, cache_path=args.judge_cache)
     raise ValueError(
-        "reward=judge needs `judge` ('module:attr') or `judge_model`, or a judge passed to build_grpo_trainer"
+        "reward=judge needs `judge` ('module:attr' or a model mapping such as '{model: Qwen/Qwen3-32B}'), "
+        "or a judge passed to build_grpo_trainer"
     )
 
 

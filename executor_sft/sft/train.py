@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from tqdm.auto import tqdm
-from trl import SFTTrainer
+from trl import ScriptArguments, SFTTrainer
 
 from executor_sft.sft.card import executor_card_section, model_card
 from executor_sft.sft.compile import compile_decoder_layers
@@ -31,14 +31,16 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class SFTScriptArguments:
-    """Data and executor-specific options (TRL's SFTConfig and ModelConfig hold the rest)."""
+class SFTScriptArguments(ScriptArguments):
+    """Data and executor-specific options (TRL's SFTConfig and ModelConfig hold the rest).
+
+    `trl.ScriptArguments` gives the data fields (`dataset_name`, `dataset_config`,
+    `dataset_train_split`, ...); only `dataset_name`'s default is ours: the sample data.
+    """
 
     dataset_name: str = field(
         default=str(DEFAULT_SFT_DATA), metadata={"help": "sft.jsonl path, or a Hub dataset id."}
     )
-    dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset config name."})
-    dataset_train_split: str = field(default="train", metadata={"help": "Hub dataset split."})
     composition_report: str | None = field(
         default=None, metadata={"help": "The filter's report.json (default: found beside the JSONL)."}
     )

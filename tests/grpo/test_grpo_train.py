@@ -115,7 +115,7 @@ def test_two_step_grpo_masks_tool_output(tiny_checkpoint, minibench_bm25, tmp_pa
         {"prompt": build_prompt(q, system.format(top_k=1, max_searches=1)), "reference": [a], "sub_query": q}
         for q, a in SUB_QUERIES
     ]
-    script_args = GRPOScriptArguments(retriever_top_k=1, max_searches=1, reward="em")
+    script_args = GRPOScriptArguments(retriever={"k": 1}, max_searches=1, reward="em")
     training_args = GRPOConfig(
         output_dir=str(tmp_path / "out"),
         max_steps=2,

@@ -104,7 +104,7 @@ def test_grpo_recipe_one_step(workdir, tmp_path):
             "--dtype", "float32",
             "--attn_implementation", "eager",
             "--dataset", str(workdir / "grpo.jsonl"),
-            "--retriever_index", str(workdir / "index"),
+            "--retriever", json.dumps({"index": str(workdir / "index")}),
             "--output_dir", str(out),
             "--use_vllm", "false",
             "--bf16", "false",
