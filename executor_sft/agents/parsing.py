@@ -6,12 +6,12 @@ Reasoning (`<think>` blocks) is removed before parsing, so thoughts never trigge
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from executor_sft.agents.tools import SEARCH_TOOL_NAME
+from executor_sft.llm.parsing import decode_tool_arguments
 from executor_sft.schema import Message, Report
 
 _FLAGS = re.IGNORECASE | re.DOTALL
@@ -132,11 +132,11 @@ class ExecutorAction:
 
 def parse_tool_arguments(arguments: Any) -> tuple[str | None, str | None]:
     """The `query` of a search call's arguments (JSON string or dict) -> (query, problem)."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except (json.JSONDecodeError, RecursionError):
-            return None, "the tool-call arguments are not valid JSON"
+    if isinstance(arguments, str) and not arguments.strip():
+        arguments = {}
+    arguments, error = decode_tool_arguments(arguments)
+    if error is not None:
+        return None, "the tool-call arguments are not valid JSON"
     if not isinstance(arguments, dict):
         return None, 'the tool-call arguments must be a JSON object like {"query": "..."}'
     query = arguments.get("query")

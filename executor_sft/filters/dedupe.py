@@ -16,16 +16,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from executor_sft.llm.parsing import parse_tool_call
 from executor_sft.schema import Message
-
-
-def _arguments(args: Any) -> Any:
-    if isinstance(args, str):
-        try:
-            return json.loads(args)
-        except ValueError:
-            return args
-    return args
 
 
 def _content(content: Any) -> Any:
@@ -41,8 +33,12 @@ def canonical_messages(messages: Iterable[Message], include_reasoning: bool = Tr
             item["reasoning_content"] = msg["reasoning_content"]
         calls = []
         for call in msg.get("tool_calls") or []:
-            fn = call.get("function", call) if isinstance(call, dict) else {}
-            calls.append({"name": fn.get("name"), "arguments": _arguments(fn.get("arguments"))})
+            parsed = parse_tool_call(call)  # arguments decoded when JSON, else as recorded
+            calls.append(
+                {"name": parsed.name, "arguments": parsed.arguments}
+                if parsed
+                else {"name": None, "arguments": None}
+            )
         if calls:
             item["tool_calls"] = calls
         out.append(item)

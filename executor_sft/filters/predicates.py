@@ -6,12 +6,12 @@ them directly on records they loaded themselves.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from executor_sft.agents.tools import SEARCH_TOOL_NAME
 from executor_sft.filters.records import RunView
+from executor_sft.llm.parsing import parse_tool_call
 from executor_sft.schema import Message
 
 _TAG_SEARCH = re.compile(r"<search>.*?</search>", re.S | re.I)
@@ -54,17 +54,10 @@ def is_counterfactual(run: Any, budget1_role: str = "teacher_budget1") -> bool:
 
 
 def _valid_search_call(call: Any) -> bool:
-    if not isinstance(call, dict):
+    parsed = parse_tool_call(call)
+    if parsed is None or parsed.name != SEARCH_TOOL_NAME:
         return False
-    fn = call.get("function", call)
-    if not isinstance(fn, dict) or fn.get("name") != SEARCH_TOOL_NAME:
-        return False
-    args = fn.get("arguments")
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError:
-            return False
+    args = parsed.arguments  # a string that is not JSON stays a string
     return isinstance(args, dict) and isinstance(args.get("query"), str) and bool(args["query"].strip())
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypedDict
 
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.jsonl import RowError
+from executor_sft.llm.parsing import parse_tool_call
 from executor_sft.schema import Message
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -46,16 +47,13 @@ def _content(value: Any, i: int) -> str:
 def _tool_call(call: Any, i: int, arguments: Literal["dict", "json"]) -> dict[str, Any]:
     if not isinstance(call, dict):
         raise RowError("malformed_messages", f"messages[{i}].tool_calls has a non-object entry")
-    fn = call.get("function", call)
-    name = fn.get("name") if isinstance(fn, dict) else None
-    if not isinstance(name, str):
+    parsed = parse_tool_call(call, missing={})
+    if parsed is None or not isinstance(parsed.name, str):
         raise RowError("malformed_messages", f"messages[{i}] has a tool call without a function name")
-    args = fn.get("arguments", {})
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError:
-            raise RowError("unparseable_arguments", f"messages[{i}] tool arguments are not JSON") from None
+    name = parsed.name
+    if parsed.error is not None:
+        raise RowError("unparseable_arguments", f"messages[{i}] tool arguments are not JSON")
+    args = parsed.arguments
     if not isinstance(args, dict):
         raise RowError("unparseable_arguments", f"messages[{i}] tool arguments are not a JSON object")
     out: dict[str, Any] = {}

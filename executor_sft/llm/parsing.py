@@ -21,7 +21,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
@@ -89,11 +89,8 @@ def _call_from_body(body: str) -> tuple[dict[str, Any], bool]:
         if isinstance(args, dict):
             arguments, valid = json.dumps(args, ensure_ascii=False), True
         elif isinstance(args, str):
-            try:
-                valid = isinstance(json.loads(args), dict)
-            except (ValueError, RecursionError):
-                valid = False
-            arguments = args
+            decoded, error = decode_tool_arguments(args)
+            arguments, valid = args, error is None and isinstance(decoded, dict)
         else:  # a list, number or null: keep it visible, as JSON that is not an object
             arguments, valid = json.dumps(args, ensure_ascii=False), False
         return make_tool_call(name, arguments), not (name and valid)
@@ -181,6 +178,49 @@ def parse_assistant_text(text: str, *, parse_tools: bool = True, think_open: boo
     )
 
 
+class ParsedToolCall(NamedTuple):
+    """A recorded tool call taken apart by `parse_tool_call`; what to do with a bad one is the caller's."""
+
+    name: Any
+    """`function.name` as recorded (check it is a string)."""
+    raw: Any
+    """`function.arguments` as recorded (`missing` when absent)."""
+    arguments: Any
+    """`raw` decoded when it is a JSON string (to whatever JSON value it holds), else `raw` itself."""
+    error: str | None
+    """The decoder's message when `raw` is a string that is not JSON, else None."""
+
+
+def decode_tool_arguments(arguments: Any) -> tuple[Any, str | None]:
+    """Tool-call arguments as recorded -> (decoded value, error).
+
+    A JSON string is decoded (to any JSON value; callers check for an object); a string that
+    is not JSON comes back as is with the decoder's message; any other value (a dict, None)
+    comes back as is with no error.
+    """
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments), None
+        except (ValueError, RecursionError) as exc:
+            return arguments, str(exc)
+    return arguments, None
+
+
+def parse_tool_call(call: Any, missing: Any = None) -> ParsedToolCall | None:
+    """An OpenAI-shaped (`{"function": {"name", "arguments"}}`) or flat (`{"name", "arguments"}`) call -> its parts.
+
+    None when `call` or its `function` is not an object. `missing` stands for absent arguments.
+    """
+    if not isinstance(call, dict):
+        return None
+    fn = call.get("function", call)
+    if not isinstance(fn, dict):
+        return None
+    raw = fn.get("arguments", missing)
+    arguments, error = decode_tool_arguments(raw)
+    return ParsedToolCall(fn.get("name"), raw, arguments, error)
+
+
 def tool_call_error(call: dict[str, Any]) -> str | None:
     """Why a tool call cannot be dispatched (None when it can): the agents' one check."""
     fn = call.get("function") if isinstance(call, dict) else None
@@ -194,9 +234,8 @@ def tool_call_error(call: dict[str, Any]) -> str | None:
         return None
     if not isinstance(args, str):
         return f"arguments of {name!r} are not a JSON object"
-    try:
-        decoded = json.loads(args)
-    except (ValueError, RecursionError):
+    decoded, error = decode_tool_arguments(args)
+    if error is not None:
         return f"arguments of {name!r} are not valid JSON: {args[:200]!r}"
     if not isinstance(decoded, dict):
         return f"arguments of {name!r} are not a JSON object: {args[:200]!r}"

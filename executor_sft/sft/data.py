@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from executor_sft.jsonl import MalformedLineError, RowError, iter_records
+from executor_sft.llm.parsing import parse_tool_call
 
 # The embedded default's data: the project's own sample, produced by its synthetic pipeline.
 DEFAULT_SFT_DATA = Path(__file__).resolve().parents[2] / "data" / "sft.jsonl"
@@ -33,18 +34,14 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
         if m["role"] == "assistant":
             n_assistant += 1
             for j, call in enumerate(m.get("tool_calls") or []):
-                fn = call.get("function", call) if isinstance(call, dict) else None
-                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                parsed = parse_tool_call(call)
+                if parsed is None or not isinstance(parsed.name, str):
                     raise RowError(f"{where}: field {field}.tool_calls[{j}].function.name is missing")
-                args = fn.get("arguments")
-                if isinstance(args, str):
-                    try:
-                        json.loads(args)
-                    except json.JSONDecodeError as e:
-                        raise RowError(
-                            f"{where}: field {field}.tool_calls[{j}].function.arguments is not JSON: {e}"
-                        ) from None
-                elif not isinstance(args, dict):
+                if parsed.error is not None:
+                    raise RowError(
+                        f"{where}: field {field}.tool_calls[{j}].function.arguments is not JSON: {parsed.error}"
+                    )
+                if not isinstance(parsed.raw, str | dict):
                     raise RowError(
                         f"{where}: field {field}.tool_calls[{j}].function.arguments must be a JSON string"
                     )

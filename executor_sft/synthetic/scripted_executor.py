@@ -22,6 +22,7 @@ from typing import Any
 
 from executor_sft.agents.tools import SEARCH_TOOL_NAME
 from executor_sft.llm.base import ChatResult, SamplingParams
+from executor_sft.llm.parsing import parse_tool_call
 from executor_sft.schema import Message
 from executor_sft.synthetic._chat import (
     SeenPassage,
@@ -96,10 +97,9 @@ class ScriptedTeacherExecutor:
             role, text = m.get("role"), text_of(m)
             if role == "assistant":
                 for call in m.get("tool_calls") or []:
-                    try:
-                        queries.append(str(json.loads(call["function"]["arguments"]).get("query", "")))
-                    except (ValueError, KeyError, TypeError, AttributeError):
-                        queries.append("")
+                    parsed = parse_tool_call(call)
+                    args = parsed.arguments if parsed else None
+                    queries.append(str(args.get("query", "")) if isinstance(args, dict) else "")
                 queries += [q.strip() for q in _SEARCH_TAG.findall(text)]
             elif role == "tool":
                 saw_tool = True
