@@ -27,8 +27,58 @@ def test_episode_round_trip_keeps_contract_names_and_extra_fields():
     data = episode.to_dict()
     assert data["schema"] == "executor_sft.episode/v1"
     assert data["runs"][0]["custom_field"] == {"kept": True}
-    assert set(data) >= {"episode_id", "sample_index", "question", "config", "rounds", "runs", "answer",
-                         "metrics", "usage", "stop_reason", "error"}
+    assert set(data) >= {
+        "episode_id",
+        "sample_index",
+        "question",
+        "config",
+        "rounds",
+        "runs",
+        "answer",
+        "metrics",
+        "usage",
+        "stop_reason",
+        "error",
+    }
     again = Episode.from_json(episode.to_json())
     assert again == episode
     assert again.runs_for("teacher")[0].outcome.judge is True
+
+
+def test_older_episodes_without_the_declared_fields_load_and_keep_their_shape():
+    """Fields declared later (run extras, outcome substitution, round drops) load from records
+    that lack them and are not invented when such a record is written again."""
+    from executor_sft.schema import Episode
+
+    old = {
+        "schema": "executor_sft.episode/v1",
+        "episode_id": "q1#0",
+        "question": {"id": "q1", "question": "Q?", "golden_answers": ["a"], "dataset": "d"},
+        "rounds": [{"index": 0, "sub_queries": ["s?"], "backbone": None}],
+        "runs": [
+            {
+                "run_id": "r",
+                "round": 0,
+                "sub_query_index": 0,
+                "sub_query": "s?",
+                "role": "teacher",
+                "model": "m",
+                "max_turns": 3,
+                "max_searches": 2,
+                "outcome": {"answer": "a", "em": 1.0, "f1": 1.0, "judge": True},
+            }
+        ],
+    }
+    episode = Episode.model_validate(old)
+    run = episode.runs[0]
+    assert (run.calls, run.n_corrections, run.error, run.protocol) == ([], 0, None, "native")
+    assert run.outcome.substituted is None and run.outcome.answerer_call is None
+    again = episode.to_dict()
+    assert "substituted" not in again["runs"][0]["outcome"] and "answerer" not in again
+    assert "dropped_sub_queries" not in again["rounds"][0] and "split" not in again["question"]
+
+
+def test_episode_ids_have_one_format():
+    from executor_sft.schema import episode_id
+
+    assert episode_id("hotpotqa-7", 3) == "hotpotqa-7#3"

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from executor_sft.agents.prompting import Prompts
 from executor_sft.llm.base import SamplingParams
+from executor_sft.schema import Role
 
 
 class RoleConfig(BaseModel):
@@ -48,8 +49,8 @@ class PipelineConfig(BaseModel):
     max_turns: int = Field(default=3, ge=1, description="K: executor assistant turns")
     max_searches: int | None = Field(default=None, ge=0, description="executor search cap (<= K-1)")
     top_k: int = Field(default=3, ge=1, description="passages per search")
-    executor_roles: list[str] = Field(default_factory=lambda: ["teacher", "student"], min_length=1)
-    driver: str = "teacher"
+    executor_roles: list[str] = Field(default_factory=lambda: [Role.TEACHER, Role.STUDENT], min_length=1)
+    driver: str = Role.TEACHER
     roles: dict[str, RoleConfig] = Field(default_factory=dict)
     prompts: Prompts = Field(default_factory=Prompts)
     label_outcomes: bool = True
@@ -61,7 +62,7 @@ class PipelineConfig(BaseModel):
             raise ValueError(f"driver {self.driver!r} is not one of executor_roles {self.executor_roles}")
         if len(set(self.executor_roles)) != len(self.executor_roles):
             raise ValueError(f"executor_roles has duplicates: {self.executor_roles}")
-        reserved = {"backbone", "answerer", "judge", "single_agent"} & set(self.executor_roles)
+        reserved = {Role.BACKBONE, Role.ANSWERER, Role.JUDGE, Role.SINGLE_AGENT} & set(self.executor_roles)
         if reserved:
             raise ValueError(f"executor_roles may not use reserved role names {sorted(reserved)}")
         for name in self.executor_roles:

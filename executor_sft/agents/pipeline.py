@@ -21,11 +21,11 @@ from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
-from executor_sft.schema import Episode, EpisodeMetrics, ExecutorRun, Outcome, Question, Round, Usage
+from executor_sft.schema import Episode, EpisodeMetrics, ExecutorRun, Outcome, Question, Role, Round, Usage
 from executor_sft.schema import episode_id as make_episode_id
 
-BACKBONE, ANSWERER = "backbone", "answerer"
-OUTCOME_USAGE = "answerer_outcomes"
+BACKBONE, ANSWERER = Role.BACKBONE, Role.ANSWERER
+OUTCOME_USAGE = Role.ANSWERER_OUTCOMES
 """Usage key for the answerer calls spent on labelling non-driver runs (kept apart from the pipeline's own cost)."""
 
 
@@ -51,7 +51,7 @@ async def _score(
 def _judge_from(models: Mapping[str, ChatModel], judge: LLMJudge | None) -> LLMJudge | None:
     if judge is not None:
         return judge
-    return LLMJudge(models["judge"]) if "judge" in models else None
+    return LLMJudge(models[Role.JUDGE]) if Role.JUDGE in models else None
 
 
 async def run_episode(
@@ -238,7 +238,7 @@ def pipeline_config_of(episode: Episode) -> PipelineConfig:
 
 def driver_findings(episode: Episode, driver: str | None = None) -> list[tuple[tuple[int, int], str, Any]]:
     """((round, sub_query_index), sub-query, driver report) for every dispatched sub-query, in order."""
-    driver = driver or episode.config.get("driver", "teacher")
+    driver = driver or episode.config.get("driver", Role.TEACHER)
     reports = {(run.round, run.sub_query_index): run.report for run in episode.runs if run.role == driver}
     return [
         ((rnd.index, i), q, reports.get((rnd.index, i)))

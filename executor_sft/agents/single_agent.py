@@ -13,10 +13,10 @@ from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
-from executor_sft.schema import Episode, EpisodeMetrics, Outcome, Question, Round, Usage
+from executor_sft.schema import Episode, EpisodeMetrics, Outcome, Question, Role, Round, Usage
 from executor_sft.schema import episode_id as make_episode_id
 
-ROLE = "single_agent"
+ROLE = Role.SINGLE_AGENT
 
 
 async def run_single_agent(

@@ -27,7 +27,7 @@ from executor_sft.filters.records import RecordError, RunView
 from executor_sft.jsonl import iter_jsonl, iter_records
 from executor_sft.jsonl import write_jsonl as write_jsonl  # the package's one writer, (path, rows)
 from executor_sft.metrics.answer import normalize_answer
-from executor_sft.schema import Message
+from executor_sft.schema import Message, Role
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def build_prompt(sub_query: str, system_prompt: str) -> list[Message]:
 
 def grpo_examples_from_episodes(
     episodes: Iterable[tuple[str, Mapping[str, Any]]],
-    roles: tuple[str, ...] = ("teacher",),
+    roles: tuple[str, ...] = (Role.TEACHER,),
     require_judge: bool = True,
     system_prompt: str | None = None,
     top_k: int = 3,
@@ -160,7 +160,7 @@ def grpo_examples_from_episodes(
 
 def grpo_examples_from_rollouts(
     path: str | Path | Iterable[str | Path],
-    roles: tuple[str, ...] = ("teacher",),
+    roles: tuple[str, ...] = (Role.TEACHER,),
     require_judge: bool = True,
     system_prompt: str | None = None,
     top_k: int = 3,

@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from executor_sft.schema import Episode, ExecutorRun, Message
+from executor_sft.schema import Episode, ExecutorRun, Message, Role
 
 logger = logging.getLogger(__name__)
 
 TokenCounter = Callable[[str], int]
 MESSAGE_OVERHEAD_TOKENS = 5
 """`<|im_start|>role\\n ... <|im_end|>\\n` around each message in ChatML-style templates."""
-DEFAULT_DRIVER_ROLE = "teacher"
+DEFAULT_DRIVER_ROLE = Role.TEACHER
 _warned_no_tokenizer = False
 
 

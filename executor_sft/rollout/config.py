@@ -16,6 +16,7 @@ from executor_sft.llm.config import ModelConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
 from executor_sft.rollout.store import check_jsonl
+from executor_sft.schema import Role
 
 
 class CollectQuestionSource(BaseQuestionSource):
@@ -40,7 +41,7 @@ class CounterfactualConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    role: str = "teacher"
+    role: str = Role.TEACHER
     """Executor role whose runs are re-run (the re-run uses this role's model and settings)."""
     min_searches: int = Field(default=2, ge=1)
     max_searches: int = Field(default=1, ge=0)
@@ -73,7 +74,7 @@ class CollectConfig(BaseModel):
         return self
 
     def required_roles(self) -> list[str]:
-        return ["backbone", "answerer", *self.pipeline.executor_roles]
+        return [Role.BACKBONE, Role.ANSWERER, *self.pipeline.executor_roles]
 
     @property
     def rollouts_path(self) -> Path:

@@ -31,12 +31,12 @@ from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig, CounterfactualConfig
 from executor_sft.rollout.store import EpisodeStore, read_episodes
 from executor_sft.rollout.summary import CollectionStats, collection_stats, render_summary
-from executor_sft.schema import Episode, Question, Usage
+from executor_sft.schema import Episode, Question, Role, Usage
 from executor_sft.schema import episode_id as make_episode_id
 
 logger = logging.getLogger(__name__)
 
-COUNTERFACTUAL_ANSWERER_USAGE = "answerer_outcomes"
+COUNTERFACTUAL_ANSWERER_USAGE = Role.ANSWERER_OUTCOMES
 _CORRECTNESS_FIELDS = {"run_id", "role", "round", "sub_query_index", "n_searches", "finish", "outcome"}
 MERGE_CHUNK = 256
 """Records per write + fsync when merging (an fsync per record made merging slower than collecting)."""
@@ -95,7 +95,7 @@ async def add_counterfactuals(
                 run,
                 models[settings.role],
                 retriever,
-                models["answerer"],
+                models[Role.ANSWERER],
                 config=pipeline,
                 judge=judge,
                 max_searches=settings.max_searches,
@@ -153,11 +153,11 @@ async def collect_in_process(
         from executor_sft.retrieval.config import build_retriever
 
         retriever = build_retriever(config.retriever)
-    if judge is None and "judge" in models:
+    if judge is None and Role.JUDGE in models:
         # Verdicts persist beside the rollouts, so a resumed or repeated run never re-judges.
         cache = config.rollouts_path.with_name(config.rollouts_path.stem + ".judge_cache.jsonl")
         cache.parent.mkdir(parents=True, exist_ok=True)
-        judge = LLMJudge(models["judge"], cache_path=cache)
+        judge = LLMJudge(models[Role.JUDGE], cache_path=cache)
     questions = list(questions) if questions is not None else select_questions(config)
 
     store = EpisodeStore(config.rollouts_path)

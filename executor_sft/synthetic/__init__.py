@@ -6,6 +6,7 @@ backbone, executor, answerer and judge roles through the real runtime; they are 
 sources with known behaviour, never a stand-in for the LLM path.
 """
 
+from executor_sft.schema import Role
 from executor_sft.synthetic.relations import RELATIONS, Relation, parse_subquery, render_subject
 from executor_sft.synthetic.scripted_answerer import ScriptedAnswerer
 from executor_sft.synthetic.scripted_backbone import ScriptedBackbone, find_question
@@ -34,13 +35,13 @@ def scripted_models(
 ) -> dict:
     """Role -> scripted `ChatModel` for `run_episode`: backbone, answerer, judge, teacher, student."""
     return {
-        "backbone": ScriptedBackbone(world),
-        "answerer": ScriptedAnswerer(world),
-        "judge": ScriptedJudge(),
-        "teacher": ScriptedTeacherExecutor(
+        Role.BACKBONE: ScriptedBackbone(world),
+        Role.ANSWERER: ScriptedAnswerer(world),
+        Role.JUDGE: ScriptedJudge(),
+        Role.TEACHER: ScriptedTeacherExecutor(
             world, noise=noise, extra_search_rate=teacher_extra_search_rate, seed=seed
         ),
-        "student": scripted_student_executor(world, noise=noise, seed=seed + 1),
+        Role.STUDENT: scripted_student_executor(world, noise=noise, seed=seed + 1),
     }
 
 
