@@ -16,7 +16,6 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from executor_sft.demos.demo import load_config, run_demo
@@ -125,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             REPO / a.config if not Path(a.config).is_absolute() else a.config,
             {"seed": seed, "out": str(Path(a.out) / f"seed{seed}")},
         )
-        done = _finished(Path(cfg.out) / "results.json", asdict(cfg))
+        done = _finished(Path(cfg.out) / "results.json", cfg.model_dump())
         if done is not None:
             print(f"seed {seed}: reusing {cfg.out}/results.json (same config)", flush=True)
             results.append(done)

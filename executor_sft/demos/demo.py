@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import shutil
 import sys
@@ -28,8 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from pydantic import BaseModel, ConfigDict
 
+from executor_sft.configfile import load_config as load_yaml_config
 from executor_sft.demos.sample_data import (
     ROLLOUTS,
     SFT,
@@ -41,12 +41,18 @@ from executor_sft.demos.sample_data import (
     pipeline_config,
     provenance,
 )
+from executor_sft.schema import Role
 from executor_sft.synthetic import TEACHER_EXTRA_SEARCH_RATE
 
 
-@dataclass
-class DemoConfig:
-    """Every knob of the demo; `recipes/configs/demo.yaml` holds the measured defaults."""
+class DemoConfig(BaseModel):
+    """Every knob of the demo; `recipes/configs/demo.yaml` holds the measured defaults.
+
+    Unknown keys are errors (`configfile.load_config`); `cfg.model_dump()` is the `config`
+    recorded in `results.json`.
+    """
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     seed: int = 0
     out: str = "outputs/demo"
@@ -97,16 +103,13 @@ class DemoResult:
 
 
 def load_config(path: str | Path | None, overrides: dict[str, Any]) -> DemoConfig:
-    data: dict[str, Any] = {}
+    """The YAML at `path` (None: the defaults) with the non-None `overrides` on top.
+
+    Errors are `configfile.load_config`'s one line naming the file and the field.
+    """
     if path is not None:
-        path = Path(path)
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        known = {f.name for f in dataclasses.fields(DemoConfig)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{path}: unknown field(s) {unknown}; known: {sorted(known)}")
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return DemoConfig(**data)
+        return load_yaml_config(DemoConfig, path, overrides)
+    return DemoConfig.model_validate({k: v for k, v in overrides.items() if v is not None})
 
 
 def _student_model(cfg: DemoConfig, path: str | None = None):
@@ -203,15 +206,17 @@ def evaluate(
     from executor_sft.eval.executor_eval import evaluate_executor
     from executor_sft.llm import SamplingParams
 
+    # The student's collection settings (prompt, budget, protocol), with greedy evaluation sampling.
+    sample = SampleConfig(seed=cfg.seed, max_rounds=cfg.max_rounds, max_turns=cfg.max_turns, top_k=cfg.top_k)
+    settings = pipeline_config(sample, [Role.TEACHER, Role.STUDENT]).executor_settings(Role.STUDENT)
+    settings = settings.replace(sampling=SamplingParams(max_tokens=cfg.eval_max_tokens, temperature=0.0))
     return asyncio.run(
         evaluate_executor(
             model,
             retriever,
             sub_queries,
+            settings,
             name=name,
-            max_turns=cfg.max_turns,
-            top_k=cfg.top_k,
-            sampling=SamplingParams(max_tokens=cfg.eval_max_tokens, temperature=0.0),
             concurrency=cfg.eval_concurrency,
             runs_path=runs_path,
             show_progress=show_progress,
@@ -318,7 +323,7 @@ def run_demo(cfg: DemoConfig, *, show_progress: bool = True) -> DemoResult:
     times["total"] = time.perf_counter() - start
 
     result = DemoResult(
-        config=asdict(cfg),
+        config=cfg.model_dump(),
         before=before.to_dict(),
         after=after.to_dict(),
         teacher=teacher.to_dict() if teacher else None,

@@ -149,12 +149,13 @@ def filter_rollouts(rollouts: Path, sft: Path, report: Path) -> dict[str, Any]:
 
 
 def provenance(config: Any, index_dir: Path) -> dict[str, Any]:
-    """What a result was made with: its config, library versions and the index it searched."""
+    """What a result was made with: its config (a dataclass or pydantic model), library versions
+    and the index it searched."""
     from executor_sft.retrieval import Manifest
 
     manifest = Manifest.load(index_dir)
     return {
-        "config": asdict(config),
+        "config": config.model_dump() if hasattr(config, "model_dump") else asdict(config),
         "versions": library_versions(),
         "index": {"corpus_fingerprint": manifest.corpus.fingerprint, "num_docs": manifest.corpus.num_docs},
     }
