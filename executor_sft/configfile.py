@@ -7,6 +7,7 @@ Every recipe config (collect, evaluate, sweep, build the evaluation set) goes th
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -71,6 +72,20 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
             node[index] = child
             node = child
     return data
+
+
+def add_option(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> argparse.Action:
+    """Add `--name` spelled with underscores, as TRL and HfArgumentParser spell every flag.
+
+    The dashed spelling (`--output-dir` for `output_dir`) is added as a hidden alias, so commands
+    written before the flags were renamed keep working; `--help` shows the underscore form.
+    """
+    action = parser.add_argument(f"--{name}", **kwargs)
+    dashed = name.replace("_", "-")
+    if dashed != name:
+        alias = {k: v for k, v in kwargs.items() if k in ("action", "type", "nargs", "const", "choices")}
+        parser.add_argument(f"--{dashed}", dest=action.dest, help=argparse.SUPPRESS, **alias)
+    return action
 
 
 def load_config(

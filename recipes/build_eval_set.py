@@ -14,6 +14,7 @@ import argparse
 import logging
 import sys
 
+from executor_sft.configfile import add_option
 from executor_sft.eval.eval_set import EVAL_SET_JSON, build_eval_set, load_eval_set_config
 
 
@@ -22,11 +23,11 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--config", required=True, help="eval-set YAML (EvalSetConfig)")
-    parser.add_argument("--output-dir", help="override output_dir")
+    add_option(parser, "output_dir", help="override output_dir")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (YAML value)"
     )
-    parser.add_argument("--no-progress", action="store_true")
+    add_option(parser, "no_progress", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -1,7 +1,7 @@
 """GRPO prompts from rollouts: verified teacher reports -> (sub-query, reference) rows.
 
     python recipes/build_grpo_data.py --rollouts runs/rollouts.jsonl --output runs/grpo.jsonl \
-        [--roles teacher] [--no-require-judge] [--system_prompt file:my_prompt.md] [--top_k 3 --max_searches 2]
+        [--roles teacher] [--no_require_judge] [--system_prompt file:my_prompt.md] [--top_k 3 --max_searches 2]
 
 Rows: `prompt` (system + sub-query), `reference` (answer aliases), `sub_query`, `question_id`,
 `dataset`, `episode_id`, `source_run_id`. Written atomically; a summary goes to stderr.

@@ -1,7 +1,7 @@
 """Collect teacher/student executor rollouts under a fixed backbone.
 
     python recipes/collect_rollouts.py --config recipes/configs/collect_minibench_offline.yaml
-    python recipes/collect_rollouts.py --config CFG --num-shards 4 --shard-index 0   # one machine of four
+    python recipes/collect_rollouts.py --config CFG --num_shards 4 --shard_index 0   # one machine of four
     python recipes/collect_rollouts.py merge --inputs out/rollouts-*.jsonl --output out/rollouts.jsonl
 
 Re-running the same command resumes: finished episodes are skipped, never duplicated.
@@ -14,6 +14,7 @@ import asyncio
 import logging
 import sys
 
+from executor_sft.configfile import add_option
 from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts
 from executor_sft.rollout.config import check_inputs
 
@@ -34,12 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--config", required=True, help="YAML file mapping onto executor_sft.rollout.CollectConfig"
     )
-    parser.add_argument("--output-dir", dest="output_dir")
-    parser.add_argument("--num-shards", dest="num_shards", type=int)
-    parser.add_argument("--shard-index", dest="shard_index", type=int)
+    add_option(parser, "output_dir")
+    add_option(parser, "num_shards", type=int)
+    add_option(parser, "shard_index", type=int)
     parser.add_argument("--concurrency", type=int)
-    parser.add_argument("--num-workers", dest="num_workers", type=int, help="processes (one per core)")
-    parser.add_argument("--samples-per-question", dest="samples_per_question", type=int)
+    add_option(parser, "num_workers", type=int, help="processes (one per core)")
+    add_option(parser, "samples_per_question", type=int)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     overrides = {k: v for k, v in vars(args).items() if k != "config"}

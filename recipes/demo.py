@@ -15,6 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
+from executor_sft.configfile import add_option
 from executor_sft.demos.demo import DemoConfig, load_config, run_demo
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "demo.yaml"
@@ -26,9 +27,9 @@ def parse_args(argv: list[str] | None = None) -> DemoConfig:
     p.add_argument("--seed", type=int)
     p.add_argument("--out", help="output directory (default from the config, e.g. outputs/demo)")
     p.add_argument("--model", help="student model (offline alias or path)")
-    p.add_argument("--max-steps", type=int, dest="max_steps")
-    p.add_argument("--eval-subqueries", type=int, dest="eval_subqueries")
-    p.add_argument("--student-questions", type=int, dest="student_questions")
+    add_option(p, "max_steps", type=int)
+    add_option(p, "eval_subqueries", type=int)
+    add_option(p, "student_questions", type=int)
     a = vars(p.parse_args(argv))
     path = a.pop("config")
     return load_config(path, a)

@@ -1,7 +1,7 @@
 """Evaluate one system (pipeline or single-agent baseline) on question sets, resumably.
 
     python recipes/evaluate.py --config recipes/configs/eval_minibench_smollm2.yaml \
-        [--output-dir runs/eval/x] [--samples 3] [--limit 20] [--concurrency 8] \
+        [--output_dir runs/eval/x] [--samples 3] [--limit 20] [--concurrency 8] \
         [--set metrics.normalization=unicode] [--set questions.0.ids_file=...]
 
 Writes <output_dir>/episodes.jsonl (crash-safe; a rerun resumes), results.json, results.md
@@ -14,6 +14,7 @@ import argparse
 import logging
 import sys
 
+from executor_sft.configfile import add_option
 from executor_sft.eval import load_eval_config, run_eval
 
 
@@ -22,14 +23,14 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--config", required=True, help="eval YAML (EvalConfig)")
-    parser.add_argument("--output-dir", help="override output_dir")
+    add_option(parser, "output_dir", help="override output_dir")
     parser.add_argument("--samples", type=int, help="override samples (k)")
     parser.add_argument("--limit", type=int, help="override every question source's per-dataset limit")
     parser.add_argument("--concurrency", type=int, help="override concurrency")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (YAML value)"
     )
-    parser.add_argument("--no-progress", action="store_true")
+    add_option(parser, "no_progress", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -1,7 +1,7 @@
 """Filter rollouts into SFT rows: rollouts.jsonl -> sft.jsonl + composition report.
 
     python recipes/filter_trajectories.py --rollouts rollouts.jsonl --output sft.jsonl \
-        --report report.json [--no-require-judge] [--teacher-single-search all] [--min-searches 2]
+        --report report.json [--no_require_judge] [--teacher_single_search all] [--min_searches 2]
 
 Every `FilterConfig` field is a flag (see --help); `--config file.yaml` sets them from YAML.
 Outputs are written atomically: a crash leaves the previous files (or none), never a half file.

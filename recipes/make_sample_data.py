@@ -15,6 +15,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from executor_sft.configfile import add_option
 from executor_sft.demos.sample_data import SampleConfig, make_sample_data
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
@@ -27,8 +28,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, SampleConfig]:
     p.add_argument("--seed", type=int, default=defaults.seed)
     p.add_argument("--entities", type=int, default=defaults.entities)
     p.add_argument("--questions", type=int, default=defaults.questions)
-    p.add_argument("--collect-questions", type=int, default=defaults.collect_questions)
-    p.add_argument("--max-rounds", type=int, default=defaults.max_rounds)
+    add_option(p, "collect_questions", type=int, default=defaults.collect_questions)
+    add_option(p, "max_rounds", type=int, default=defaults.max_rounds)
     a = p.parse_args(argv)
     return a.out, SampleConfig(
         seed=a.seed,

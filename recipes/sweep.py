@@ -13,6 +13,7 @@ import argparse
 import logging
 import sys
 
+from executor_sft.configfile import add_option
 from executor_sft.eval.sweep import load_sweep_config, run_sweep
 
 
@@ -21,11 +22,11 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--config", required=True, help="sweep YAML (SweepConfig)")
-    parser.add_argument("--output-dir", help="override output_dir")
+    add_option(parser, "output_dir", help="override output_dir")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (YAML value)"
     )
-    parser.add_argument("--no-progress", action="store_true")
+    add_option(parser, "no_progress", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -53,7 +53,7 @@ def _rollouts(tmp: Path) -> bytes:
 
 
 def _filter_args(tmp: Path, output: str = "sft.jsonl") -> list[str]:
-    return ["--rollouts", str(tmp / "r.jsonl"), "--output", str(tmp / output), "--no-require-judge"]
+    return ["--rollouts", str(tmp / "r.jsonl"), "--output", str(tmp / output), "--no_require_judge"]
 
 
 FILTER_CASES = [

@@ -63,7 +63,7 @@ def test_evaluate_recipe_with_smollm2(tmp_path, minibench_questions_path, minibe
     path = tmp_path / "eval.yaml"
     path.write_text(yaml.safe_dump(cfg))
     evaluate = _recipe("evaluate")
-    assert evaluate.main(["--config", str(path), "--no-progress"]) == 0
+    assert evaluate.main(["--config", str(path), "--no_progress"]) == 0
     printed = capsys.readouterr().out
     assert "1 episodes run, 0 already done, 0 failed" in printed
 
@@ -81,7 +81,7 @@ def test_evaluate_recipe_with_smollm2(tmp_path, minibench_questions_path, minibe
     with Image.open(out / "summary.png") as img:
         assert img.format == "PNG" and img.size[0] > 300
     # Resume: a second run does no work.
-    assert evaluate.main(["--config", str(path), "--no-progress"]) == 0
+    assert evaluate.main(["--config", str(path), "--no_progress"]) == 0
     assert "0 episodes run, 1 already done" in capsys.readouterr().out
 
 

@@ -106,7 +106,7 @@ def test_doc_commands_run_with_scripted_models(
             sets = [x for d in data if "ids_file" not in d for x in ("--set", d)]
         else:
             sweeps.append(out)
-        code = _recipe(script).main([*args, "--output-dir", str(out), "--no-progress", *sets])
+        code = _recipe(script).main([*args, "--output_dir", str(out), "--no_progress", *sets])
         assert code == 0, capsys.readouterr().err
 
     saved = json.loads(eval_set.read_text())

@@ -56,8 +56,8 @@ def test_recipe_round_trip(tmp_path):
         "--rollouts", str(rollouts),
         "--output", str(out),
         "--report", str(report),
-        "--no-require-judge",
-        "--teacher-single-search", "all",
+        "--no_require_judge",
+        "--teacher_single_search", "all",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     expected = filter_episodes(
