@@ -80,7 +80,7 @@ class Usage(Record):
     def add(self, other: Usage | TokenUsage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
-        self.calls += _calls_of(other)
+        self.calls += calls_of(other)
 
 
 class TokenUsage(Record):
@@ -88,7 +88,7 @@ class TokenUsage(Record):
     completion_tokens: int = 0
 
 
-def _calls_of(usage: Usage | TokenUsage) -> Any:
+def calls_of(usage: Usage | TokenUsage) -> Any:
     """`getattr(usage, "calls", 1)` without pydantic's slow missing-attribute path (TokenUsage has no field)."""
     if type(usage) is TokenUsage:
         extra = usage.__pydantic_extra__

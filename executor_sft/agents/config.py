@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from executor_sft.agents.prompting import Prompts
+from executor_sft.agents.settings import ExecutorSettings
 from executor_sft.llm.base import SamplingParams
 from executor_sft.schema import Role
 
@@ -35,10 +36,6 @@ class RoleConfig(BaseModel):
     max_turns: int | None = Field(default=None, ge=1)
     max_searches: int | None = Field(default=None, ge=0)
     top_k: int | None = Field(default=None, ge=1)
-
-
-_UNSET_ROLE = RoleConfig()
-"""Read-only stand-in for a role without settings (`settings_for`); never handed out by `role()`."""
 
 
 class PipelineConfig(BaseModel):
@@ -76,21 +73,29 @@ class PipelineConfig(BaseModel):
     def role(self, name: str) -> RoleConfig:
         return self.roles.get(name) or RoleConfig()
 
-    def settings_for(self, name: str) -> RoleConfig:
-        """`role(name)` for reading only: roles without settings share one default instance.
-
-        The pipeline reads role settings several times per executor run; building a fresh
-        `RoleConfig` each time was measurable in rollout collection. Do not mutate the result.
-        """
-        return self.roles.get(name) or _UNSET_ROLE
+    def sampling_for(self, name: str) -> SamplingParams | None:
+        """A role's sampling override (None: the model's own defaults)."""
+        role = self.roles.get(name)
+        return role.sampling if role is not None else None
 
     def budget(self, name: str) -> tuple[int, int | None]:
         """(max_turns, max_searches) for an executor role, role settings over pipeline settings."""
-        role = self.settings_for(name)
+        role = self.roles.get(name)
+        if role is None:
+            return self.max_turns, self.max_searches
         turns = role.max_turns if role.max_turns is not None else self.max_turns
         searches = role.max_searches if role.max_searches is not None else self.max_searches
         return turns, searches
 
-    def top_k_for(self, name: str) -> int:
-        role = self.settings_for(name)
-        return role.top_k if role.top_k is not None else self.top_k
+    def executor_settings(self, name: str) -> ExecutorSettings:
+        """The settings an executor role runs with: role settings over pipeline settings."""
+        role = self.roles.get(name)
+        turns, searches = self.budget(name)
+        return ExecutorSettings(
+            max_turns=turns,
+            max_searches=searches,
+            top_k=role.top_k if role is not None and role.top_k is not None else self.top_k,
+            protocol=role.protocol if role is not None else "native",
+            sampling=role.sampling if role is not None else None,
+            prompts=self.prompts,
+        )

@@ -9,31 +9,19 @@ One run = system prompt + sub-query, then at most `max_turns` assistant turns, a
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 from executor_sft.agents.calls import call_model
 from executor_sft.agents.parsing import ExecutorAction, classify_executor_reply
-from executor_sft.agents.prompting import Prompts, fill
+from executor_sft.agents.prompting import fill
+from executor_sft.agents.settings import ExecutorSettings, Protocol, resolve_max_searches
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.retrieval.base import Retriever, format_passages
-from executor_sft.schema import ExecutorRun, Finish, Message, Report, SearchRecord, Usage, _calls_of
+from executor_sft.schema import ExecutorRun, Finish, Message, Report, SearchRecord, Usage, calls_of
 
-Protocol = Literal["native", "tag"]
 NO_PASSAGES = "(no passages found)"
 MAX_CORRECTIONS = 1
 """Malformed replies tolerated per run; the next one ends the run with finish="invalid"."""
-
-
-def resolve_max_searches(max_turns: int, max_searches: int | None) -> int:
-    """Default `max_turns - 1`; a larger value is an error (the last turn must be able to report)."""
-    if max_turns < 1:
-        raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-    if max_searches is None:
-        return max_turns - 1
-    if not 0 <= max_searches <= max_turns - 1:
-        raise ValueError(f"max_searches must be in [0, max_turns - 1 = {max_turns - 1}], got {max_searches}")
-    return max_searches
 
 
 def _instruction(protocol: str, can_search: bool) -> str:
@@ -56,29 +44,27 @@ async def run_executor(
     model: ChatModel,
     retriever: Retriever,
     sub_query: str,
+    settings: ExecutorSettings | None = None,
     *,
     role: str = "executor",
     run_id: str | None = None,
     round: int = 0,
     sub_query_index: int = 0,
-    max_turns: int = 3,
-    max_searches: int | None = None,
-    top_k: int = 3,
-    protocol: Protocol = "native",
-    sampling: SamplingParams | None = None,
-    prompts: Prompts | None = None,
-    system_prompt: str | None = None,
     counterfactual_of: str | None = None,
+    **overrides: object,
 ) -> ExecutorRun:
     """Run one executor on one sub-query and return the complete run record.
 
-    `system_prompt` replaces the role prompt (the single-agent baseline uses it); `{top_k}`
-    and `{max_searches}` in it are filled in either way.
+    `settings` holds the budget, protocol, sampling and prompts; keyword `overrides`
+    (`max_turns=`, `top_k=`, `protocol=`, ...) replace its fields for this call. `{top_k}` and
+    `{max_searches}` in the system prompt are filled in either way.
     """
-    if protocol not in ("native", "tag"):
-        raise ValueError(f"protocol must be 'native' or 'tag', got {protocol!r}")
-    searches_cap = resolve_max_searches(max_turns, max_searches)
-    prompts = prompts or Prompts()
+    settings = settings or ExecutorSettings()
+    if overrides:
+        settings = settings.replace(**overrides)
+    max_turns, top_k, protocol = settings.max_turns, settings.top_k, settings.protocol
+    sampling, prompts, system_prompt = settings.sampling, settings.prompts, settings.system_prompt
+    searches_cap = settings.searches
     if protocol == "tag":
         sampling = _tag_sampling(sampling or getattr(model, "sampling", None) or SamplingParams())
     template = system_prompt if system_prompt is not None else prompts.executor(protocol)
@@ -121,7 +107,7 @@ async def run_executor(
         call_usage = result.usage
         prompt_tokens += call_usage.prompt_tokens
         completion_tokens += call_usage.completion_tokens
-        n_calls += _calls_of(call_usage)
+        n_calls += calls_of(call_usage)
         action = classify_executor_reply(result.message, protocol, searchable)
         reply = result.message
         if action.kind == "search" and action.content is not None:
@@ -215,4 +201,4 @@ def _correction(reply: Message, text: str) -> list[Message]:
     return [{"role": "user", "content": text}]
 
 
-__all__ = ["ExecutorAction", "Protocol", "resolve_max_searches", "run_executor"]
+__all__ = ["ExecutorAction", "ExecutorSettings", "Protocol", "resolve_max_searches", "run_executor"]

@@ -82,7 +82,7 @@ async def run_episode(
         max_parallel=config.max_parallel,
         max_rounds=config.max_rounds,
         prompts=config.prompts,
-        sampling=config.settings_for(BACKBONE).sampling,
+        sampling=config.sampling_for(BACKBONE),
     )
     rounds: list[Round] = []
     runs: list[ExecutorRun] = []
@@ -130,7 +130,7 @@ async def run_episode(
             question.question,
             findings,
             prompts=config.prompts,
-            sampling=config.settings_for(ANSWERER).sampling,
+            sampling=config.sampling_for(ANSWERER),
         )
         answerer_record = result.record
         if result.error is not None:
@@ -192,23 +192,19 @@ async def _execute(
     run_role: str | None = None,
     counterfactual_of: str | None = None,
 ) -> ExecutorRun:
-    settings = config.settings_for(role)
-    turns, searches = config.budget(role)
+    settings = config.executor_settings(role)
+    if max_searches is not None:
+        settings = settings.replace(max_searches=max_searches)
     run_role = run_role or role
     return await run_executor(
         model,
         retriever,
         sub_query,
+        settings,
         role=run_role,
         run_id=make_run_id(episode_id, round_index, sub_query_index, run_role),
         round=round_index,
         sub_query_index=sub_query_index,
-        max_turns=turns,
-        max_searches=max_searches if max_searches is not None else searches,
-        top_k=config.top_k_for(role),
-        protocol=settings.protocol,
-        sampling=settings.sampling,
-        prompts=config.prompts,
         counterfactual_of=counterfactual_of,
     )
 
@@ -283,7 +279,7 @@ async def answer_with_substitution(
         episode.question.question,
         pairs,
         prompts=config.prompts,
-        sampling=config.settings_for(ANSWERER).sampling,
+        sampling=config.sampling_for(ANSWERER),
     )
     call = result.record.model_dump(mode="json")
     if result.error is not None:

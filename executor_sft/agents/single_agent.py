@@ -7,9 +7,9 @@ question), so the eval stage scores it exactly like the role-factorised pipeline
 
 from __future__ import annotations
 
-from executor_sft.agents.executor import Protocol, resolve_max_searches, run_executor
-from executor_sft.agents.prompting import Prompts
-from executor_sft.llm.base import ChatModel, SamplingParams
+from executor_sft.agents.executor import run_executor
+from executor_sft.agents.settings import ExecutorSettings
+from executor_sft.llm.base import ChatModel
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
@@ -17,39 +17,31 @@ from executor_sft.schema import Episode, EpisodeMetrics, Outcome, Question, Role
 from executor_sft.schema import episode_id as make_episode_id
 
 ROLE = Role.SINGLE_AGENT
+DEFAULT_MAX_TURNS = 8
 
 
 async def run_single_agent(
     model: ChatModel,
     retriever: Retriever,
     question: Question,
+    settings: ExecutorSettings | None = None,
     *,
     sample_index: int = 0,
-    max_turns: int = 8,
-    max_searches: int | None = None,
-    top_k: int = 3,
-    protocol: Protocol = "native",
-    sampling: SamplingParams | None = None,
-    prompts: Prompts | None = None,
     judge: LLMJudge | None = None,
+    **overrides: object,
 ) -> Episode:
-    """Answer `question` with one search agent; the tag protocol uses the tag executor prompt."""
-    prompts = prompts or Prompts()
-    searches = resolve_max_searches(max_turns, max_searches)
+    """Answer `question` with one search agent; the tag protocol uses the tag executor prompt.
+
+    `settings` default to 8 turns; keyword `overrides` (`max_turns=`, `top_k=`, ...) replace fields.
+    """
+    settings = settings or ExecutorSettings(max_turns=DEFAULT_MAX_TURNS)
+    if overrides:
+        settings = settings.replace(**overrides)
+    if settings.system_prompt is None and settings.protocol == "native":
+        settings = settings.replace(system_prompt=settings.prompts.get("single_agent"))
     episode_id = make_episode_id(question.id, sample_index)
     run = await run_executor(
-        model,
-        retriever,
-        question.question,
-        role=ROLE,
-        run_id=f"{episode_id}/r0/q0/{ROLE}",
-        max_turns=max_turns,
-        max_searches=searches,
-        top_k=top_k,
-        protocol=protocol,
-        sampling=sampling,
-        prompts=prompts,
-        system_prompt=prompts.get("single_agent") if protocol == "native" else None,
+        model, retriever, question.question, settings, role=ROLE, run_id=f"{episode_id}/r0/q0/{ROLE}"
     )
     answer = run.report.answer if run.report else None
     em = exact_match(answer, question.golden_answers)
@@ -64,12 +56,12 @@ async def run_single_agent(
         config={
             "mode": ROLE,
             "models": {ROLE: run.model},
-            "max_turns": max_turns,
-            "max_searches": searches,
-            "top_k": top_k,
-            "protocol": protocol,
+            "max_turns": settings.max_turns,
+            "max_searches": settings.searches,
+            "top_k": settings.top_k,
+            "protocol": settings.protocol,
             "retriever": getattr(retriever, "index_id", "unnamed"),
-            "prompts": prompts.model_dump(mode="json"),
+            "prompts": settings.prompts.model_dump(mode="json"),
         },
         rounds=[Round(index=0, sub_queries=[question.question], backbone=None)],
         runs=[run],

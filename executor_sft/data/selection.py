@@ -89,7 +89,7 @@ def select_questions(sources: QuestionSource | Sequence[QuestionSource]) -> list
         hub_split = src.split if not path.exists() else None
         questions = load_questions(src.path, split=hub_split, dataset=src.dataset, duplicates=src.duplicates)
         if src.split is not None and path.exists():
-            questions = [q for q in questions if getattr(q, "split", None) == src.split]
+            questions = [q for q in questions if q.split == src.split]
         if src.datasets is not None:
             questions = [q for q in questions if q.dataset in src.datasets]
         if src.ids_file is not None:

@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from executor_sft.agents.config import PipelineConfig
+from executor_sft.agents.prompting import Prompts
+from executor_sft.agents.settings import ExecutorSettings
 from executor_sft.configfile import load_config
 from executor_sft.data.selection import QuestionSource
 from executor_sft.llm.base import SamplingParams
@@ -38,6 +40,16 @@ class SingleAgentConfig(BaseModel):
     protocol: Literal["native", "tag"] = "native"
     sampling: SamplingParams | None = None
     """None: the model's own defaults (its ModelConfig temperature, max_tokens, ...)."""
+
+    def executor_settings(self, prompts: Prompts) -> ExecutorSettings:
+        return ExecutorSettings(
+            max_turns=self.max_turns,
+            max_searches=self.max_searches,
+            top_k=self.top_k,
+            protocol=self.protocol,
+            sampling=self.sampling,
+            prompts=prompts,
+        )
 
 
 class MetricsConfig(BaseModel):
@@ -121,7 +133,7 @@ class EvalConfig(BaseModel):
             return {SINGLE_AGENT_ROLE: temp}
         temps = {}
         for role in self.required_roles():
-            sampling = self.pipeline.settings_for(role).sampling
+            sampling = self.pipeline.sampling_for(role)
             temps[role] = sampling.temperature if sampling else self.models[role].temperature
         return temps
 

@@ -20,10 +20,10 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from executor_sft.agents.executor import Protocol, run_executor
-from executor_sft.agents.prompting import Prompts
+from executor_sft.agents.executor import run_executor
+from executor_sft.agents.settings import ExecutorSettings
 from executor_sft.data import load_questions
-from executor_sft.llm.base import ChatModel, SamplingParams
+from executor_sft.llm.base import ChatModel
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import ExecutorRun, Question
@@ -175,25 +175,23 @@ async def evaluate_executor(
     model: ChatModel,
     retriever: Retriever,
     sub_queries: Sequence[Question],
+    settings: ExecutorSettings | None = None,
     *,
     name: str | None = None,
-    max_turns: int = 3,
-    max_searches: int | None = None,
-    top_k: int = 3,
-    protocol: Protocol = "native",
-    sampling: SamplingParams | None = None,
-    prompts: Prompts | None = None,
     concurrency: int = 1,
     runs_path: str | Path | None = None,
     show_progress: bool = True,
+    **overrides: object,
 ) -> ExecutorEvalResult:
     """Run `model` as the executor on every sub-query and aggregate the scores.
 
-    Use the same budgets, prompts and protocol as the runs the model was trained on: the
-    system prompt is filled from them. `runs_path` gets one JSON line per run (the complete
+    Use the settings the model's training runs were collected with (e.g.
+    `PipelineConfig.executor_settings(role)`): the system prompt is filled from them. Keyword
+    `overrides` (`max_turns=`, `top_k=`, ...) replace fields of `settings`. `runs_path` gets one JSON line per run (the complete
     `ExecutorRun` plus its score) for inspection.
     """
     start = time.perf_counter()
+    settings = (settings or ExecutorSettings()).replace(**overrides) if overrides else settings
     name = name or str(getattr(model, "name", "executor"))
     semaphore = asyncio.Semaphore(max(1, concurrency))
     bar = tqdm(
@@ -206,15 +204,10 @@ async def evaluate_executor(
                 model,
                 retriever,
                 q.question,
+                settings,
                 role="executor",
                 run_id=f"eval/{q.id}",
                 sub_query_index=i,
-                max_turns=max_turns,
-                max_searches=max_searches,
-                top_k=top_k,
-                protocol=protocol,
-                sampling=sampling,
-                prompts=prompts,
             )
         item = score_run(q, run)
         bar.update(1)

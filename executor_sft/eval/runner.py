@@ -171,6 +171,7 @@ async def _run_pending(
     if JUDGE_ROLE in models:
         cache = config.judge_cache or str(config.out / "judge_cache.jsonl")
         judge = LLMJudge(models[JUDGE_ROLE], cache_path=cache)
+    single_agent_settings = config.single_agent.executor_settings(config.pipeline.prompts)
     sem = asyncio.Semaphore(config.concurrency)
     failed: list[str] = []
     bar = tqdm(total=len(pending), desc=config.name, unit="ep", disable=not progress)
@@ -179,18 +180,12 @@ async def _run_pending(
         async with sem:
             try:
                 if config.mode == "single_agent":
-                    sa = config.single_agent
                     episode = await run_single_agent(
                         models[SINGLE_AGENT_ROLE],
                         retriever,
                         question,
+                        single_agent_settings,
                         sample_index=sample,
-                        max_turns=sa.max_turns,
-                        max_searches=sa.max_searches,
-                        top_k=sa.top_k,
-                        protocol=sa.protocol,
-                        sampling=sa.sampling,
-                        prompts=config.pipeline.prompts,
                         judge=judge,
                     )
                 else:

@@ -325,14 +325,27 @@ async def test_judge_scores_episode_and_outcomes():
     assert all(r.outcome.judge is True for r in ep.runs_for("teacher"))
 
 
-def test_settings_for_is_a_read_only_view_and_role_stays_fresh():
-    config = PipelineConfig(roles={"student": RoleConfig(protocol="tag", top_k=5)})
-    assert config.settings_for("student") is config.roles["student"]
-    assert config.settings_for("teacher") == RoleConfig() == config.role("teacher")
+def test_executor_settings_resolve_role_over_pipeline_and_role_stays_fresh():
+    sampling = SamplingParams(temperature=0.7)
+    config = PipelineConfig(
+        max_turns=4, roles={"student": RoleConfig(protocol="tag", top_k=5, max_searches=1, sampling=sampling)}
+    )
+    student, teacher = config.executor_settings("student"), config.executor_settings("teacher")
+    assert (student.protocol, student.top_k, student.max_turns, student.searches) == ("tag", 5, 4, 1)
+    assert student.sampling is sampling and student.prompts is config.prompts
+    assert (teacher.protocol, teacher.top_k, teacher.searches, teacher.sampling) == (
+        "native",
+        config.top_k,
+        3,
+        None,
+    )
+    assert config.sampling_for("student") is sampling and config.sampling_for("teacher") is None
     # role() still hands out a new object for a role without settings (mutating it changes nothing).
     config.role("teacher").protocol = "tag"
-    assert config.role("teacher").protocol == "native" and config.settings_for("teacher").protocol == "native"
-    assert config.top_k_for("student") == 5 and config.top_k_for("teacher") == config.top_k
+    assert (
+        config.role("teacher").protocol == "native"
+        and config.executor_settings("teacher").protocol == "native"
+    )
 
 
 async def test_precomputed_config_record_gives_the_same_episode():

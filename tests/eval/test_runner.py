@@ -45,7 +45,7 @@ def _config(tmp_path, questions_path, index_dir, **overrides) -> EvalConfig:
 
 def test_select_questions(minibench_questions_path, dev_questions):
     assert [q.dataset for q in dev_questions] == ["hotpotqa", "musique", "2wikimultihopqa"]
-    assert all(q.model_extra["split"] == "dev" for q in dev_questions)
+    assert all(q.split == "dev" for q in dev_questions)
     two = select_questions(
         [QuestionSource(path=str(minibench_questions_path), split="train", datasets=["musique"], limit=2)]
     )

@@ -1,0 +1,56 @@
+"""`ExecutorSettings`: everything that shapes an executor run besides the model, the retriever
+and the sub-query. It is resolved once per role (`PipelineConfig.executor_settings`) and the
+same object drives collection, the single-agent baseline and executor evaluation, so a model is
+evaluated with exactly the prompt, budget and protocol it was trained under."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+from executor_sft.agents.prompting import Prompts
+from executor_sft.llm.base import SamplingParams
+
+Protocol = Literal["native", "tag"]
+
+
+def resolve_max_searches(max_turns: int, max_searches: int | None) -> int:
+    """Default `max_turns - 1`; a larger value is an error (the last turn must be able to report)."""
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+    if max_searches is None:
+        return max_turns - 1
+    if not 0 <= max_searches <= max_turns - 1:
+        raise ValueError(f"max_searches must be in [0, max_turns - 1 = {max_turns - 1}], got {max_searches}")
+    return max_searches
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSettings:
+    max_turns: int = 3
+    max_searches: int | None = None
+    """None: `max_turns - 1` (the last turn never offers the tool)."""
+    top_k: int = 3
+    protocol: Protocol = "native"
+    sampling: SamplingParams | None = None
+    """None: the model's own defaults."""
+    prompts: Prompts = field(default_factory=Prompts)
+    system_prompt: str | None = None
+    """Replaces the protocol's executor prompt (the single-agent baseline uses its own)."""
+
+    def __post_init__(self) -> None:
+        if self.protocol not in ("native", "tag"):
+            raise ValueError(f"protocol must be 'native' or 'tag', got {self.protocol!r}")
+        resolve_max_searches(self.max_turns, self.max_searches)
+
+    @property
+    def searches(self) -> int:
+        """The search cap in effect."""
+        return resolve_max_searches(self.max_turns, self.max_searches)
+
+    def replace(self, **changes: object) -> ExecutorSettings:
+        """A copy with `changes`; `prompts=None` means the packaged prompts."""
+        if "prompts" in changes and changes["prompts"] is None:
+            changes["prompts"] = Prompts()
+        return dataclasses.replace(self, **changes)
