@@ -9,17 +9,23 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from executor_sft.llm.base import ChatModel, SamplingParams
+from executor_sft.llm.oracle import DEFAULT_NAME as ORACLE_MODEL
+
+
+def _absent(value: Any) -> bool:
+    return value is None
 
 
 class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
-    backend: Literal["openai", "transformers", "vllm"] = "openai"
+    backend: Literal["openai", "transformers", "vllm", "oracle"] = "openai"
     model: str
-    """Served model name (openai), or path / hub id / offline alias (transformers, vllm)."""
+    """Served model name (openai), or path / hub id / offline alias (transformers, vllm);
+    optional for `oracle` (default "oracle-decomposition")."""
     name: str | None = None
     """Label recorded in episodes (default: `model`)."""
 
@@ -55,6 +61,28 @@ class ModelConfig(BaseModel):
     max_batch_size: int = Field(8, ge=1)
     """transformers backend: most concurrent greedy calls merged into one generate()."""
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    # oracle backend (a backbone that dispatches gold decompositions: executor_sft.llm.oracle)
+    questions: str | None = Field(None, exclude_if=_absent)
+    """oracle: the questions file whose `decomposition` fields it dispatches."""
+    mode: Literal["report", "gold"] | None = Field(None, exclude_if=_absent)
+    """oracle: fill `#k` from the executor's report of hop k ("report", default) or from the
+    gold answer of hop k ("gold")."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _oracle_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("backend") == "oracle" and "model" not in data:
+            data = {**data, "model": ORACLE_MODEL}
+        return data
+
+    @model_validator(mode="after")
+    def _oracle_fields(self) -> ModelConfig:
+        if self.backend == "oracle" and not self.questions:
+            raise ValueError("backend 'oracle' needs `questions: <questions file with decompositions>`")
+        if self.backend != "oracle" and (self.questions is not None or self.mode is not None):
+            raise ValueError("`questions` and `mode` belong to backend 'oracle' only")
+        return self
 
     @field_validator("base_urls", mode="before")
     @classmethod
@@ -101,6 +129,11 @@ def build_chat_model(cfg: ModelConfig | dict[str, Any]) -> ChatModel:
     """The backend a config describes (imports heavy dependencies only when needed)."""
     if not isinstance(cfg, ModelConfig):
         cfg = ModelConfig.model_validate(cfg)
+    if cfg.backend == "oracle":
+        from executor_sft.llm.oracle import OracleBackbone
+
+        assert cfg.questions is not None
+        return OracleBackbone.from_file(cfg.questions, mode=cfg.mode or "report", name=cfg.label())
     if cfg.backend == "openai":
         from executor_sft.llm.openai_backend import OpenAIChatModel
 
