@@ -96,6 +96,11 @@ class EvalConfig(BaseModel):
     """Corpus file: build a BM25 index into `retriever.index` when that directory has none."""
     judge_cache: str | None = None
     """JSONL verdict cache (default: <output_dir>/judge_cache.jsonl)."""
+    llm_cache: bool = True
+    """Answer repeated greedy (temperature 0) model requests from a JSONL cache, so a resumed run
+    sends no request twice (`executor_sft.llm.request_cache`); the judge keeps its own cache."""
+    llm_cache_path: str | None = None
+    """The request cache file (default: <output_dir>/llm_cache.jsonl)."""
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     plots: bool = True
 
@@ -124,6 +129,12 @@ class EvalConfig(BaseModel):
     @property
     def out(self) -> Path:
         return Path(self.output_dir)
+
+    def llm_cache_file(self) -> Path | None:
+        """Where the request cache lives, or None when `llm_cache` is off."""
+        if not self.llm_cache:
+            return None
+        return Path(self.llm_cache_path) if self.llm_cache_path else self.out / "llm_cache.jsonl"
 
     def sampled_roles(self) -> dict[str, float]:
         """Temperature each answer-producing role samples at (the judge is always greedy)."""

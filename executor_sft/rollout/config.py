@@ -66,6 +66,11 @@ class CollectConfig(BaseModel):
     shard_index: int = Field(default=0, ge=0)
     num_workers: int = Field(default=1, ge=1)
     """Processes collecting this config's questions (one per core; `collect_parallel`), merged at the end."""
+    llm_cache: bool = True
+    """Answer repeated greedy (temperature 0) model requests from a cache kept beside the rollouts,
+    so a resumed or repeated run makes no call twice (`executor_sft.llm.request_cache`)."""
+    llm_cache_path: str | None = None
+    """The cache file (default: `<rollouts stem>.llm_cache.jsonl` beside the rollouts file)."""
 
     @model_validator(mode="after")
     def _check(self) -> CollectConfig:
@@ -75,6 +80,14 @@ class CollectConfig(BaseModel):
 
     def required_roles(self) -> list[str]:
         return [Role.BACKBONE, Role.ANSWERER, *self.pipeline.executor_roles]
+
+    def llm_cache_file(self) -> Path | None:
+        """Where the request cache lives, or None when `llm_cache` is off."""
+        if not self.llm_cache:
+            return None
+        if self.llm_cache_path is not None:
+            return Path(self.llm_cache_path)
+        return self.rollouts_path.with_name(self.rollouts_path.stem + ".llm_cache.jsonl")
 
     @property
     def rollouts_path(self) -> Path:

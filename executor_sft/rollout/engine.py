@@ -26,6 +26,7 @@ from executor_sft.agents.pipeline import episode_config_record, run_counterfactu
 from executor_sft.data import select_questions as select_sources
 from executor_sft.filters.predicates import is_correct
 from executor_sft.llm.base import ChatModel
+from executor_sft.llm.request_cache import RequestCache, cache_models, model_identity
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig, CounterfactualConfig
@@ -116,13 +117,21 @@ async def add_counterfactuals(
 
 def build_models(config: CollectConfig) -> dict[str, ChatModel]:
     """The config's models through `ModelPool`: roles with identical settings share one model
-    object (one copy of in-process weights)."""
+    object (one copy of in-process weights); with `config.llm_cache` (default) each is wrapped
+    in a `CachedChatModel` over `config.llm_cache_file()`."""
     from executor_sft.llm.pool import ModelPool
 
     missing = [r for r in config.required_roles() if r not in config.models]
     if missing:
         raise ValueError(f"config.models has no entry for role(s) {missing}")
-    return ModelPool().build(config.models)
+    models = ModelPool().build(config.models)
+    cache_file = config.llm_cache_file()
+    if cache_file is None:
+        return models
+    # Greedy requests answered before (a resumed run) are replayed, not sent again; the judge
+    # keeps its own verdict cache.
+    keys = {role: model_identity(cfg) for role, cfg in config.models.items()}
+    return cache_models(models, RequestCache(cache_file), skip_roles=(Role.JUDGE,), model_keys=keys)
 
 
 def _postfix(stats: CollectionStats, failed: int) -> dict[str, str]:

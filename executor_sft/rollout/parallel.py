@@ -59,6 +59,8 @@ def _worker_config(config: CollectConfig, index: int, workers: int) -> CollectCo
             "num_shards": 1,
             "shard_index": 0,
             "num_workers": 1,
+            # every worker reads and appends the one request cache beside the merged rollouts
+            "llm_cache_path": str(cache) if (cache := config.llm_cache_file()) else None,
         }
     )
 
