@@ -12,6 +12,7 @@ runtime's parser, and score its `<answer>` against the sub-query's reference ans
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from executor_sft.agents.parsing import parse_report
+from executor_sft.agents.prompting import Prompts
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.schema import Message, Report
 
@@ -52,11 +54,33 @@ def _as_messages(completion: Any) -> list[Message]:
     return list(completion or [])
 
 
-def count_tool_calls(completion: Any) -> int:
-    """Tool calls the executor made: every entry of `tool_calls` in its assistant turns."""
-    return sum(
-        len(m.get("tool_calls") or []) for m in _as_messages(completion) if m.get("role") == "assistant"
+def count_tool_calls(completion: Any, refusal: str | None = None) -> int:
+    """Searches the executor's tool calls ran: every entry of `tool_calls` in its assistant turns,
+    less the calls answered with the budget-spent refusal (`refusal`, default the runtime's
+    `Prompts.search_budget_spent`, what `SearchEnvironment` returns past `max_searches`).
+
+    A refused call retrieved nothing, so it is not a search the reward charges for; the policy
+    still pays for it in the turn it wasted. A tool turn is a refusal when its text, stripped,
+    is exactly the notice.
+    """
+    notice = (refusal if refusal is not None else _default_refusal()).strip()
+    messages = _as_messages(completion)
+    calls = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
+    refused = sum(
+        1 for m in messages if m.get("role") == "tool" and _text(m.get("content")).strip() == notice
     )
+    return max(0, calls - refused)
+
+
+@functools.cache
+def _default_refusal() -> str:
+    return Prompts().search_budget_spent
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content blocks
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
 
 
 def final_report(completion: Any) -> Report | None:

@@ -277,3 +277,18 @@ def test_judge_reward_with_llm_judge():
     )
     assert out == pytest.approx([clp_reward(1, 1), 0.0, 0.0])
     assert len(chat.requests) == 2  # no report, no judge call
+
+
+def test_count_tool_calls_skips_calls_refused_over_budget():
+    from executor_sft.agents.prompting import Prompts
+
+    refusal = tool_turn(Prompts().search_budget_spent)
+    over = [search_turn("a"), tool_turn(), search_turn("b"), tool_turn(), search_turn("c"), refusal]
+    assert count_tool_calls([*over, report_turn("x")]) == 2
+    blocks = {**refusal, "content": [{"type": "text", "text": refusal["content"] + "\n"}]}
+    assert count_tool_calls([search_turn("a"), tool_turn(), search_turn("b"), blocks]) == 1
+    assert count_tool_calls([search_turn(), tool_turn("budget gone")], refusal="budget gone") == 0
+    # the reward charges only the executed searches
+    reward = CLPReward()
+    got = reward(completions=[[*over, report_turn("Paris")]], reference=[["Paris"]])
+    assert got == [pytest.approx(clp_reward(1.0, 2))]
