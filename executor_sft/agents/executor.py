@@ -1,7 +1,9 @@
 """The executor: a ReAct search loop in a fresh context that ends in a short report.
 
 One run = system prompt + sub-query, then at most `max_turns` assistant turns, at most
-`max_searches` of them searches (the last turn never gets the tool, so it can only report).
+`max_searches` of them searches (the last turn can only report: a search there is refused).
+The tool is offered on every turn so that the prompt of each turn is exactly the prefix the
+SFT row trains that turn under.
 `messages` is exactly the conversation an SFT row needs; every model call is kept in
 `calls` for replay and audit. Nothing raises: failures end the run with a `finish` value.
 """
@@ -97,7 +99,9 @@ async def run_executor(
 
     for turn in range(max_turns):
         searchable = can_search(turn)
-        tools = [SEARCH_TOOL] if protocol == "native" and searchable else None
+        # The tool is offered on every turn, spent budget or not, so each turn's prompt is the prefix
+        # the SFT row trains it under; a search past the budget is answered as a correction.
+        tools = [SEARCH_TOOL] if protocol == "native" else None
         result = await call_model(model, messages, tools, sampling, call_prefix=f"call_{turn}")
         calls.append(result.as_dict())
         if result.message is None:

@@ -110,6 +110,10 @@ def _template_text(spec: str | None) -> str | None:
         from executor_sft.llm.offline import chatml_tools_template
 
         return chatml_tools_template()
+    if spec == "qwen3_executor":
+        from executor_sft.llm.offline import qwen3_executor_template
+
+        return qwen3_executor_template()
     from pathlib import Path
 
     return Path(spec).read_text(encoding="utf-8")

@@ -198,6 +198,13 @@ def chatml_tools_template() -> str:
     return (Path(__file__).resolve().parent / "templates" / "chatml_tools.jinja").read_text(encoding="utf-8")
 
 
+def qwen3_executor_template() -> str:
+    """The inference chat template of Qwen3-family executors (think blocks kept in history)."""
+    return (Path(__file__).resolve().parent / "templates" / "qwen3_executor.jinja").read_text(
+        encoding="utf-8"
+    )
+
+
 def smollm2_instruct(dtype: str = "float32"):
     """SmolLM2-135M-Instruct (dequantised from the packaged GGUF) and its tokenizer, offline.
 

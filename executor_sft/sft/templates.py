@@ -6,6 +6,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from executor_sft.llm.offline import qwen3_executor_template
+
 _TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 _QWEN3_MARKERS = ("<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>")
 _GENERATION_TAG = re.compile(r"\{%-?\s*generation\s*-?%\}")
@@ -25,6 +27,19 @@ def is_qwen3_tokenizer(tokenizer) -> bool:
 
 def has_generation_markers(template: str | None) -> bool:
     return bool(template) and bool(_GENERATION_TAG.search(template))
+
+
+def inference_chat_template(tokenizer) -> str:
+    """The template a trained executor is served with, saved with its tokenizer.
+
+    Qwen3-family tokenizers get our executor template: Qwen3's rendering with every assistant
+    turn's think block kept, so each turn's prompt is the prefix that turn was trained under
+    (Qwen3's own template drops empty think blocks from history turns). Other tokenizers keep
+    their template, which already renders training and inference text alike.
+    """
+    if is_qwen3_tokenizer(tokenizer):
+        return qwen3_executor_template()
+    return tokenizer.chat_template
 
 
 def training_chat_template(tokenizer, override: str | None = None) -> str:

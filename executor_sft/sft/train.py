@@ -25,6 +25,7 @@ from executor_sft.sft.compile import compile_decoder_layers
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
 from executor_sft.sft.length import LengthReport, RowTooLongError, fit_row
 from executor_sft.sft.models import load_tokenizer_and_model
+from executor_sft.sft.templates import inference_chat_template
 from executor_sft.sft.varlen import VARLEN_ATTENTION
 
 logger = logging.getLogger(__name__)
@@ -287,7 +288,8 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
         return TrainResult(training_args.output_dir, {"train_loss": loss}, report, None)
     tokenizer, model = load_tokenizer_and_model(model_args, training_args)
     model_args.model_name_or_path = model_args.model_name_or_path or "offline:smollm2"
-    inference_template = tokenizer.chat_template
+    # Saved with the model: the template whose turn prompts are the prefixes trained on.
+    inference_template = tokenizer.chat_template = inference_chat_template(tokenizer)
     training_template = None
     if script_args.training_chat_template:
         training_template = Path(script_args.training_chat_template).read_text(encoding="utf-8")

@@ -16,10 +16,10 @@ from rowgen import make_rows, write_jsonl
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import ModelConfig, SFTConfig
 
+from executor_sft.llm.offline import qwen3_executor_template
 from executor_sft.sft import DEFAULT_SFT_DATA
 from executor_sft.sft.templates import qwen3_training_template
 from executor_sft.sft.train import SFTScriptArguments, train_executor
-from executor_sft.testing import trl_chat_template
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,7 +74,7 @@ def test_training_lowers_loss_and_checkpoint_generates_with_inference_template(t
 
     out = tmp_path / "out"
     tok = AutoTokenizer.from_pretrained(out)
-    assert tok.chat_template == trl_chat_template("qwen3")  # inference template, not the training one
+    assert tok.chat_template == qwen3_executor_template()  # the executor's inference template
     assert tok.chat_template != qwen3_training_template()
     model = AutoModelForCausalLM.from_pretrained(out)
     prompt = tok.apply_chat_template(
