@@ -3,7 +3,8 @@
     python recipes/filter_trajectories.py --rollouts rollouts.jsonl --output sft.jsonl \
         --report report.json [--no_require_judge] [--teacher_single_search all] [--min_searches 2]
 
-Every `FilterConfig` field is a flag (see --help); `--config file.yaml` sets them from YAML.
+Every `FilterConfig` field is a flag (see --help); `--config file.yaml` sets them from YAML
+(`recipes/configs/filter_paper.yaml`: the paper's one record per question and stratum).
 Outputs are written atomically: a crash leaves the previous files (or none), never a half file.
 """
 

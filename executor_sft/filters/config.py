@@ -60,6 +60,15 @@ class FilterConfig:
     strata: list[str] = field(
         default_factory=lambda: list(STRATA), metadata={"help": "Strata to emit (default: both)."}
     )
+    max_records_per_question_stratum: int | None = field(
+        default=None,
+        metadata={
+            "help": "Keep at most this many rows per (source question, stratum), as the paper's Tab. 7 "
+            "(1: a question gives more than one record only through different strata). Among a "
+            "question's rows of one stratum the kept ones are: student before teacher, then fewest "
+            "searches, then fewest generated characters, then first in file order. None: keep all."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.teacher_single_search not in ("uncovered", "all"):
@@ -75,6 +84,8 @@ class FilterConfig:
             raise ValueError("single_searches must be >= 1")
         if self.min_searches <= self.single_searches:
             raise ValueError("min_searches must be greater than single_searches")
+        if self.max_records_per_question_stratum is not None and self.max_records_per_question_stratum < 1:
+            raise ValueError("max_records_per_question_stratum must be >= 1 (or None: no limit)")
         roles = {self.student_role, self.teacher_role, self.budget1_role}
         if len(roles) != 3:
             raise ValueError("student_role, teacher_role and budget1_role must differ")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +16,22 @@ from executor_sft.filters.report import CompositionReport
 from executor_sft.filters.rows import RowError, SFTRow, to_sft_row
 from executor_sft.filters.strata import classify_episode
 from executor_sft.schema import EPISODE_SCHEMA
+
+CAPPED = "question_stratum_cap"
+"""Exclusion reason of a row beyond `max_records_per_question_stratum` for its (question, stratum)."""
+
+
+def generated_chars(messages: list[dict[str, Any]]) -> int:
+    """Characters the model generated in a row: assistant content, reasoning and tool-call arguments."""
+    n = 0
+    for m in messages:
+        if m.get("role") != "assistant":
+            continue
+        n += len(m.get("content") or "") + len(m.get("reasoning_content") or "")
+        for call in m.get("tool_calls") or []:
+            args = call.get("function", {}).get("arguments")
+            n += len(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, sort_keys=True))
+    return n
 
 
 def check_schema(episode: Any, where: str) -> None:
@@ -30,13 +48,17 @@ class EpisodeFilter:
 
     State across episodes is only the dedupe set and the report counters; every other rule
     (coverage by student runs, counterfactual lookup) is local to one episode, so inputs of
-    any size stream through.
+    any size stream through. With `max_records_per_question_stratum` the kept rows of each
+    (question, stratum) are held until the input ends (at most that many per key) and `stream`
+    yields them last, in file order; duplicates are removed first, as without the cap.
     """
 
     def __init__(self, config: FilterConfig | None = None):
         self.config = config or FilterConfig()
         self.report = CompositionReport(self.config)
         self._deduper = Deduper(include_reasoning=True)  # rows carry reasoning only if keep_reasoning
+        self._held: dict[tuple[str, str, str], list[tuple[tuple, SFTRow, str]]] = {}
+        self._seq = itertools.count()
 
     def process(self, episode: Any, where: str = "<episode>") -> list[SFTRow]:
         """Rows from one episode (a dict or `Episode`); `where` names it in errors (`file:line`)."""
@@ -68,9 +90,40 @@ class EpisodeFilter:
             if cfg.dedupe and not self._deduper.add(row["messages"]):
                 self.report.add_exclusion("duplicate")
                 continue
+            if cfg.max_records_per_question_stratum is not None:
+                self._hold(row, run.role, run.n_searches)
+                continue
             self.report.add_row(dict(row), run.role)
             rows.append(row)
         return rows
+
+    def _hold(self, row: SFTRow, role: str, n_searches: int) -> None:
+        """Keep `row` among the best `max_records_per_question_stratum` of its (question, stratum)."""
+        key = (row["dataset"], row["question_id"], row["stratum"])
+        rank = (
+            role != self.config.student_role,
+            n_searches,
+            generated_chars(row["messages"]),
+            next(self._seq),
+        )
+        held = self._held.setdefault(key, [])
+        held.append((rank, row, role))
+        held.sort(key=lambda item: item[0])
+        if len(held) > (self.config.max_records_per_question_stratum or 0):
+            held.pop()
+            self.report.add_exclusion(CAPPED)
+
+    def flush(self) -> list[SFTRow]:
+        """Rows held back by `max_records_per_question_stratum`, in file order (none without it).
+
+        The best rows of a question are only known once every episode is read, so with the cap
+        `process` returns nothing and `stream` yields these at the end.
+        """
+        kept = sorted((item for held in self._held.values() for item in held), key=lambda item: item[0][-1])
+        self._held.clear()
+        for _, row, role in kept:
+            self.report.add_row(dict(row), role)
+        return [row for _, row, _ in kept]
 
     def stream(self, episodes: Iterable[Any]) -> Iterator[SFTRow]:
         """Rows of every episode, lazily; items may be records or `Located` (from `iter_jsonl`)."""
@@ -79,6 +132,7 @@ class EpisodeFilter:
                 yield from self.process(item.record, item.where)
             else:
                 yield from self.process(item, f"record {i}")
+        yield from self.flush()
 
 
 @dataclass

@@ -1,7 +1,10 @@
 """Composition report of a filtered SFT set (like the paper's Table 7) and its console table.
 
 Rows are datasets, columns are strata; a cell holds records / unique source questions
-(a question is identified by (dataset, question id), so repeated samples count once).
+(a question is identified by (dataset, question id), so repeated samples count once). The
+caption (and `per_question` in the JSON) says how many questions gave 1, 2, ... records and the
+most records one (question, stratum) gave: 1 with `max_records_per_question_stratum: 1`, as in
+the paper, where a question gives more than one record only through different strata.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ class CompositionReport:
         self._records: Counter[tuple[str, str]] = Counter()
         self._questions: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._roles: Counter[tuple[str, str]] = Counter()
+        self._per_question: Counter[tuple[str, str]] = Counter()
+        self._per_question_stratum: Counter[tuple[str, str, str]] = Counter()
         self.exclusions: Counter[str] = Counter()
 
     def add_episode(self, n_runs: int) -> None:
@@ -38,6 +43,8 @@ class CompositionReport:
         self._records[key] += 1
         self._questions[key].add(row["question_id"])
         self._roles[(row["stratum"], role)] += 1
+        self._per_question[(row["dataset"], row["question_id"])] += 1
+        self._per_question_stratum[(row["dataset"], row["question_id"], row["stratum"])] += 1
 
     def add_exclusion(self, reason: str) -> None:
         self.exclusions[reason] += 1
@@ -52,7 +59,8 @@ class CompositionReport:
         return {"records": sum(self._records[k] for k in keys), "unique_questions": len(questions)}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready report: totals, per stratum, per dataset x stratum, exclusions, config."""
+        """JSON-ready report: totals, per stratum, per dataset x stratum (the paper's Tab. 7),
+        records per question, exclusions, config."""
         strata = list(self.config.strata)
         datasets = sorted({k[0] for k in self._records})
         total = self._cell(None, strata)
@@ -75,6 +83,12 @@ class CompositionReport:
                 d: {**{s: self._cell([d], [s]) for s in strata}, TOTAL: self._cell([d], strata)}
                 for d in datasets
             },
+            "per_question": {
+                "records_per_question": {
+                    str(n): q for n, q in sorted(Counter(self._per_question.values()).items())
+                },
+                "max_records_per_question_stratum": max(self._per_question_stratum.values(), default=0),
+            },
             "exclusions": dict(sorted(self.exclusions.items(), key=lambda kv: (-kv[1], kv[0]))),
             "config": self.config.to_dict(),
         }
@@ -83,7 +97,7 @@ class CompositionReport:
 def composition_table(report: dict[str, Any]) -> Table:
     """Datasets x strata table of `records / unique questions` from `CompositionReport.to_dict()`."""
     strata = list(report["strata"])
-    table = Table(title="SFT composition (records / unique questions)")
+    table = Table(title="SFT composition, as the paper's Tab. 7 (records / unique source questions)")
     table.add_column("dataset")
     for s in [*strata, TOTAL]:
         table.add_column(s, justify="right")
@@ -100,6 +114,13 @@ def composition_table(report: dict[str, Any]) -> Table:
         f"{totals['rows']} / {totals['unique_questions']}",
         style="bold",
     )
+    per_question = report.get("per_question")
+    if per_question:  # reports written before the section existed have none
+        spread = ", ".join(f"{n}: {q}" for n, q in per_question["records_per_question"].items()) or "none"
+        table.caption = (
+            f"questions by records: {spread}; at most {per_question['max_records_per_question_stratum']} "
+            "per (question, stratum)"
+        )
     return table
 
 
