@@ -15,9 +15,11 @@ Rollout and eval YAML files map onto `PipelineConfig` one to one, e.g.
 
 from __future__ import annotations
 
-from typing import Literal
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from executor_sft.agents.prompting import Prompts
 from executor_sft.agents.settings import ExecutorSettings
@@ -32,10 +34,32 @@ class RoleConfig(BaseModel):
 
     protocol: Literal["native", "tag"] = "native"
     sampling: SamplingParams | None = None
-    """None: the model's own defaults (e.g. from its `ModelConfig`); set, it replaces them for this role."""
+    """None: the model's own defaults (its `ModelConfig` sampling fields). Set in a collection or
+    evaluation config, the keys written here override those defaults and the others keep the
+    model's values (`PipelineConfig.with_model_sampling`); a `SamplingParams` object replaces them."""
     max_turns: int | None = Field(default=None, ge=1)
     max_searches: int | None = Field(default=None, ge=0)
     top_k: int | None = Field(default=None, ge=1)
+    _sampling_keys: frozenset[str] | None = PrivateAttr(default=None)
+    """The `sampling` keys a config wrote (None: all of them, e.g. a `SamplingParams` object)."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _explicit_sampling(cls, data: Any, handler: Any) -> RoleConfig:
+        model = handler(data)
+        if isinstance(data, dict) and isinstance(data.get("sampling"), dict):
+            model._sampling_keys = frozenset(data["sampling"])
+        return model
+
+    def sampling_over(self, defaults: SamplingParams) -> SamplingParams | None:
+        """This role's sampling over a model's defaults: the keys the config wrote win, the rest
+        come from `defaults` (None when the role sets no sampling: the model's defaults apply)."""
+        if self.sampling is None:
+            return None
+        keys = self._sampling_keys
+        if keys is None:
+            return self.sampling
+        return dataclasses.replace(defaults, **{k: getattr(self.sampling, k) for k in keys})
 
 
 class PipelineConfig(BaseModel):
@@ -69,6 +93,17 @@ class PipelineConfig(BaseModel):
                     f"role {name!r}: max_searches={searches} exceeds max_turns - 1 = {turns - 1}"
                 )
         return self
+
+    def with_model_sampling(self, defaults: Mapping[str, SamplingParams]) -> PipelineConfig:
+        """This config with each role's `sampling` merged over its model's sampling defaults
+        (`models.<role>`: temperature, top_p, max_tokens, seed, stop, enable_thinking): keys under
+        `roles.<role>.sampling` win, the model's fill the rest. Collection and evaluation configs
+        apply it on load, so no `models.<role>` sampling field is silently dropped."""
+        roles = {}
+        for name, role in self.roles.items():
+            merged = role.sampling_over(defaults[name]) if name in defaults else role.sampling
+            roles[name] = role if merged is role.sampling else role.model_copy(update={"sampling": merged})
+        return self.model_copy(update={"roles": roles})
 
     def role(self, name: str) -> RoleConfig:
         return self.roles.get(name) or RoleConfig()

@@ -119,6 +119,8 @@ class EvalConfig(BaseModel):
             )
         if self.build_index_from is not None and self.retriever.index is None:
             raise ValueError("build_index_from needs retriever.index (the directory to build into)")
+        # `pipeline.roles.<role>.sampling` keys over `models.<role>` sampling fields, not instead of them
+        self.pipeline = self.pipeline.with_model_sampling({r: m.sampling() for r, m in self.models.items()})
         return self
 
     def required_roles(self) -> list[str]:

@@ -76,6 +76,8 @@ class CollectConfig(BaseModel):
     def _check(self) -> CollectConfig:
         if self.shard_index >= self.num_shards:
             raise ValueError(f"shard_index {self.shard_index} must be < num_shards {self.num_shards}")
+        # `pipeline.roles.<role>.sampling` keys over `models.<role>` sampling fields, not instead of them
+        self.pipeline = self.pipeline.with_model_sampling({r: m.sampling() for r, m in self.models.items()})
         return self
 
     def required_roles(self) -> list[str]:
