@@ -29,11 +29,22 @@ class Role:
     SINGLE_AGENT = "single_agent"
     ANSWERER_OUTCOMES = "answerer_outcomes"
     """Usage key of the answerer calls that label shadow and counterfactual runs."""
+    BACKBONE_REPLAY = "backbone_replay"
+    """Usage key of the backbone calls of replayed outcomes (`outcome.mode: replay`)."""
+    EXECUTOR_REPLAY = "executor_replay"
+    """Usage key of the driver-executor calls of replayed outcomes (`outcome.mode: replay`)."""
 
 
-def episode_id(question_id: str, sample_index: int) -> str:
-    """The id of a question's `sample_index`-th episode (what resume and merges match on)."""
-    return f"{question_id}#{sample_index}"
+def episode_id(question_id: str, sample_index: int, driver: str | None = None) -> str:
+    """The id of a question's `sample_index`-th episode (what resume and merges match on).
+
+    Shadow collection (one episode per question and sample, `driver` None): `<question_id>#<sample>`.
+    Separate collection (one episode per question, sample and driving executor role):
+    `<question_id>#<sample>@<driver>`; role names contain neither `#` nor `@`, so ids stay unique.
+    """
+    if driver is None:
+        return f"{question_id}#{sample_index}"
+    return f"{question_id}#{sample_index}@{driver}"
 
 
 def _absent(value: Any) -> bool:
@@ -129,6 +140,14 @@ class Outcome(Record):
     """False: the driver's own answer; True: the answerer re-run with this run's report swapped in."""
     answerer_call: dict[str, Any] | None = Field(default=None, exclude_if=_absent)
     """The substituted answerer call (an `LLMCallRecord` as JSON)."""
+    mode: Literal["substitute", "replay"] | None = Field(default=None, exclude_if=_absent)
+    """How a substituted outcome was made: absent = "substitute" (the answerer re-run with this
+    run's report swapped in; every record written before this field), "replay" (the backbone
+    re-run from this run's round with its report in place of the driver's; see `replay`)."""
+    replay: dict[str, Any] | None = Field(default=None, exclude_if=_absent)
+    """`mode: replay` only: the replayed trajectory, `{"from_round", "rounds": [Round], "runs":
+    [ExecutorRun], "stop_reason", "error", "usage": {role: Usage}}` (rounds after `from_round`;
+    their sub-queries were executed by the driver). The answerer call is `answerer_call`."""
     error: str | None = Field(default=None, exclude_if=_absent)
 
 
@@ -188,6 +207,9 @@ class Episode(Record):
     error: str | None = None
     answerer: LLMCallRecord | None = Field(default=None, exclude_if=_absent)
     """The final answerer call of a pipeline episode (single-agent episodes have none)."""
+    driver: str | None = Field(default=None, exclude_if=_absent)
+    """Separate collection only (`collection.mode: separate`): the executor role that drove this
+    episode alone (no shadow runs). Absent in shadow collection."""
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True)

@@ -62,6 +62,27 @@ class RoleConfig(BaseModel):
         return dataclasses.replace(defaults, **{k: getattr(self.sampling, k) for k in keys})
 
 
+OutcomeMode = Literal["substitute", "replay"]
+
+
+class OutcomeConfig(BaseModel):
+    """How a shadow or counterfactual run gets its outcome (docs/rollout.md, "Outcome modes").
+
+    `substitute`: the answerer is re-run with the run's report in place of the driver's at its
+    position, other reports unchanged (one answerer call). `replay`: the backbone is re-run
+    from the run's round with its report in place of the driver's, later rounds' sub-queries
+    are executed by the driver, and the answerer answers from that replayed trajectory.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: OutcomeMode = "substitute"
+
+
+def _default_outcome(outcome: OutcomeConfig) -> bool:
+    return outcome.mode == "substitute"
+
+
 class PipelineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -75,7 +96,10 @@ class PipelineConfig(BaseModel):
     roles: dict[str, RoleConfig] = Field(default_factory=dict)
     prompts: Prompts = Field(default_factory=Prompts)
     label_outcomes: bool = True
-    """Give every non-driver run its own outcome by answer substitution (one answerer call each)."""
+    """Give every non-driver run its own outcome (by `outcome.mode`; substitution: one answerer call each)."""
+    outcome: OutcomeConfig = Field(default_factory=OutcomeConfig, exclude_if=_default_outcome)
+    """Outcome mode of shadow and counterfactual runs; left out of dumps (episode `config`
+    records) when it is the default, so records keep the shape they had before it existed."""
 
     @model_validator(mode="after")
     def _check(self) -> PipelineConfig:
@@ -93,6 +117,10 @@ class PipelineConfig(BaseModel):
                     f"role {name!r}: max_searches={searches} exceeds max_turns - 1 = {turns - 1}"
                 )
         return self
+
+    def for_driver(self, driver: str) -> PipelineConfig:
+        """This config with `driver` as the only executor role (an episode of separate collection)."""
+        return self.model_copy(update={"executor_roles": [driver], "driver": driver})
 
     def with_model_sampling(self, defaults: Mapping[str, SamplingParams]) -> PipelineConfig:
         """This config with each role's `sampling` merged over its model's sampling defaults

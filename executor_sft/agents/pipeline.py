@@ -63,6 +63,7 @@ async def run_episode(
     *,
     judge: LLMJudge | None = None,
     config_record: Mapping[str, Any] | None = None,
+    separate: bool = False,
 ) -> Episode:
     """Run backbone -> executors (all roles) -> answerer for one question; never raises on model output.
 
@@ -71,11 +72,14 @@ async def run_episode(
     `config_record` is `episode_config_record(config, models, retriever, judge)` computed
     once by a caller that runs many episodes with the same objects (the collection engine);
     its nested values are shared between those episodes, so they must not be mutated.
+    `separate=True` (separate collection): only `config.driver` runs, the episode id is
+    `episode_id(question.id, sample_index, config.driver)` and `Episode.driver` is set.
     """
     config = config or PipelineConfig()
-    _require(models, [BACKBONE, ANSWERER, *config.executor_roles])
+    roles = [config.driver] if separate else list(config.executor_roles)
+    _require(models, [BACKBONE, ANSWERER, *roles])
     judge = _judge_from(models, judge)
-    episode_id = make_episode_id(question.id, sample_index)
+    episode_id = make_episode_id(question.id, sample_index, config.driver if separate else None)
     session = BackboneSession(
         models[BACKBONE],
         question.question,
@@ -84,44 +88,10 @@ async def run_episode(
         prompts=config.prompts,
         sampling=config.sampling_for(BACKBONE),
     )
-    rounds: list[Round] = []
-    runs: list[ExecutorRun] = []
-    findings: list[Finding] = []
-    usage: dict[str, Usage] = {r: Usage() for r in (BACKBONE, *config.executor_roles, ANSWERER)}
-    stop_reason, error = "round_budget", None
-
-    for r in range(config.max_rounds):
-        step = await session.decide()
-        if step.error is None:
-            usage[BACKBONE].add(step.record.usage)
-        rounds.append(
-            Round(
-                index=r,
-                sub_queries=step.decision.sub_queries,
-                backbone=step.record,
-                dropped_sub_queries=step.decision.dropped,
-            )
-        )
-        if step.error is not None:
-            stop_reason, error = "error", f"backbone: {step.error}"
-            break
-        if step.decision.stop:
-            stop_reason = "stopped"
-            break
-        jobs = [
-            _execute(models[role], retriever, q, role, config, episode_id, r, i)
-            for i, q in enumerate(step.decision.sub_queries)
-            for role in config.executor_roles
-        ]
-        round_runs = list(await asyncio.gather(*jobs))
-        runs.extend(round_runs)
-        for run in round_runs:
-            usage[run.role].add(run.usage)
-        by_index = {run.sub_query_index: run for run in round_runs if run.role == config.driver}
-        pairs = [(q, by_index[i].report) for i, q in enumerate(step.decision.sub_queries)]
-        findings.extend(pairs)
-        if r + 1 < config.max_rounds:
-            session.add_reports(r, pairs, rounds_left=config.max_rounds - r - 1)
+    trajectory = _Trajectory(usage={r: Usage() for r in (BACKBONE, *roles, ANSWERER)})
+    await _run_rounds(session, trajectory, 0, models, retriever, roles, config, episode_id)
+    rounds, runs, findings, usage = trajectory.rounds, trajectory.runs, trajectory.findings, trajectory.usage
+    stop_reason, error = trajectory.stop_reason, trajectory.error
 
     answer, answerer_record = None, None
     if stop_reason != "error" or findings:
@@ -155,6 +125,7 @@ async def run_episode(
         stop_reason=stop_reason,
         error=error,
         answerer=answerer_record,
+        driver=config.driver if separate else None,
     )
     for run in runs:
         if run.role == config.driver:
@@ -162,20 +133,87 @@ async def run_episode(
     if config.label_outcomes:
         shadows = [run for run in runs if run.role != config.driver]
         outcomes = await asyncio.gather(
-            *(
-                answer_with_substitution(episode, run, models[ANSWERER], config=config, judge=judge)
-                for run in shadows
-            )
+            *(label_outcome(episode, run, models, retriever, config=config, judge=judge) for run in shadows)
         )
-        outcome_usage = Usage()
         for run, outcome in zip(shadows, outcomes, strict=True):
             run.outcome = outcome
-            call = outcome.answerer_call
-            if call and not call.get("error"):
-                outcome_usage.add(Usage(**{**call["usage"], "calls": 1}))
-        if outcome_usage.calls:
-            episode.usage[OUTCOME_USAGE] = outcome_usage
+            add_outcome_usage(episode, outcome)
     return episode
+
+
+@dataclasses.dataclass
+class _Trajectory:
+    """What the backbone rounds of an episode (or of a replay) produce."""
+
+    usage: dict[str, Usage]
+    rounds: list[Round] = dataclasses.field(default_factory=list)
+    runs: list[ExecutorRun] = dataclasses.field(default_factory=list)
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    stop_reason: str = "round_budget"
+    error: str | None = None
+
+
+async def _run_rounds(
+    session: BackboneSession,
+    trajectory: _Trajectory,
+    first_round: int,
+    models: Mapping[str, ChatModel],
+    retriever: Retriever,
+    roles: list[str],
+    config: PipelineConfig,
+    id_prefix: str,
+) -> None:
+    """Backbone rounds `first_round`.. until it stops or T is reached; every sub-query is run by
+    every role in `roles`, and the driver's reports go back to the backbone and into `findings`."""
+    usage = trajectory.usage
+    for r in range(first_round, config.max_rounds):
+        step = await session.decide()
+        if step.error is None:
+            usage[BACKBONE].add(step.record.usage)
+        trajectory.rounds.append(
+            Round(
+                index=r,
+                sub_queries=step.decision.sub_queries,
+                backbone=step.record,
+                dropped_sub_queries=step.decision.dropped,
+            )
+        )
+        if step.error is not None:
+            trajectory.stop_reason, trajectory.error = "error", f"backbone: {step.error}"
+            return
+        if step.decision.stop:
+            trajectory.stop_reason = "stopped"
+            return
+        jobs = [
+            _execute(models[role], retriever, q, role, config, id_prefix, r, i)
+            for i, q in enumerate(step.decision.sub_queries)
+            for role in roles
+        ]
+        round_runs = list(await asyncio.gather(*jobs))
+        trajectory.runs.extend(round_runs)
+        for run in round_runs:
+            usage[run.role].add(run.usage)
+        by_index = {run.sub_query_index: run for run in round_runs if run.role == config.driver}
+        pairs = [(q, by_index[i].report) for i, q in enumerate(step.decision.sub_queries)]
+        trajectory.findings.extend(pairs)
+        if r + 1 < config.max_rounds:
+            session.add_reports(r, pairs, rounds_left=config.max_rounds - r - 1)
+
+
+def add_outcome_usage(episode: Episode, outcome: Outcome | None) -> None:
+    """Add what labelling a run cost to the episode's usage: its answerer call (`answerer_outcomes`)
+    and, for a replayed outcome, the backbone and driver-executor calls (`backbone_replay`,
+    `executor_replay`). Failed answerer calls are not counted (as for the episode's own)."""
+    if outcome is None:
+        return
+    call = outcome.answerer_call
+    if call and not call.get("error"):
+        episode.usage.setdefault(OUTCOME_USAGE, Usage()).add(Usage(**{**call["usage"], "calls": 1}))
+    replay = outcome.replay or {}
+    for key, spent in (replay.get("usage") or {}).items():
+        usage = Usage.model_validate(spent)
+        if usage.calls:
+            episode.usage.setdefault(key, Usage()).add(usage)
 
 
 async def _execute(
@@ -261,13 +299,7 @@ async def answer_with_substitution(
     """
     config = config or pipeline_config_of(episode)
     findings = driver_findings(episode, config.driver)
-    position = (run.round, run.sub_query_index)
-    slots = [pos for pos, _, _ in findings]
-    if position not in slots:
-        raise ValueError(
-            f"{run.run_id}: round {run.round} sub-query {run.sub_query_index} is not in {episode.episode_id}"
-        )
-    at = slots.index(position)
+    at = _position(episode, run, findings)
     if findings[at][2] == run.report and episode.answer is not None:
         m = episode.metrics
         return Outcome(answer=episode.answer, em=m.em, f1=m.f1, judge=m.judge, substituted=False)
@@ -290,6 +322,136 @@ async def answer_with_substitution(
     return Outcome(answer=result.answer, em=em, f1=f1, judge=verdict, substituted=True, answerer_call=call)
 
 
+def _position(episode: Episode, run: ExecutorRun, findings: list) -> int:
+    position = (run.round, run.sub_query_index)
+    slots = [pos for pos, _, _ in findings]
+    if position not in slots:
+        raise ValueError(
+            f"{run.run_id}: round {run.round} sub-query {run.sub_query_index} is not in {episode.episode_id}"
+        )
+    return slots.index(position)
+
+
+async def answer_with_replay(
+    episode: Episode,
+    run: ExecutorRun,
+    models: Mapping[str, ChatModel],
+    retriever: Retriever,
+    *,
+    config: PipelineConfig | None = None,
+    judge: LLMJudge | None = None,
+) -> Outcome:
+    """The outcome of `run` by replay: the backbone re-run from `run`'s round with `run.report` in place.
+
+    The backbone's conversation up to and including its decision in `run.round` is rebuilt
+    from the episode's call records (no call), that round's reports are the driver's with
+    `run.report` at `run`'s position, and the backbone then continues: each later round's
+    sub-queries are executed by the driver (`models[config.driver]`), and the answerer answers
+    from the findings of the kept rounds plus the replayed ones. The replayed rounds, runs,
+    stop reason and usage are recorded in `Outcome.replay` (`mode="replay"`).
+
+    When the report equals the driver's, the episode's own outcome is reused without a call
+    (`substituted=False`), as `answer_with_substitution` does. A failed backbone call ends the
+    replay early (answered from the findings so far, `replay.error` set); a failed answerer
+    call yields `answer=None` with `error` set. Raises ValueError only if `run`'s position is
+    not a sub-query of `episode`.
+    """
+    config = config or pipeline_config_of(episode)
+    findings = driver_findings(episode, config.driver)
+    at = _position(episode, run, findings)
+    if findings[at][2] == run.report and episode.answer is not None:
+        m = episode.metrics
+        return Outcome(answer=episode.answer, em=m.em, f1=m.f1, judge=m.judge, substituted=False)
+    _require(models, [BACKBONE, ANSWERER, config.driver])
+    session = BackboneSession(
+        models[BACKBONE],
+        episode.question.question,
+        max_parallel=config.max_parallel,
+        max_rounds=config.max_rounds,
+        prompts=config.prompts,
+        sampling=config.sampling_for(BACKBONE),
+    )
+    decided = next(rnd for rnd in episode.rounds if rnd.index == run.round).backbone
+    # The conversation exactly as the backbone had it after deciding this round.
+    session.messages = [dict(m) for m in decided.messages] + [
+        {"role": "assistant", "content": decided.response.get("content") or ""}
+    ]
+    swapped = [(pos, q, run.report if i == at else report) for i, (pos, q, report) in enumerate(findings)]
+    kept: list[Finding] = [(q, report) for (rnd, _), q, report in swapped if rnd <= run.round]
+    round_pairs: list[Finding] = [(q, report) for (rnd, _), q, report in swapped if rnd == run.round]
+    trajectory = _Trajectory(usage={BACKBONE: Usage(), config.driver: Usage()}, findings=kept)
+    if run.round + 1 < config.max_rounds:
+        session.add_reports(run.round, round_pairs, rounds_left=config.max_rounds - run.round - 1)
+        await _run_rounds(
+            session,
+            trajectory,
+            run.round + 1,
+            models,
+            retriever,
+            [config.driver],
+            config,
+            f"{run.run_id}/replay",
+        )
+    replay = {
+        "from_round": run.round,
+        "rounds": [rnd.model_dump(mode="json") for rnd in trajectory.rounds],
+        "runs": [r.model_dump(mode="json") for r in trajectory.runs],
+        "stop_reason": trajectory.stop_reason,
+        "error": trajectory.error,
+        "usage": {
+            Role.BACKBONE_REPLAY: trajectory.usage[BACKBONE].model_dump(mode="json"),
+            Role.EXECUTOR_REPLAY: trajectory.usage[config.driver].model_dump(mode="json"),
+        },
+    }
+    result = await run_answerer(
+        models[ANSWERER],
+        episode.question.question,
+        trajectory.findings,
+        prompts=config.prompts,
+        sampling=config.sampling_for(ANSWERER),
+    )
+    call = result.record.model_dump(mode="json")
+    if result.error is not None:
+        return Outcome(
+            answer=None,
+            em=0.0,
+            f1=0.0,
+            judge=None,
+            substituted=True,
+            answerer_call=call,
+            mode="replay",
+            replay=replay,
+            error=result.error,
+        )
+    em, f1, verdict = await _score(episode.question, result.answer, judge)
+    return Outcome(
+        answer=result.answer,
+        em=em,
+        f1=f1,
+        judge=verdict,
+        substituted=True,
+        answerer_call=call,
+        mode="replay",
+        replay=replay,
+    )
+
+
+async def label_outcome(
+    episode: Episode,
+    run: ExecutorRun,
+    models: Mapping[str, ChatModel],
+    retriever: Retriever,
+    *,
+    config: PipelineConfig | None = None,
+    judge: LLMJudge | None = None,
+) -> Outcome:
+    """`run`'s outcome by `config.outcome.mode`: `answer_with_substitution` or `answer_with_replay`."""
+    config = config or pipeline_config_of(episode)
+    if config.outcome.mode == "replay":
+        return await answer_with_replay(episode, run, models, retriever, config=config, judge=judge)
+    return await answer_with_substitution(episode, run, models[ANSWERER], config=config, judge=judge)
+
+
 async def run_counterfactual(
     episode: Episode,
     run: ExecutorRun,
@@ -301,11 +463,14 @@ async def run_counterfactual(
     judge: LLMJudge | None = None,
     max_searches: int = 1,
     role: str | None = None,
+    models: Mapping[str, ChatModel] | None = None,
 ) -> ExecutorRun:
     """Re-run `run`'s sub-query with a smaller search budget (same role settings) and label its outcome.
 
     The new run has role `<role>_budget<max_searches>` (e.g. `teacher_budget1`) unless `role`
-    is given, `counterfactual_of = run.run_id`, and an outcome by answer substitution.
+    is given, `counterfactual_of = run.run_id`, and an outcome by `config.outcome.mode`:
+    answer substitution (with `answerer`), or replay, which needs `models` (backbone, answerer
+    and the driver role).
     """
     config = config or pipeline_config_of(episode)
     run_role = role or f"{run.role}_budget{max_searches}"
@@ -322,5 +487,12 @@ async def run_counterfactual(
         run_role=run_role,
         counterfactual_of=run.run_id,
     )
-    new.outcome = await answer_with_substitution(episode, new, answerer, config=config, judge=judge)
+    if config.outcome.mode == "replay":
+        if models is None:
+            raise ValueError("outcome.mode 'replay' needs models= (backbone, answerer, driver)")
+        new.outcome = await answer_with_replay(
+            episode, new, {**models, ANSWERER: answerer}, retriever, config=config, judge=judge
+        )
+    else:
+        new.outcome = await answer_with_substitution(episode, new, answerer, config=config, judge=judge)
     return new

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,7 +17,7 @@ from executor_sft.llm.config import ModelConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
 from executor_sft.rollout.store import check_jsonl
-from executor_sft.schema import Role
+from executor_sft.schema import Question, Role, episode_id
 
 
 class CollectQuestionSource(BaseQuestionSource):
@@ -49,6 +50,21 @@ class CounterfactualConfig(BaseModel):
     """Whether "correct" needs judge == True; None means: only when a judge is configured."""
 
 
+class CollectionModeConfig(BaseModel):
+    """How executor roles share episodes (docs/rollout.md, "Collection modes").
+
+    `shadow` (default): one episode per (question, sample); the driver's reports feed the
+    backbone and every other executor role runs on the same sub-queries as a shadow.
+    `separate`: one episode per (question, sample, executor role), each role driving its own
+    episodes under the same backbone (as the paper's Tab. 4 counts invocations); a run's
+    outcome is its own episode's final answer.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["shadow", "separate"] = "shadow"
+
+
 class CollectConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -58,6 +74,8 @@ class CollectConfig(BaseModel):
     """Role -> model: backbone, answerer, every executor role, and optionally judge."""
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     counterfactual: CounterfactualConfig = Field(default_factory=CounterfactualConfig)
+    collection: CollectionModeConfig = Field(default_factory=CollectionModeConfig)
+    """`collection.mode`: shadow (default) or separate; outcomes are set by `pipeline.outcome.mode`."""
     samples_per_question: int = Field(default=1, ge=1)
     concurrency: int = Field(default=16, ge=1)
     """Episodes in flight at once; each runs its executor roles and sub-queries concurrently too."""
@@ -82,6 +100,23 @@ class CollectConfig(BaseModel):
 
     def required_roles(self) -> list[str]:
         return [Role.BACKBONE, Role.ANSWERER, *self.pipeline.executor_roles]
+
+    def drivers(self) -> list[str | None]:
+        """The driver of each episode per (question, sample): None (shadow: the pipeline's driver,
+        with shadows), or every executor role in turn (separate)."""
+        if self.collection.mode == "separate":
+            return list(self.pipeline.executor_roles)
+        return [None]
+
+    def episode_keys(self, questions: Iterable[Question]) -> list[tuple[Question, int, str | None, str]]:
+        """(question, sample, driver, episode id) of every episode this config collects, in order."""
+        drivers = self.drivers()
+        return [
+            (q, s, d, episode_id(q.id, s, d))
+            for q in questions
+            for s in range(self.samples_per_question)
+            for d in drivers
+        ]
 
     def llm_cache_file(self) -> Path | None:
         """Where the request cache lives, or None when `llm_cache` is off."""

@@ -22,7 +22,12 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from executor_sft.agents.config import PipelineConfig
-from executor_sft.agents.pipeline import episode_config_record, run_counterfactual, run_episode
+from executor_sft.agents.pipeline import (
+    add_outcome_usage,
+    episode_config_record,
+    run_counterfactual,
+    run_episode,
+)
 from executor_sft.data import select_questions as select_sources
 from executor_sft.filters.predicates import is_correct
 from executor_sft.llm.base import ChatModel
@@ -76,7 +81,11 @@ async def add_counterfactuals(
     settings: CounterfactualConfig,
     judge: LLMJudge | None,
 ) -> int:
-    """Re-run every correct multi-search run of `settings.role` with a smaller budget; return how many."""
+    """Re-run every correct multi-search run of `settings.role` with a smaller budget; return how many.
+
+    `pipeline` is the config the episode ran with (in separate collection: `for_driver(...)`);
+    its `outcome.mode` decides how the re-runs are labelled (replay uses `models`' backbone and driver).
+    """
     if not settings.enabled:
         return 0
     require_judge = settings.require_judge if settings.require_judge is not None else judge is not None
@@ -100,6 +109,7 @@ async def add_counterfactuals(
                 config=pipeline,
                 judge=judge,
                 max_searches=settings.max_searches,
+                models=models,
             )
             for run in targets
         )
@@ -107,11 +117,7 @@ async def add_counterfactuals(
     for run in new_runs:
         episode.runs.append(run)
         episode.usage.setdefault(run.role, Usage()).add(run.usage)
-        call = run.outcome.answerer_call if run.outcome else None
-        if call and not call.get("error"):
-            episode.usage.setdefault(COUNTERFACTUAL_ANSWERER_USAGE, Usage()).add(
-                Usage(**{**call["usage"], "calls": 1})
-            )
+        add_outcome_usage(episode, run.outcome)
     return len(new_runs)
 
 
@@ -171,24 +177,21 @@ async def collect_in_process(
 
     store = EpisodeStore(config.rollouts_path)
     skip = set(skip_ids)
-    todo = [
-        (q, s)
-        for q in questions
-        for s in range(config.samples_per_question)
-        if make_episode_id(q.id, s) not in store and make_episode_id(q.id, s) not in skip
-    ]
-    skipped = len(questions) * config.samples_per_question - len(todo)
+    keys = config.episode_keys(questions)
+    todo = [(q, s, d) for q, s, d, eid in keys if eid not in store and eid not in skip]
+    skipped = len(keys) - len(todo)
     # The summary covers the whole file: what a previous run left there, plus what this run writes.
     stats = (
         collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))
         if len(store)
         else CollectionStats()
     )
-    # The same for every episode of this collection: dumped once, not per episode.
-    config_record = episode_config_record(config.pipeline, models, retriever, judge)
+    # The same for every episode of this collection (of one driver): dumped once, not per episode.
+    pipelines = {d: config.pipeline if d is None else config.pipeline.for_driver(d) for d in config.drivers()}
+    config_records = {d: episode_config_record(p, models, retriever, judge) for d, p in pipelines.items()}
     written = 0
     failed: list[tuple[str, str]] = []
-    queue: asyncio.Queue[tuple[Question, int]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[Question, int, str | None]] = asyncio.Queue()
     for item in todo:
         queue.put_nowait(item)
     finished: asyncio.Queue[Episode | None] = asyncio.Queue()
@@ -200,23 +203,23 @@ async def collect_in_process(
     async def worker() -> None:
         while True:
             try:
-                question, sample = queue.get_nowait()
+                question, sample, driver = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            episode_id = make_episode_id(question.id, sample)
+            episode_id = make_episode_id(question.id, sample, driver)
+            pipeline = pipelines[driver]
             try:
                 episode = await run_episode(
                     question,
                     models,
                     retriever,
-                    config.pipeline,
+                    pipeline,
                     sample_index=sample,
                     judge=judge,
-                    config_record=config_record,
+                    config_record=config_records[driver],
+                    separate=driver is not None,
                 )
-                await add_counterfactuals(
-                    episode, models, retriever, config.pipeline, config.counterfactual, judge
-                )
+                await add_counterfactuals(episode, models, retriever, pipeline, config.counterfactual, judge)
             except Exception as exc:  # a bug or an outage: keep going, leave it for the resume
                 logger.warning("episode %s failed: %s: %s", episode_id, type(exc).__name__, exc)
                 failed.append((episode_id, f"{type(exc).__name__}: {exc}"))

@@ -37,7 +37,6 @@ from executor_sft.rollout.engine import (
 from executor_sft.rollout.store import EpisodeStore, read_episodes
 from executor_sft.rollout.summary import CollectionStats, collection_stats
 from executor_sft.schema import Episode, Question
-from executor_sft.schema import episode_id as make_episode_id
 
 ModelsFactory = Callable[[list[Question]], Mapping[str, ChatModel]]
 """Builds a worker's role -> model map from the worker's questions (must be picklable)."""
@@ -110,7 +109,7 @@ def _worker_main(
         raise
     # The part file was created by this run, so it holds exactly the episodes written now.
     failed = {eid for eid, _ in result.failed}
-    keys = {make_episode_id(q.id, s) for q in questions for s in range(config.samples_per_question)}
+    keys = {eid for *_, eid in config.episode_keys(questions)}
     keys -= skip_ids | failed
     results.put(
         {
@@ -206,7 +205,7 @@ def _run_workers(
     procs = []
     for i in range(workers):
         mine = questions[i::workers]
-        ids = {make_episode_id(q.id, s) for q in mine for s in range(config.samples_per_question)} & done
+        ids = {eid for *_, eid in config.episode_keys(mine)} & done
         args = (
             _worker_config(config, i, workers).model_dump_json(),
             mine,

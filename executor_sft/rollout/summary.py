@@ -27,6 +27,26 @@ class RoleStats:
 
 
 @dataclass
+class InvocationStats:
+    """One executor role's own invocations (counterfactual re-runs excluded), as the paper's Tab. 4."""
+
+    invocations: int = 0
+    searches: int = 0
+    one: int = 0
+    two_plus: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        n = self.invocations
+        return {
+            "invocations": n,
+            "searches": self.searches,
+            "searches_per_invocation": self.searches / n if n else 0.0,
+            "share_1_search": self.one / n if n else 0.0,
+            "share_2plus_searches": self.two_plus / n if n else 0.0,
+        }
+
+
+@dataclass
 class CollectionStats:
     episodes: int = 0
     questions: set[str] = field(default_factory=set)
@@ -34,12 +54,17 @@ class CollectionStats:
     stop_reasons: Counter = field(default_factory=Counter)
     episode_errors: int = 0
     counterfactuals: int = 0
+    invocations: dict[str, InvocationStats] = field(default_factory=lambda: defaultdict(InvocationStats))
+    drivers: Counter = field(default_factory=Counter)
+    """Episodes per driving role in separate collection (`Episode.driver`); empty in shadow mode."""
 
     def add(self, episode: Episode) -> None:
         self.episodes += 1
         self.questions.add(episode.question.id)
         self.stop_reasons[episode.stop_reason] += 1
         self.episode_errors += episode.error is not None
+        if episode.driver is not None:
+            self.drivers[episode.driver] += 1
         for role, usage in episode.usage.items():
             stats = self.roles[role]
             stats.prompt_tokens += usage.prompt_tokens
@@ -51,6 +76,12 @@ class CollectionStats:
             stats.searches["0" if run.n_searches == 0 else "1" if run.n_searches == 1 else ">=2"] += 1
             stats.finish[run.finish] += 1
             self.counterfactuals += run.counterfactual_of is not None
+            if run.counterfactual_of is None:
+                inv = self.invocations[run.role]
+                inv.invocations += 1
+                inv.searches += run.n_searches
+                inv.one += run.n_searches == 1
+                inv.two_plus += run.n_searches >= 2
 
     def merge(self, other: CollectionStats) -> None:
         """Add the stats of disjoint episodes (another worker's file) to these."""
@@ -59,6 +90,13 @@ class CollectionStats:
         self.stop_reasons.update(other.stop_reasons)
         self.episode_errors += other.episode_errors
         self.counterfactuals += other.counterfactuals
+        self.drivers.update(other.drivers)
+        for role, inv in other.invocations.items():
+            ours = self.invocations[role]
+            ours.invocations += inv.invocations
+            ours.searches += inv.searches
+            ours.one += inv.one
+            ours.two_plus += inv.two_plus
         for role, theirs in other.roles.items():
             ours = self.roles[role]
             ours.prompt_tokens += theirs.prompt_tokens
@@ -85,14 +123,18 @@ class CollectionStats:
                 },
                 "finish": dict(s.finish),
             }
-        return {
+        summary = {
             "episodes": self.episodes,
             "questions": len(self.questions),
             "stop_reasons": dict(self.stop_reasons),
             "episode_errors": self.episode_errors,
             "counterfactual_runs": self.counterfactuals,
             "roles": roles,
+            "executor_invocations": {role: s.to_dict() for role, s in sorted(self.invocations.items())},
         }
+        if self.drivers:
+            summary["episodes_per_driver"] = dict(sorted(self.drivers.items()))
+        return summary
 
 
 def collection_stats(episodes: Iterable[Episode]) -> CollectionStats:
@@ -119,6 +161,22 @@ def render_summary(summary: dict[str, Any]) -> str:
         )
     console = Console(width=140, record=True, file=io.StringIO())
     console.print(table)
+    invocations = summary.get("executor_invocations")
+    if invocations:
+        tab4 = Table(title="executor invocations (paper Tab. 4; counterfactual re-runs excluded)")
+        for col in ("role", "invocations", "searches/invocation", "1 search", ">=2 searches"):
+            tab4.add_column(col, justify="left" if col == "role" else "right")
+        for role, r in invocations.items():
+            tab4.add_row(
+                role,
+                str(r["invocations"]),
+                f"{r['searches_per_invocation']:.2f}",
+                f"{r['share_1_search']:.1%}",
+                f"{r['share_2plus_searches']:.1%}",
+            )
+        console.print(tab4)
+    if summary.get("episodes_per_driver"):
+        console.print(f"episodes per driver (separate collection): {summary['episodes_per_driver']}")
     errors = (
         f"stop reasons: {summary['stop_reasons']}; episode errors: {summary['episode_errors']}; "
         f"counterfactual runs: {summary['counterfactual_runs']}"
