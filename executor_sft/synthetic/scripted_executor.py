@@ -38,6 +38,7 @@ from executor_sft.synthetic.relations import ParsedSubQuery, parse_subquery
 from executor_sft.synthetic.world import Entity, World
 
 _SEARCH_TAG = re.compile(r"<search>(.*?)</search>", re.S)
+_BUDGET = re.compile(r"search at most (\d+) time")
 
 
 @dataclass
@@ -123,6 +124,9 @@ class ScriptedTeacherExecutor:
                 can_search = not saw_info
         else:
             protocol, can_search = "native", False
+        budget = _BUDGET.search(system)
+        if budget is not None and len(queries) >= int(budget.group(1)):
+            can_search = False  # the instructions' search budget is spent
         parsed = parse_subquery(sub_query, self.world.types_of)
         return _State(sub_query, parsed, queries, passages, protocol, can_search)
 

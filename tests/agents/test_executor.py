@@ -57,16 +57,16 @@ async def test_two_searches_then_budget_notice_and_report():
     assert run.finish == "report" and run.n_searches == 2
     assert [s.query for s in run.searches] == ["Velmora founder", "Ada Krell birthplace"]
     assert roles(run) == ["system", "user", "assistant", "tool", "assistant", "tool", "user", "assistant"]
-    assert model.requests[2]["tools"] is None
+    assert model.requests[2]["tools"] == [SEARCH_TOOL]  # offered on every turn (one prefix with the SFT row)
     assert model.requests[2]["messages"][-1] == {"role": "user", "content": BUDGET_NOTICE}
 
 
-async def test_search_budget_spent_withholds_tool_and_asks_for_report():
+async def test_search_budget_spent_keeps_the_tool_and_asks_for_report():
     model = ScriptedChatModel([search_call("Velmora"), report("Ada Krell")])
     run = await run_executor(model, ToyRetriever(), SUB_QUERY, max_turns=3, max_searches=1)
     assert run.finish == "report" and run.n_searches == 1 and run.max_searches == 1
     second = model.requests[1]
-    assert second["tools"] is None
+    assert second["tools"] == [SEARCH_TOOL]
     assert second["messages"][-1]["role"] == "user"
     assert "used all your searches" in second["messages"][-1]["content"]
     assert "report" in second["messages"][-1]["content"]
@@ -140,12 +140,14 @@ async def test_turn_budget_exhausted_without_report():
     assert run.messages[-1]["role"] == "assistant"  # no correction nobody would read
 
 
-async def test_last_turn_never_offers_the_tool():
+async def test_last_turn_offers_the_tool_but_refuses_a_search():
     model = ScriptedChatModel(["babble", "more babble"], default=report("x"))
     run = await run_executor(model, ToyRetriever(), SUB_QUERY, max_turns=2, max_searches=1)
     assert run.finish == "invalid"
-    assert model.requests[0]["tools"] == [SEARCH_TOOL]
-    assert model.requests[1]["tools"] is None
+    assert model.requests[0]["tools"] == model.requests[1]["tools"] == [SEARCH_TOOL]
+    late = ScriptedChatModel([search_call("Velmora"), search_call("again")])
+    run = await run_executor(late, ToyRetriever(), SUB_QUERY, max_turns=2)
+    assert run.n_searches == 1 and run.finish == "turn_budget"  # the last turn's search was not executed
 
 
 class FailingModel:
