@@ -1,12 +1,14 @@
 """Role-factorised agent runtime: executor loop, backbone, answerer, pipeline, single-agent baseline."""
 
 from executor_sft.agents.answerer import run_answerer
-from executor_sft.agents.config import PipelineConfig, RoleConfig
+from executor_sft.agents.config import OutcomeConfig, PipelineConfig, RoleConfig
 from executor_sft.agents.executor import run_executor
 from executor_sft.agents.pipeline import (
+    answer_with_replay,
     answer_with_substitution,
     driver_findings,
     episode_config_record,
+    label_outcome,
     make_run_id,
     pipeline_config_of,
     run_counterfactual,
@@ -19,12 +21,15 @@ from executor_sft.agents.tools import SEARCH_TOOL, SEARCH_TOOL_NAME
 __all__ = [
     "SEARCH_TOOL",
     "SEARCH_TOOL_NAME",
+    "OutcomeConfig",
     "PipelineConfig",
     "Prompts",
     "RoleConfig",
+    "answer_with_replay",
     "answer_with_substitution",
     "driver_findings",
     "episode_config_record",
+    "label_outcome",
     "make_run_id",
     "pipeline_config_of",
     "run_answerer",

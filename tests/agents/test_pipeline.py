@@ -11,6 +11,7 @@ from agent_helpers import PASSAGE_TEXTS, QUESTION, ToyRetriever, report, search_
 from executor_sft.agents import (
     PipelineConfig,
     RoleConfig,
+    answer_with_replay,
     answer_with_substitution,
     episode_config_record,
     run_counterfactual,
@@ -18,7 +19,7 @@ from executor_sft.agents import (
 )
 from executor_sft.llm.base import ChatError, SamplingParams
 from executor_sft.metrics.judge import LLMJudge
-from executor_sft.schema import Episode
+from executor_sft.schema import Episode, Question, Report
 from executor_sft.testing.doubles import ScriptedChatModel, assistant
 
 CHAIN = {
@@ -377,3 +378,114 @@ async def test_backend_usage_carrying_calls_does_not_fail_the_episode():
     student = ep.runs_for("student")
     assert [r.outcome.answer for r in student] == ["Eldmark", "Eldmark", "Salt Mines"]
     assert ep.usage["answerer_outcomes"].calls == 3  # one labelling call per shadow run, counted once each
+
+
+# --- outcome modes: substitute vs replay on a two-hop chain ----------------------------------
+
+TWO_HOP = Question(
+    id="q-velmora-2hop",
+    question="Where was the founder of Velmora born?",
+    golden_answers=["Tarsin"],
+    dataset="toy",
+)
+HOP1, HOP2 = "Who founded Velmora?", "Where was {} born?"
+
+
+def reactive_backbone():
+    """Hop 1, then hop 2 built from the last report's answer (as a real backbone would), then stop."""
+
+    def policy(messages, tools):
+        feedback = [m["content"] for m in messages if m["role"] == "user" and "Report" in m["content"]]
+        if not feedback:
+            return f"<subquery>{HOP1}</subquery>"
+        if len(feedback) == 1:
+            bridge = re.findall(r"<answer>(.*?)</answer>", feedback[-1])[-1]
+            return f"<subquery>{HOP2.format(bridge)}</subquery>"
+        return "<stop/>"
+
+    return ScriptedChatModel(default=policy, name="backbone")
+
+
+def two_hop_models():
+    beliefs = {HOP1: "Ada Krell", HOP2.format("Ada Krell"): "Tarsin", HOP2.format("Orrin Vale"): "Velmora"}
+    return {
+        "backbone": reactive_backbone(),
+        "answerer": last_report_answerer(),  # repeats the last report: blind to a wrong bridge hop
+        "teacher": executor(beliefs, n_searches=1, name="teacher"),
+        "student": executor({**beliefs, HOP1: "Orrin Vale"}, n_searches=1, name="student"),  # wrong bridge
+    }
+
+
+async def test_replay_flips_a_substitution_correct_wrong_bridge_to_wrong():
+    for mode in ("substitute", "replay"):
+        ms = two_hop_models()
+        config = PipelineConfig(max_rounds=3, outcome={"mode": mode})
+        ep = await run_episode(TWO_HOP, ms, ToyRetriever(), config)
+        assert ep.answer == "Tarsin" and ep.metrics.em == 1.0
+        bridge = ep.runs_for("student")[0]
+        assert bridge.report.answer == "Orrin Vale" and bridge.round == 0
+        outcome = bridge.outcome
+        if mode == "substitute":
+            # the answerer repeats the (driver's) last report: the wrong bridge looks harmless
+            assert outcome.answer == "Tarsin" and outcome.em == 1.0 and outcome.mode is None
+            assert "backbone_replay" not in ep.usage
+            continue
+        # replay: the backbone's hop 2 is built from "Orrin Vale", the driver answers that
+        assert outcome.mode == "replay" and outcome.substituted
+        assert outcome.answer == "Velmora" and outcome.em == 0.0
+        replay = outcome.replay
+        assert replay["from_round"] == 0 and replay["stop_reason"] == "stopped"
+        assert [r["sub_queries"] for r in replay["rounds"]] == [[HOP2.format("Orrin Vale")], []]
+        (rerun,) = replay["runs"]
+        assert rerun["role"] == "teacher" and rerun["round"] == 1
+        assert rerun["run_id"] == f"{bridge.run_id}/replay/r1/q0/teacher"
+        # the kept conversation is the episode's, up to and including round 0's decision
+        kept = ep.rounds[1].backbone.messages
+        replayed = replay["rounds"][0]["backbone"]["messages"]
+        assert replayed[:3] == kept[:3] and "Orrin Vale" in replayed[3]["content"]
+        assert "Orrin Vale" not in kept[3]["content"]
+        # the answerer saw the substituted bridge and the replayed hop, nothing of the original hop 2
+        text = outcome.answerer_call["messages"][-1]["content"]
+        assert "<answer>Orrin Vale</answer>" in text and "<answer>Velmora</answer>" in text
+        assert "Ada Krell" not in text
+        # the student's hop-2 run (a right answer, other evidence) replays from round 1: the backbone stops
+        hop2 = ep.runs_for("student")[1].outcome
+        assert hop2.mode == "replay" and hop2.answer == "Tarsin" and hop2.em == 1.0
+        assert hop2.replay["from_round"] == 1 and [r["sub_queries"] for r in hop2.replay["rounds"]] == [[]]
+        # cost: backbone 2 (hop 2 + stop) + 1 (stop), teacher 2 (search + report), answerer 1 + 1
+        assert ep.usage["backbone_replay"].calls == 3 and ep.usage["executor_replay"].calls == 2
+        assert ep.usage["answerer_outcomes"].calls == 2
+        assert ep.usage["backbone"].calls == 3  # the episode's own count is unchanged
+        again = Episode.model_validate_json(ep.to_json())
+        assert again.runs_for("student")[0].outcome == outcome
+
+
+async def test_replay_of_a_counterfactual_and_of_the_last_round():
+    ms = two_hop_models()
+    config = PipelineConfig(max_rounds=3, executor_roles=["teacher"], outcome={"mode": "replay"})
+    ep = await run_episode(TWO_HOP, ms, ToyRetriever(), config)
+    wrong_once = executor({HOP1: "Orrin Vale"}, n_searches=1, name="teacher-b1")
+    with pytest.raises(ValueError, match="needs models"):
+        await run_counterfactual(ep, ep.runs[0], wrong_once, ToyRetriever(), ms["answerer"], config=config)
+    cf = await run_counterfactual(
+        ep, ep.runs[0], wrong_once, ToyRetriever(), ms["answerer"], config=config, models=ms
+    )
+    assert cf.role == "teacher_budget1" and cf.outcome.mode == "replay" and cf.outcome.em == 0.0
+    assert cf.outcome.answer == "Velmora"
+    # a report swapped into the last executed round: the backbone continues from there (it stops)
+    last = ep.runs[1].model_copy(update={"report": Report(answer="Salt Mines")})
+    out = await answer_with_replay(ep, last, ms, ToyRetriever(), config=config)
+    assert out.answer == "Salt Mines" and [r["sub_queries"] for r in out.replay["rounds"]] == [[]]
+    # with the round budget spent after that round, no backbone call: as substitution
+    short = PipelineConfig(max_rounds=2, executor_roles=["teacher"], outcome={"mode": "replay"})
+    n = len(ms["backbone"].requests)
+    out = await answer_with_replay(ep, last, ms, ToyRetriever(), config=short)
+    assert out.answer == "Salt Mines" and out.replay["rounds"] == [] and len(ms["backbone"].requests) == n
+    assert out.replay["stop_reason"] == "round_budget"
+
+
+def test_outcome_mode_is_left_out_of_records_by_default():
+    assert "outcome" not in PipelineConfig().model_dump(mode="json")
+    assert PipelineConfig(outcome={"mode": "replay"}).model_dump(mode="json")["outcome"] == {"mode": "replay"}
+    with pytest.raises(ValueError):
+        PipelineConfig(outcome={"mode": "rerun"})
