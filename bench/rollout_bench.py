@@ -95,7 +95,8 @@ class TwoSubQueryBackbone(FixedShapeModel):
 
 
 class SearchThenReport(FixedShapeModel):
-    """Searches `searches` times (the sub-query, then variants) while the tool is offered, then reports.
+    """Searches `searches` times (the sub-query, then variants) within the budget its instructions
+    state ("search at most N time(s)"), then reports.
 
     The report names how many searches it read, so reports of different budgets differ (and
     each gets its own answerer call, as a real model's different wording would).
@@ -109,7 +110,10 @@ class SearchThenReport(FixedShapeModel):
     def reply(self, messages, tools):
         done = sum(1 for m in messages if m.get("role") == "tool")
         sub_query = _first_user(messages)
-        if tools and done < self.searches:
+        system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
+        budget = re.search(r"search at most (\d+) time", system)
+        allowed = min(self.searches, int(budget.group(1))) if budget else self.searches
+        if tools and done < allowed:
             query = sub_query if done == 0 else f"{sub_query} {done}"
             call = {
                 "id": f"call_{done}",
