@@ -10,7 +10,14 @@ Quick use::
 The pieces (predicates, strata, dedupe, row building, report) are exported for custom pipelines.
 """
 
-from executor_sft.filters.config import INFO_GAIN_MULTI_SEARCH, SINGLE_SEARCH, STRATA, FilterConfig
+from executor_sft.filters.config import (
+    ABLATION_STRATA,
+    ALL_CORRECT,
+    INFO_GAIN_MULTI_SEARCH,
+    SINGLE_SEARCH,
+    STRATA,
+    FilterConfig,
+)
 from executor_sft.filters.dedupe import Deduper, canonical_key, canonical_messages
 from executor_sft.filters.io import (
     InputError,
@@ -37,6 +44,7 @@ from executor_sft.filters.rows import RowError, SFTRow, normalize_messages, to_s
 from executor_sft.filters.strata import (
     Decision,
     EpisodeContext,
+    all_correct,
     classify_episode,
     classify_run,
     info_gain_multi_search,
@@ -44,6 +52,8 @@ from executor_sft.filters.strata import (
 )
 
 __all__ = [
+    "ABLATION_STRATA",
+    "ALL_CORRECT",
     "INFO_GAIN_MULTI_SEARCH",
     "SINGLE_SEARCH",
     "STRATA",
@@ -62,6 +72,7 @@ __all__ = [
     "RowError",
     "RunView",
     "SFTRow",
+    "all_correct",
     "atomic_open",
     "canonical_key",
     "canonical_messages",

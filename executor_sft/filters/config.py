@@ -8,6 +8,10 @@ from typing import Any, Literal
 SINGLE_SEARCH = "single_search"
 INFO_GAIN_MULTI_SEARCH = "info_gain_multi_search"
 STRATA: tuple[str, str] = (SINGLE_SEARCH, INFO_GAIN_MULTI_SEARCH)
+ALL_CORRECT = "all_correct"
+"""An ablation baseline, not a paper stratum: every correct student or teacher run, whatever its
+number of searches (naive distillation). Selected alone: it already holds both strata's runs."""
+ABLATION_STRATA: tuple[str] = (ALL_CORRECT,)
 
 
 @dataclass
@@ -58,7 +62,11 @@ class FilterConfig:
         },
     )
     strata: list[str] = field(
-        default_factory=lambda: list(STRATA), metadata={"help": "Strata to emit (default: both)."}
+        default_factory=lambda: list(STRATA),
+        metadata={
+            "help": "Strata to emit (default: both). 'all_correct' (alone) is an ablation baseline: "
+            "every correct student or teacher run, any number of searches."
+        },
     )
     max_records_per_question_stratum: int | None = field(
         default=None,
@@ -77,9 +85,11 @@ class FilterConfig:
             )
         if self.tool_arguments not in ("dict", "json"):
             raise ValueError(f"tool_arguments must be 'dict' or 'json', not {self.tool_arguments!r}")
-        unknown = [s for s in self.strata if s not in STRATA]
+        unknown = [s for s in self.strata if s not in STRATA + ABLATION_STRATA]
         if unknown:
-            raise ValueError(f"unknown strata {unknown}; choose from {list(STRATA)}")
+            raise ValueError(f"unknown strata {unknown}; choose from {list(STRATA + ABLATION_STRATA)}")
+        if ALL_CORRECT in self.strata and set(self.strata) != {ALL_CORRECT}:
+            raise ValueError(f"{ALL_CORRECT!r} holds every correct run; select it alone, not with {STRATA}")
         if self.single_searches < 1:
             raise ValueError("single_searches must be >= 1")
         if self.min_searches <= self.single_searches:

@@ -1,5 +1,9 @@
 """The two training strata and the per-run decision (DESIGN.md, "Filter strata").
 
+`all_correct` is an ablation baseline beside them (naive distillation: every correct run), not
+a paper stratum; with it selected, a correct student or teacher run is kept whatever its
+number of searches.
+
 A stratum function takes a run and the `EpisodeContext` of its episode and returns None when
 the run belongs to the stratum, else the reason it does not. `classify_run` applies the
 common checks in a fixed order and routes each run to at most one stratum, so every run gets
@@ -11,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from executor_sft.filters.config import INFO_GAIN_MULTI_SEARCH, SINGLE_SEARCH, FilterConfig
+from executor_sft.filters.config import ALL_CORRECT, INFO_GAIN_MULTI_SEARCH, SINGLE_SEARCH, FilterConfig
 from executor_sft.filters.predicates import (
     correctness_failure,
     is_correct,
@@ -98,12 +102,22 @@ def info_gain_multi_search(run: RunView, ctx: EpisodeContext) -> str | None:
     return None
 
 
+def all_correct(run: RunView, ctx: EpisodeContext) -> str | None:
+    """Ablation baseline (naive distillation): student or teacher, correct, any number of
+    searches; no coverage or counterfactual rule."""
+    cfg = ctx.config
+    if run.role not in (cfg.student_role, cfg.teacher_role):
+        return "role_not_trained"
+    return _correct_reason(run, cfg)
+
+
 def classify_run(run: RunView, ctx: EpisodeContext) -> Decision:
     """Decide one run. Check order (first failing check names the reason):
     counterfactual_role, role_not_trained, correctness (not_report, no_outcome, wrong_em,
     judge_null, judge_false), search count (no_search, below_single_searches, below_min_searches), stratum rule
     (teacher_single_covered, student_multi_search, no_counterfactual, counterfactual_correct),
-    stratum_disabled, corrected_turn."""
+    stratum_disabled, corrected_turn. With `all_correct` selected, the search-count and
+    stratum-rule checks are skipped."""
     cfg = ctx.config
     if is_counterfactual(run, cfg.budget1_role):
         return Decision(run, reason="counterfactual_role")
@@ -111,7 +125,9 @@ def classify_run(run: RunView, ctx: EpisodeContext) -> Decision:
         return Decision(run, reason="role_not_trained")
     if reason := _correct_reason(run, cfg):
         return Decision(run, reason=reason)
-    if run.n_searches == cfg.single_searches:
+    if ALL_CORRECT in cfg.strata:
+        stratum, reason = ALL_CORRECT, all_correct(run, ctx)
+    elif run.n_searches == cfg.single_searches:
         stratum, reason = SINGLE_SEARCH, single_search(run, ctx)
     elif run.n_searches >= cfg.min_searches:
         stratum, reason = INFO_GAIN_MULTI_SEARCH, info_gain_multi_search(run, ctx)
