@@ -51,7 +51,10 @@ def test_offline_config_selects_minibench_train_questions(monkeypatch):
     config = load_collect_config(REPO / "recipes" / "configs" / "collect_minibench_offline.yaml")
     questions = select_questions(config)
     assert len(questions) == config.questions.limit
-    assert all(q.split == "train" for q in questions)
+    assert all(q.split == "train" and q.dataset == "musique" for q in questions)
+    assert all(q.model_extra["decomposition"] for q in questions)  # what the oracle backbone dispatches
+    backbone = config.models.pop("backbone")
+    assert backbone.backend == "oracle" and backbone.questions == config.questions.path
     assert {m.model for m in config.models.values()} <= {"offline:smollm2", "offline:tiny-qwen3"}
     assert config.retriever.index and config.retriever.kind == "bm25"
 
