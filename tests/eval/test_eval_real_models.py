@@ -44,8 +44,11 @@ def _small_pipeline(max_tokens: int = 24) -> dict:
 
 
 def test_evaluate_recipe_with_smollm2(tmp_path, minibench_questions_path, minibench_bm25_dir, capsys):
-    # Start from the shipped example config, shrink it, and run the recipe's CLI.
+    # Start from the shipped example config, shrink it, and run the recipe's CLI. Its backbone is
+    # the oracle (MuSiQue gold hops), so the real SmolLM2 executor gets a sub-query on real passages.
     cfg = yaml.safe_load((REPO_ROOT / "recipes/configs/eval_minibench_smollm2.yaml").read_text())
+    assert cfg["models"]["backbone"]["backend"] == "oracle"
+    cfg["models"]["backbone"]["questions"] = str(minibench_questions_path)
     cfg.update(
         output_dir=str(tmp_path / "eval"),
         questions=[
@@ -70,12 +73,19 @@ def test_evaluate_recipe_with_smollm2(tmp_path, minibench_questions_path, minibe
     out = tmp_path / "eval"
     episodes = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     assert len(episodes) == 1
-    assert all(e["config"]["models"]["backbone"] == "offline:smollm2" for e in episodes)
-    assert all(e["usage"]["backbone"]["completion_tokens"] > 0 for e in episodes)
+    assert all(e["config"]["models"]["backbone"] == "oracle-decomposition" for e in episodes)
+    first_hop = episodes[0]["question"]["decomposition"][0]["question"]
+    assert episodes[0]["rounds"][0]["sub_queries"] == [" ".join(first_hop.split())]
+    assert episodes[0]["runs"] and all(r["model"] == "offline:smollm2" for r in episodes[0]["runs"])
+    assert all(e["usage"]["executor"]["completion_tokens"] > 0 for e in episodes)
     results = EvalResults.load_json(out / "results.json")
     assert set(results.datasets) == {"musique"}
     assert results.datasets["musique"].em.mean == episodes[0]["metrics"]["em"]
     assert results.datasets["musique"].judge is None or results.datasets["musique"].judge.n == 1
+    # Cost metrics come from the executor's real calls: tokens > 0, CER-C scored on the gold passages
+    # (0 when the untrained 135M executor answers without searching).
+    assert results.datasets["musique"].subagent_tokens.mean > 0
+    assert results.datasets["musique"].cer_c is not None and results.datasets["musique"].cer_c.n == 1
     table = (out / "results.md").read_text()
     assert "| musique | 1 | 1 |" in table
     with Image.open(out / "summary.png") as img:
