@@ -6,6 +6,11 @@ train. Each sub-query (a question row with gold answers, e.g. a synthetic world'
 and the report is scored against the gold answers: report format validity
 (`finish == "report"`), EM, F1, searches per invocation (mean, 0 / 1 / >=2 shares), tokens
 per sub-query (prompt + completion, as the backend reports them) and gold-passage recall.
+
+Every score is also reported per sub-query type (`ExecutorEvalResult.by_type`, from each
+row's `type` field when present, e.g. the synthetic world's `single_hop` and
+`single_hop_ambiguous`), so a gain on ambiguous sub-queries is not averaged away;
+`markdown_table_by_type` renders one row per (model, type).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,8 @@ COLUMNS = (
     ("tokens_per_subquery", "tokens / sub-query"),
     ("gold_recall", "gold passage retrieved"),
 )
+UNTYPED = "untyped"
+"""The `by_type` key of sub-queries without a `type` field when others have one."""
 
 
 @dataclass
@@ -56,6 +63,8 @@ class SubQueryResult:
     n_searches: int
     tokens: int
     gold_retrieved: bool | None
+    type: str | None = None
+    """The sub-query's `type` field (e.g. `single_hop`, `single_hop_ambiguous`), if it has one."""
 
 
 @dataclass
@@ -75,11 +84,20 @@ class ExecutorEvalResult:
     gold_recall: float | None
     seconds: float
     items: list[SubQueryResult] = field(default_factory=list, repr=False)
+    by_type: dict[str, ExecutorEvalResult] = field(default_factory=dict, repr=False)
+    """The same scores per sub-query type (sorted by type; empty when no sub-query has a type).
+    Each holds its type's items; its `seconds` is 0 (time is measured for the whole set)."""
 
     def to_dict(self, with_items: bool = False) -> dict[str, Any]:
-        d = asdict(self)
-        if not with_items:
-            d.pop("items")
+        """The overall scores (same keys as ever), `items` if asked, and `by_type` summaries
+        (the same keys but `seconds`, `items` and `by_type`)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("items", "by_type")}
+        if with_items:
+            d["items"] = [asdict(i) for i in self.items]
+        d["by_type"] = {
+            t: {k: v for k, v in r.to_dict().items() if k not in ("seconds", "by_type")}
+            for t, r in self.by_type.items()
+        }
         return d
 
     @staticmethod
@@ -118,6 +136,18 @@ def markdown_table(results: Sequence[ExecutorEvalResult], labels: Sequence[str] 
     )
 
 
+def markdown_table_by_type(results: Sequence[ExecutorEvalResult], labels: Sequence[str] | None = None) -> str:
+    """A markdown table with one row per (result, sub-query type), types in `by_type` order."""
+    labels = list(labels) if labels is not None else [r.model for r in results]
+    names = [COLUMNS[0][1], "sub-query type", *(label for _, label in COLUMNS[1:])]
+    lines = ["| " + " | ".join(names) + " |", "|" + "|".join("---" for _ in names) + "|"]
+    for result, label in zip(results, labels, strict=True):
+        for type_, sub in result.by_type.items():
+            cells = [label, type_, *(_fmt(key, getattr(sub, key)) for key, _ in COLUMNS[1:])]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def load_subqueries(path: str | Path, limit: int | None = None) -> list[Question]:
     """Sub-query rows (any file `load_questions` reads), the first `limit` of them."""
     rows = load_questions(path)
@@ -142,10 +172,19 @@ def score_run(question: Question, run: ExecutorRun) -> SubQueryResult:
         n_searches=run.n_searches,
         tokens=run.usage.prompt_tokens + run.usage.completion_tokens,
         gold_retrieved=bool(gold & retrieved) if gold else None,
+        type=_type_of(question),
     )
 
 
-def aggregate(model: str, items: list[SubQueryResult], seconds: float = 0.0) -> ExecutorEvalResult:
+def _type_of(question: Question) -> str | None:
+    value = (question.model_extra or {}).get("type")
+    return str(value) if value not in (None, "") else None
+
+
+def aggregate(
+    model: str, items: list[SubQueryResult], seconds: float = 0.0, *, by_type: bool = True
+) -> ExecutorEvalResult:
+    """Scores over `items`, and (`by_type`) the same scores per sub-query type."""
     n = len(items)
     if n == 0:
         raise ValueError("no sub-queries were evaluated")
@@ -168,7 +207,17 @@ def aggregate(model: str, items: list[SubQueryResult], seconds: float = 0.0) -> 
         gold_recall=mean([float(g) for g in with_gold]) if with_gold else None,
         seconds=seconds,
         items=items,
+        by_type=_by_type(model, items) if by_type else {},
     )
+
+
+def _by_type(model: str, items: list[SubQueryResult]) -> dict[str, ExecutorEvalResult]:
+    if all(i.type is None for i in items):
+        return {}
+    groups: dict[str, list[SubQueryResult]] = {}
+    for item in items:
+        groups.setdefault(item.type or UNTYPED, []).append(item)
+    return {t: aggregate(model, groups[t], by_type=False) for t in sorted(groups)}
 
 
 async def evaluate_executor(
@@ -239,5 +288,6 @@ __all__ = [
     "evaluate_executor_sync",
     "load_subqueries",
     "markdown_table",
+    "markdown_table_by_type",
     "score_run",
 ]

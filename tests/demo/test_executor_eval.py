@@ -11,6 +11,7 @@ from executor_sft.eval.executor_eval import (
     evaluate_executor,
     load_subqueries,
     markdown_table,
+    markdown_table_by_type,
 )
 from executor_sft.retrieval import BM25Retriever, load_corpus
 from executor_sft.synthetic import ScriptedTeacherExecutor, scripted_student_executor, write_world
@@ -50,6 +51,33 @@ async def test_teacher_is_right_and_searches_twice_exactly_on_ambiguous_names(
     )
 
 
+async def test_every_metric_is_reported_per_sub_query_type(small_world, sub_queries):
+    world, _, bm25 = small_world
+    res = await evaluate_executor(ScriptedTeacherExecutor(world), bm25, sub_queries, show_progress=False)
+    types = {sq.model_extra["type"] for sq in sub_queries}
+    assert set(res.by_type) == types == {"single_hop", "single_hop_ambiguous"}
+    single, ambiguous = res.by_type["single_hop"], res.by_type["single_hop_ambiguous"]
+    assert single.n + ambiguous.n == res.n and all(i.type == "single_hop" for i in single.items)
+    # The teacher searches twice exactly on ambiguous names (plus its over-search on some plain ones).
+    assert ambiguous.share_2plus_searches == 1.0 and ambiguous.searches_mean == 2.0
+    assert single.share_2plus_searches < 1.0 and single.searches_mean < 2.0
+    for sub in (single, ambiguous):
+        assert sub.em == sub.f1 == sub.format_valid == 1.0 and sub.tokens_per_subquery > 0
+    # Per-type figures average back to the overall ones, weighted by n.
+    for key in ("em", "f1", "format_valid", "searches_mean", "share_2plus_searches", "tokens_per_subquery"):
+        weighted = sum(getattr(r, key) * r.n for r in res.by_type.values()) / res.n
+        assert weighted == pytest.approx(getattr(res, key))
+    d = res.to_dict()
+    assert {"em", "share_2plus_searches", "seconds"} <= set(d) and "items" not in d
+    assert set(d["by_type"]) == types and "seconds" not in d["by_type"]["single_hop"]
+    assert d["by_type"]["single_hop_ambiguous"]["n"] == ambiguous.n
+    table = markdown_table_by_type([res], ["teacher"]).splitlines()
+    assert table[0].startswith("| model | sub-query type | n |") and len(table) == 4
+    assert table[3].startswith(
+        f"| teacher | single_hop_ambiguous | {ambiguous.n} | 100.0% | 100.0% | 1.000 | 2.00 |"
+    )
+
+
 async def test_student_without_reformulation_is_worse_and_never_searches_twice(small_world, sub_queries):
     world, _, bm25 = small_world
     teacher = await evaluate_executor(ScriptedTeacherExecutor(world), bm25, sub_queries, show_progress=False)
@@ -85,6 +113,7 @@ def test_markdown_table_has_a_row_per_result():
         "| before | 4 | 50.0% | 25.0% | 0.300 | 1.25 | 75.0% | 25.0% | 812 | - |"
     )
     assert "items" not in res.to_dict() and res.to_dict(with_items=True)["items"] == []
+    assert res.by_type == {} and res.to_dict()["by_type"] == {}  # no sub-query had a type
     with pytest.raises(ValueError, match="no sub-queries"):
         from executor_sft.eval.executor_eval import aggregate
 
