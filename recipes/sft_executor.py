@@ -23,9 +23,10 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "sft_default.yaml
 
 
 def parse_args(argv: list[str] | None = None):
-    from trl import ModelConfig, SFTConfig, TrlParser
+    from executor_sft.sft.train import SFTScriptArguments, name_the_cpu_accelerator
 
-    from executor_sft.sft.train import SFTScriptArguments
+    name_the_cpu_accelerator()
+    from trl import ModelConfig, SFTConfig, TrlParser
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--config" not in argv:

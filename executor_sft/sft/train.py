@@ -185,12 +185,10 @@ def _tied_parameter_names(model) -> set[str]:
 @contextlib.contextmanager
 def _quiet_library_output(training_args):
     """Library progress bars for steps a user does not wait on (TRL's dataset passes over rows we
-    already tokenised, shard writing) and DeepSpeed's CPU-accelerator notice on CPU runs."""
+    already tokenised, shard writing)."""
     import datasets
     from transformers.utils import logging as hf_logging
 
-    if training_args.use_cpu or training_args.device.type == "cpu":
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
     datasets_bars, hf_bars = datasets.is_progress_bar_enabled(), hf_logging.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     hf_logging.disable_progress_bar()
@@ -201,6 +199,16 @@ def _quiet_library_output(training_args):
             datasets.enable_progress_bars()
         if hf_bars:
             hf_logging.enable_progress_bar()
+
+
+def name_the_cpu_accelerator() -> None:
+    """Without CUDA, tell DeepSpeed it runs on the CPU before anything imports it: otherwise
+    parsing the training arguments makes it probe for a device and print a warning into the
+    output of every CPU run. Call before building `SFTConfig`."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
 def finished_run(output_dir: str, max_steps: int, num_train_epochs: float) -> dict[str, Any] | None:
