@@ -8,6 +8,7 @@ Every recipe config (collect, evaluate, sweep, build the evaluation set) goes th
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -86,6 +87,30 @@ def add_option(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> arg
         alias = {k: v for k, v in kwargs.items() if k in ("action", "type", "nargs", "const", "choices")}
         parser.add_argument(f"--{dashed}", dest=action.dest, help=argparse.SUPPRESS, **alias)
     return action
+
+
+def config_recipe_parser(description: str | None, config_help: str) -> argparse.ArgumentParser:
+    """The command line every YAML-config recipe shares: --config, --output_dir, --set, --no_progress, -v."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", required=True, help=config_help)
+    add_option(parser, "output_dir", help="override output_dir")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (YAML value)"
+    )
+    add_option(parser, "no_progress", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+def parse_config_recipe_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse, and set the log level `-v` asks for."""
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    return args
 
 
 def load_config(

@@ -10,32 +10,18 @@ and summary.png, and prints a summary. Re-running a finished evaluation only re-
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 
-from executor_sft.configfile import add_option
+from executor_sft.configfile import config_recipe_parser, parse_config_recipe_args
 from executor_sft.eval import load_eval_config, run_eval
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--config", required=True, help="eval YAML (EvalConfig)")
-    add_option(parser, "output_dir", help="override output_dir")
+    parser = config_recipe_parser(__doc__, "eval YAML (EvalConfig)")
     parser.add_argument("--samples", type=int, help="override samples (k)")
     parser.add_argument("--limit", type=int, help="override every question source's per-dataset limit")
     parser.add_argument("--concurrency", type=int, help="override concurrency")
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (YAML value)"
-    )
-    add_option(parser, "no_progress", action="store_true")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    args = parse_config_recipe_args(parser, argv)
 
     overrides = {
         k: v

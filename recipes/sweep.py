@@ -9,29 +9,14 @@ sub-agent tokens, Pareto frontier marked) and capacity.png (one role's model var
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 
-from executor_sft.configfile import add_option
+from executor_sft.configfile import config_recipe_parser, parse_config_recipe_args
 from executor_sft.eval.sweep import load_sweep_config, run_sweep
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--config", required=True, help="sweep YAML (SweepConfig)")
-    add_option(parser, "output_dir", help="override output_dir")
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (YAML value)"
-    )
-    add_option(parser, "no_progress", action="store_true")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    args = parse_config_recipe_args(config_recipe_parser(__doc__, "sweep YAML (SweepConfig)"), argv)
     try:
         sweep = load_sweep_config(args.config, sets=args.set)
         if args.output_dir:
