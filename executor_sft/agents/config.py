@@ -27,7 +27,44 @@ from executor_sft.llm.base import SamplingParams
 from executor_sft.schema import Role
 
 
-class RoleConfig(BaseModel):
+class WrittenSampling(BaseModel):
+    """A config with a `sampling` field whose written keys override a model's sampling defaults.
+
+    A `sampling:` mapping in YAML records which keys it wrote; `sampling_over(defaults)` takes
+    those keys from it and every other key from the model's `ModelConfig` sampling fields, so
+    writing `{max_tokens: 512}` does not silently reset the model's temperature."""
+
+    _sampling_keys: frozenset[str] | None = PrivateAttr(default=None)
+    """The `sampling` keys a config wrote (None: all of them, e.g. a `SamplingParams` object)."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _explicit_sampling(cls, data: Any, handler: Any) -> Any:
+        model = handler(data)
+        if isinstance(data, dict) and isinstance(data.get("sampling"), dict):
+            model._sampling_keys = frozenset(data["sampling"])
+        return model
+
+    def sampling_over(self, defaults: SamplingParams) -> SamplingParams | None:
+        """This config's sampling over a model's defaults: the keys the config wrote win, the rest
+        come from `defaults` (None when it sets no sampling: the model's defaults apply)."""
+        sampling = getattr(self, "sampling", None)
+        if sampling is None:
+            return None
+        keys = self._sampling_keys
+        if keys is None:
+            return sampling
+        return dataclasses.replace(defaults, **{k: getattr(sampling, k) for k in keys})
+
+    def with_sampling_over(self, defaults: SamplingParams):
+        """A copy whose `sampling` is `sampling_over(defaults)` (self when nothing changes)."""
+        merged = self.sampling_over(defaults)
+        if merged is getattr(self, "sampling", None):
+            return self
+        return self.model_copy(update={"sampling": merged})
+
+
+class RoleConfig(WrittenSampling):
     """Settings for one role; `None` budget fields fall back to the pipeline's."""
 
     model_config = ConfigDict(extra="forbid")
@@ -40,26 +77,6 @@ class RoleConfig(BaseModel):
     max_turns: int | None = Field(default=None, ge=1)
     max_searches: int | None = Field(default=None, ge=0)
     top_k: int | None = Field(default=None, ge=1)
-    _sampling_keys: frozenset[str] | None = PrivateAttr(default=None)
-    """The `sampling` keys a config wrote (None: all of them, e.g. a `SamplingParams` object)."""
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _explicit_sampling(cls, data: Any, handler: Any) -> RoleConfig:
-        model = handler(data)
-        if isinstance(data, dict) and isinstance(data.get("sampling"), dict):
-            model._sampling_keys = frozenset(data["sampling"])
-        return model
-
-    def sampling_over(self, defaults: SamplingParams) -> SamplingParams | None:
-        """This role's sampling over a model's defaults: the keys the config wrote win, the rest
-        come from `defaults` (None when the role sets no sampling: the model's defaults apply)."""
-        if self.sampling is None:
-            return None
-        keys = self._sampling_keys
-        if keys is None:
-            return self.sampling
-        return dataclasses.replace(defaults, **{k: getattr(self.sampling, k) for k in keys})
 
 
 OutcomeMode = Literal["substitute", "replay"]
@@ -129,8 +146,7 @@ class PipelineConfig(BaseModel):
         apply it on load, so no `models.<role>` sampling field is silently dropped."""
         roles = {}
         for name, role in self.roles.items():
-            merged = role.sampling_over(defaults[name]) if name in defaults else role.sampling
-            roles[name] = role if merged is role.sampling else role.model_copy(update={"sampling": merged})
+            roles[name] = role.with_sampling_over(defaults[name]) if name in defaults else role
         return self.model_copy(update={"roles": roles})
 
     def role(self, name: str) -> RoleConfig:

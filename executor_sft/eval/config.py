@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from executor_sft.agents.config import PipelineConfig
+from executor_sft.agents.config import PipelineConfig, WrittenSampling
 from executor_sft.agents.prompting import Prompts
 from executor_sft.agents.settings import ExecutorSettings
 from executor_sft.configfile import load_config
@@ -30,7 +30,7 @@ JUDGE_ROLE = "judge"
 # evaluation's (repeated ids kept as `<id>~<n>`, `limit` per dataset).
 
 
-class SingleAgentConfig(BaseModel):
+class SingleAgentConfig(WrittenSampling):
     """Budget and protocol of the single-agent ("direct tool") baseline."""
 
     model_config = ConfigDict(extra="forbid")
@@ -39,7 +39,8 @@ class SingleAgentConfig(BaseModel):
     top_k: int = Field(3, ge=1)
     protocol: Literal["native", "tag"] = "native"
     sampling: SamplingParams | None = None
-    """None: the model's own defaults (its ModelConfig temperature, max_tokens, ...)."""
+    """None: the model's own defaults (its ModelConfig temperature, max_tokens, ...); the keys
+    written here override those defaults and the others keep the model's values."""
 
     def executor_settings(self, prompts: Prompts) -> ExecutorSettings:
         return ExecutorSettings(
@@ -121,6 +122,10 @@ class EvalConfig(BaseModel):
             raise ValueError("build_index_from needs retriever.index (the directory to build into)")
         # `pipeline.roles.<role>.sampling` keys over `models.<role>` sampling fields, not instead of them
         self.pipeline = self.pipeline.with_model_sampling({r: m.sampling() for r, m in self.models.items()})
+        if self.mode == "single_agent":
+            self.single_agent = self.single_agent.with_sampling_over(
+                self.models[SINGLE_AGENT_ROLE].sampling()
+            )
         return self
 
     def required_roles(self) -> list[str]:

@@ -69,3 +69,22 @@ def test_a_sampling_object_still_replaces_the_defaults(given):
     pipeline = PipelineConfig(roles={"teacher": {"sampling": given}} if given else {})
     merged = pipeline.with_model_sampling({"teacher": SamplingParams(temperature=0.9)})
     assert merged.sampling_for("teacher") == given
+
+
+def test_single_agent_sampling_merges_over_its_model():
+    cfg = EvalConfig.model_validate(
+        {
+            "output_dir": "out",
+            "mode": "single_agent",
+            "questions": [{"path": "q.jsonl"}],
+            "retriever": {"index": "unused"},
+            "models": {"single_agent": {"model": "m", "temperature": 0.6, "top_p": 0.95, "seed": 3}},
+            "single_agent": {"sampling": {"max_tokens": 1024}},
+        }
+    )
+    got = cfg.single_agent.sampling
+    assert (got.temperature, got.top_p, got.seed, got.max_tokens) == (0.6, 0.95, 3, 1024)
+    assert cfg.sampled_roles() == {"single_agent": 0.6}  # not the SamplingParams default 0.0
+    assert cfg.single_agent.executor_settings(cfg.pipeline.prompts).sampling == got
+    again = EvalConfig.model_validate_json(cfg.model_dump_json())
+    assert again.single_agent.sampling == got
