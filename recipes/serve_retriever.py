@@ -18,6 +18,7 @@ from transformers import HfArgumentParser
 
 from executor_sft.retrieval.config import Kind, load_retriever
 from executor_sft.retrieval.corpus import CorpusFormatError
+from executor_sft.retrieval.encoders import EncoderLoadError
 from executor_sft.retrieval.manifest import IndexMismatchError
 from executor_sft.retrieval.server import ServerConfig, create_app
 
@@ -26,7 +27,7 @@ class ServeArgsError(ValueError):
     """An option the user passed that cannot be used as given."""
 
 
-USER_ERRORS = (ServeArgsError, CorpusFormatError, IndexMismatchError, FileNotFoundError)
+USER_ERRORS = (ServeArgsError, CorpusFormatError, IndexMismatchError, EncoderLoadError, FileNotFoundError)
 """Problems with what the user passed (the index, the corpus, the options): one line, no traceback."""
 
 

@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from executor_sft.retrieval.bm25 import BM25Retriever
 from executor_sft.retrieval.corpus import Corpus, CorpusFormatError, file_fingerprint
 from executor_sft.retrieval.dense import INDEX_TYPES, apply_search_params, make_faiss_index
-from executor_sft.retrieval.encoders import Encoder, EncoderConfig
+from executor_sft.retrieval.encoders import Encoder, EncoderConfig, EncoderLoadError, check_model_name
 from executor_sft.retrieval.manifest import (
     BM25_LIBRARIES,
     DENSE_LIBRARIES,
@@ -195,7 +195,12 @@ def build_index(
         t = time.perf_counter()
         cfg = encoder or EncoderConfig(model=dense)
         cfg.model = dense
-        enc = Encoder(cfg)
+        try:
+            enc = Encoder(cfg)
+        except EncoderLoadError as exc:
+            if created:
+                shutil.rmtree(stage, ignore_errors=True)
+            raise IndexBuildError(f"--dense {exc}") from exc
         dense_dir = stage / "dense"
         meta = _dense_info(cfg, enc, index_type, shard_size)
         try:
@@ -247,6 +252,11 @@ def _check_options(index_type: str, bm25: bool, dense: str | None, num_shards: i
         raise IndexBuildError("nothing to build: pass --bm25 and/or --dense MODEL")
     if not 0 <= shard_index < num_shards:
         raise IndexBuildError(f"--shard_index {shard_index}: expected 0..{num_shards - 1} (--num_shards)")
+    if dense:
+        try:
+            check_model_name(dense)
+        except EncoderLoadError as exc:
+            raise IndexBuildError(f"--dense {exc}") from exc
 
 
 def _corpus_info(path: Path) -> CorpusInfo:

@@ -25,6 +25,32 @@ PREFIX_PRESETS: dict[str, tuple[str, str]] = {
 }
 
 
+class EncoderLoadError(ValueError):
+    """An encoder name that names nothing loadable: a user error, reported in one line."""
+
+
+def _what_to_pass() -> str:
+    return (
+        f"pass an alias ({', '.join(sorted(MODEL_ALIASES))}), a local model directory, "
+        "or a model hub id that is reachable (or already cached when offline)"
+    )
+
+
+def check_model_name(model: str) -> None:
+    """Refuse, before anything loads, a name that is neither an alias, a directory nor a hub id."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    path = resolve_model(model)
+    if Path(path).is_dir():
+        return
+    if path.startswith((".", "/", "~")):
+        raise EncoderLoadError(f"encoder {model!r}: no such directory: {_what_to_pass()}")
+    try:
+        validate_repo_id(path)
+    except HFValidationError as exc:
+        raise EncoderLoadError(f"encoder {model!r}: not a model hub id ({exc}): {_what_to_pass()}") from exc
+
+
 def resolve_model(model: str) -> str:
     """A model alias (e.g. "minilm") or a path/hub name -> a loadable path or name."""
     alias = MODEL_ALIASES.get(model.lower())
@@ -88,6 +114,19 @@ class Encoder:
             is_st = (Path(self.model_path) / "modules.json").exists()
             backend = "sentence-transformers" if is_st else "transformers"
         self.backend = backend
+        check_model_name(config.model)
+        try:
+            self._load(config, backend, fp16)
+        except OSError as exc:  # transformers' "not found / not reachable" for a hub id
+            reason = str(exc).strip().splitlines()[0].rstrip(".")
+            raise EncoderLoadError(f"encoder {config.model!r}: {reason}: {_what_to_pass()}") from exc
+        if config.dim is not None and not 0 < config.dim <= self.full_dim:
+            raise ValueError(f"dim={config.dim} must be in 1..{self.full_dim} for {config.model}")
+        self.dim = config.dim or self.full_dim
+
+    def _load(self, config: EncoderConfig, backend: str, fp16: bool) -> None:
+        import torch
+
         if backend == "sentence-transformers":
             from sentence_transformers import SentenceTransformer
 
@@ -113,9 +152,6 @@ class Encoder:
             raise ValueError(
                 f"encoder backend {backend!r}: expected sentence-transformers, transformers or auto"
             )
-        if config.dim is not None and not 0 < config.dim <= self.full_dim:
-            raise ValueError(f"dim={config.dim} must be in 1..{self.full_dim} for {config.model}")
-        self.dim = config.dim or self.full_dim
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         if not texts:

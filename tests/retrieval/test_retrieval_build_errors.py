@@ -80,6 +80,24 @@ def test_bad_corpus_fails_in_one_line_before_the_encoder_loads(tmp_path, name, c
     assert hits[0].doc_id == "apple-3"
 
 
+@pytest.mark.parametrize(
+    ("encoder", "where"),
+    [
+        ("./no-such-dir", "no such directory"),
+        ("a//b", "not a model hub id"),
+        ("no-such/encoder", "couldn't find them in the cached files"),  # offline: not cached
+    ],
+)
+def test_an_encoder_that_does_not_exist_fails_in_one_line(tmp_path, encoder, where):
+    good = write_corpus(tmp_path / "good.jsonl", 5, "apple")
+    before = good.read_bytes()
+    out = tmp_path / "index"
+    proc = run_recipe("--corpus", good, "--output", out, "--dense", encoder)
+    assert_one_line_error(proc, f"--dense encoder {encoder!r}", where, "pass an alias (")
+    assert not out.exists() and not staging_dir(out).exists()
+    assert good.read_bytes() == before
+
+
 def test_output_holding_another_corpus_without_manifest_is_refused(tmp_path):
     other = write_corpus(tmp_path / "other.jsonl", 7, "pear")
     out = tmp_path / "index"
