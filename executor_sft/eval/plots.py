@@ -39,6 +39,15 @@ def pareto_front(points: Sequence[Point]) -> list[Point]:
     return sorted(front, key=lambda p: (p.tokens, -p.accuracy))
 
 
+def point_labels(points: Sequence[Point]) -> list[tuple[float, float, str]]:
+    """(tokens, accuracy %, label) once per position: points that coincide share one label,
+    their names joined by " = ", so coincident cells do not print over each other."""
+    at: dict[tuple[float, float], list[str]] = {}
+    for p in points:
+        at.setdefault((round(p.tokens, 6), round(100 * p.accuracy, 6)), []).append(p.label)
+    return [(x, y, " = ".join(dict.fromkeys(labels))) for (x, y), labels in at.items()]
+
+
 def plot_pareto(
     points: Sequence[Point], path: str | Path, metric: str = "accuracy", title: str | None = None
 ) -> Path:
@@ -53,9 +62,8 @@ def plot_pareto(
         ax.scatter(
             p.tokens, 100 * p.accuracy, marker=marker, s=120 if marker == "*" else 45, color=color, zorder=3
         )
-        ax.annotate(
-            p.label, (p.tokens, 100 * p.accuracy), textcoords="offset points", xytext=(5, 4), fontsize=8
-        )
+    for x, y, label in point_labels(points):
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
     if front:
         xs = [p.tokens for p in front]
         ys = [100 * p.accuracy for p in front]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PIL import Image
 
-from executor_sft.eval.plots import Point, pareto_front, plot_capacity, plot_pareto
+from executor_sft.eval.plots import Point, pareto_front, plot_capacity, plot_pareto, point_labels
 
 
 def test_pareto_front_by_hand():
@@ -32,3 +32,8 @@ def test_plots_write_pngs(tmp_path):
         assert path.stat().st_size > 5_000
         with Image.open(path) as img:
             assert img.format == "PNG" and img.size[0] > 300
+
+
+def test_coincident_points_share_one_label():
+    pts = [Point("tiny+a", 500, 0.25), Point("tiny+b", 500, 0.25), Point("big", 900, 0.5)]
+    assert sorted(point_labels(pts)) == [(500, 25.0, "tiny+a = tiny+b"), (900, 50.0, "big")]
