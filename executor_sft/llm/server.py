@@ -263,7 +263,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--chat-template", default=None, help='Jinja file, or "chatml_tools"')
+    parser.add_argument(
+        "--chat_template",
+        "--chat-template",  # vLLM's spelling, accepted too
+        default=None,
+        help='Jinja file, or "chatml_tools"',
+    )
     args = parser.parse_args(argv)
 
     import uvicorn
