@@ -96,3 +96,28 @@ def test_num_workers_with_own_objects_points_to_collect_parallel(world, world_di
     config = _config(world_dir, tmp_path, num_workers=2)
     with pytest.raises(ValueError, match="collect_parallel"):
         asyncio.run(collect(config, models=scripted_models(world), retriever=world_bm25, show_progress=False))
+
+
+def test_separate_mode_with_two_workers_matches_one_process(world, world_dir, tmp_path):
+    """Separate mode writes one episode per (question, sample, driving role); the workers'
+    split by question must keep every one of them, with the same ids and records."""
+    settings = {"collection": {"mode": "separate"}, "samples_per_question": 1}
+    one = _config(world_dir, tmp_path / "one", **settings)
+    reference = asyncio.run(
+        collect(
+            one, models=scripted_models(world), retriever=world_retriever(str(world_dir)), show_progress=False
+        )
+    )
+    par = _config(world_dir, tmp_path / "par", num_workers=2, **settings)
+    result = collect_parallel(
+        par,
+        models_factory=functools.partial(world_models, str(world_dir)),
+        retriever_factory=functools.partial(world_retriever, str(world_dir)),
+        show_progress=False,
+    )
+    want = {e["episode_id"]: _comparable(e) for e in read_episodes(reference.path)}
+    got = {e["episode_id"]: _comparable(e) for e in read_episodes(par.rollouts_path)}
+    assert len(want) == reference.written == 32  # 16 questions x 2 driving roles
+    assert {i.rsplit("@", 1)[1] for i in want} == {"teacher", "student"}
+    assert (result.written, result.failed) == (32, []) and got == want
+    assert result.summary["roles"] == reference.summary["roles"]
