@@ -120,4 +120,4 @@ def test_separate_mode_with_two_workers_matches_one_process(world, world_dir, tm
     assert len(want) == reference.written == 32  # 16 questions x 2 driving roles
     assert {i.rsplit("@", 1)[1] for i in want} == {"teacher", "student"}
     assert (result.written, result.failed) == (32, []) and got == want
-    assert result.summary["roles"] == reference.summary["roles"]
+    assert result.summary["roles"] == reference.summary["roles"] and result.summary["workers"] == 2
