@@ -129,3 +129,54 @@ def load_config(
         return cls.model_validate(data)
     except ValidationError as exc:
         raise ValueError(validation_message(path, exc)) from None
+
+
+def _key_lines(path: Path) -> dict[str, int]:
+    """1-based line of each top-level key of a YAML mapping file."""
+    node = yaml.compose(path.read_text(encoding="utf-8"))
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+
+
+def parse_trl_args(types: tuple[type, ...], argv: list[str] | None, default_config: Path | None = None):
+    """TrlParser over dataclass configs (`--config file.yaml` and flags) with one-line errors.
+
+    A missing or malformed `--config` file, a key no dataclass declares, and a value a
+    dataclass refuses end like argparse's own errors: one line, `error: <file>[:<line>]: ...`,
+    exit status 2, before anything loads. `default_config` is used when no `--config` is given.
+    """
+    import difflib
+    import sys
+
+    from trl import TrlParser
+
+    args: list[str] = []
+    for item in argv if argv is not None else sys.argv[1:]:
+        args.extend(item.split("=", 1) if item.startswith("--config=") else [item])
+    if "--config" not in args and default_config is not None:
+        args = ["--config", str(default_config), *args]
+    parser = TrlParser(types)
+    config = args[args.index("--config") + 1] if "--config" in args[:-1] else None
+
+    def fail(message: str):
+        print(f"error: {message}".replace("\n", " "), file=sys.stderr)
+        raise SystemExit(2)
+
+    if config is not None:
+        try:
+            data = read_yaml(config)
+        except (FileNotFoundError, ValueError) as exc:
+            fail(str(exc))
+        known = {a.dest for a in parser._actions} | {"env"}
+        lines = _key_lines(Path(config))
+        for key in data:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), sorted(known), n=1)
+                hint = f"did you mean '{close[0]}'?" if close else "remove it or check the spelling"
+                where = f"{config}:{lines[key]}" if key in lines else str(config)
+                fail(f"{where}: unknown key '{key}': {hint}")
+    try:
+        return parser.parse_args_and_config(args=args)
+    except (ValueError, TypeError) as exc:  # a value a dataclass's own checks refuse
+        fail(f"{config or 'command line'}: {exc}")

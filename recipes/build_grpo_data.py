@@ -12,8 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from trl import TrlParser
-
+from executor_sft.configfile import parse_trl_args
 from executor_sft.grpo.data import GRPODataReport, grpo_examples_from_rollouts, write_jsonl
 
 
@@ -40,9 +39,7 @@ class BuildGRPOData:
 
 
 def main(argv: list[str] | None = None) -> GRPODataReport:
-    (args,) = TrlParser((BuildGRPOData,)).parse_args_and_config(
-        args=list(sys.argv[1:] if argv is None else argv)
-    )
+    (args,) = parse_trl_args((BuildGRPOData,), argv)
     report = GRPODataReport()
     rows = grpo_examples_from_rollouts(
         args.rollouts,

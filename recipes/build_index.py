@@ -14,8 +14,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from transformers import HfArgumentParser
-
+from executor_sft.configfile import parse_trl_args
 from executor_sft.retrieval.build import IndexBuildError, build_index
 from executor_sft.retrieval.corpus import CorpusFormatError
 from executor_sft.retrieval.encoders import EncoderConfig
@@ -85,7 +84,7 @@ def main(args: BuildIndexArgs) -> None:
 
 
 if __name__ == "__main__":
-    (parsed,) = HfArgumentParser(BuildIndexArgs).parse_args_into_dataclasses()
+    (parsed,) = parse_trl_args((BuildIndexArgs,), None)
     try:
         main(parsed)
     except USER_ERRORS as exc:

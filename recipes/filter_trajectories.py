@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
-from trl import TrlParser
 
+from executor_sft.configfile import parse_trl_args
 from executor_sft.filters import (
     EpisodeFilter,
     FilterConfig,
@@ -60,7 +60,7 @@ def _check_paths(paths: FilterPaths) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    paths, config = TrlParser((FilterPaths, FilterConfig)).parse_args_and_config(argv)
+    paths, config = parse_trl_args((FilterPaths, FilterConfig), argv)
     start = time.perf_counter()
     filt = EpisodeFilter(config)
     try:

@@ -16,16 +16,14 @@ Arguments: `GRPOScriptArguments` (a `trl.ScriptArguments`: data, retriever, sear
 
 from __future__ import annotations
 
-import sys
-
 
 def parse_args(argv: list[str] | None = None):
-    from trl import GRPOConfig, ModelConfig, TrlParser
+    from trl import GRPOConfig, ModelConfig
 
+    from executor_sft.configfile import parse_trl_args
     from executor_sft.grpo.train import GRPOScriptArguments
 
-    parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
-    return parser.parse_args_and_config(args=list(sys.argv[1:] if argv is None else argv))
+    return parse_trl_args((GRPOScriptArguments, GRPOConfig, ModelConfig), argv)
 
 
 def main(argv: list[str] | None = None):

@@ -14,8 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformers import HfArgumentParser
-
+from executor_sft.configfile import parse_trl_args
 from executor_sft.retrieval.config import Kind, load_retriever
 from executor_sft.retrieval.corpus import CorpusFormatError
 from executor_sft.retrieval.encoders import EncoderLoadError
@@ -90,7 +89,7 @@ def main(args: ServeArgs) -> None:
 
 
 if __name__ == "__main__":
-    (parsed,) = HfArgumentParser(ServeArgs).parse_args_into_dataclasses()
+    (parsed,) = parse_trl_args((ServeArgs,), None)
     try:
         main(parsed)
     except USER_ERRORS as exc:

@@ -26,13 +26,11 @@ def parse_args(argv: list[str] | None = None):
     from executor_sft.sft.train import SFTScriptArguments, name_the_cpu_accelerator
 
     name_the_cpu_accelerator()
-    from trl import ModelConfig, SFTConfig, TrlParser
+    from trl import ModelConfig, SFTConfig
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--config" not in argv:
-        argv = ["--config", str(DEFAULT_CONFIG), *argv]
-    parser = TrlParser((SFTScriptArguments, SFTConfig, ModelConfig))
-    return parser.parse_args_and_config(args=argv)
+    from executor_sft.configfile import parse_trl_args
+
+    return parse_trl_args((SFTScriptArguments, SFTConfig, ModelConfig), argv, DEFAULT_CONFIG)
 
 
 def main(argv: list[str] | None = None):

@@ -220,7 +220,42 @@ SFT_CASES = [
     ),
 ]
 
-CASES = [*FILTER_CASES, *COLLECT_CASES, *SFT_CASES]
+# Every TrlParser recipe reads `--config` through configfile.parse_trl_args.
+TRL_RECIPES = (
+    "sft_executor.py",
+    "grpo_executor.py",
+    "build_grpo_data.py",
+    "filter_trajectories.py",
+    "build_index.py",
+    "serve_retriever.py",
+)
+CONFIG_CASES = [
+    Case(
+        f"config-unknown-key-{recipe.removesuffix('.py')}",
+        recipe,
+        lambda t: {"c.yaml": b"# a typo on line 2\nlearning_rat: 0.1\n"},
+        lambda t: ["--config", str(t / "c.yaml")],
+        lambda t: f"{t / 'c.yaml'}:2: unknown key 'learning_rat'",
+    )
+    for recipe in TRL_RECIPES
+] + [
+    Case(
+        "config-missing-file",
+        "sft_executor.py",
+        lambda t: {},
+        lambda t: ["--config", str(t / "nope.yaml")],
+        lambda t: f"{t / 'nope.yaml'}: config file not found",
+    ),
+    Case(
+        "config-invalid-yaml",
+        "build_index.py",
+        lambda t: {"c.yaml": b"corpus: c.jsonl\nbm25: [true\n"},
+        lambda t: ["--config", str(t / "c.yaml")],
+        lambda t: f"{t / 'c.yaml'}:3: invalid YAML",
+    ),
+]
+
+CASES = [*FILTER_CASES, *COLLECT_CASES, *SFT_CASES, *CONFIG_CASES]
 
 
 @pytest.fixture(scope="module")
@@ -307,3 +342,18 @@ def test_sft_good_data_passes_the_check(tmp_path: Path) -> None:
     assert not (tmp_path / "model").exists()
     data.write_bytes(_head(SFT_ROWS, 2))
     check_sft_data(data)
+
+
+def test_a_typo_near_a_known_key_is_named(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("max_step: 2\n", encoding="utf-8")
+    proc = run_recipe("sft_executor.py", "--config", str(tmp_path / "c.yaml"))
+    assert proc.returncode == 2 and "did you mean 'max_steps'?" in proc.stderr
+
+
+def test_build_index_reads_a_yaml_config(tmp_path: Path) -> None:
+    (tmp_path / "c.jsonl").write_bytes(CORPUS)
+    config = f"corpus: {tmp_path / 'c.jsonl'}\noutput: {tmp_path / 'idx'}\nbm25: true\n"
+    (tmp_path / "c.yaml").write_text(config, encoding="utf-8")
+    proc = run_recipe("build_index.py", "--config", str(tmp_path / "c.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "idx" / "manifest.json").is_file()
