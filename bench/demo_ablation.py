@@ -384,8 +384,34 @@ def _compare(agg, key, this, other, want: str, what: str) -> tuple[str, bool] | 
     return text, holds
 
 
-def conclusions(agg) -> list[str]:
-    """Sentences, computed from the means, on the three expectations of the ablation."""
+def where_needed(seeds: list[dict], variant: str) -> str | None:
+    """Does `variant` search twice more on ambiguous sub-queries (where a second search is needed)
+    than on plain ones? Per seed, since a mean can hide a seed that searches twice everywhere."""
+    pairs = [
+        (
+            s["seed"],
+            s["variants"][variant]["eval"].get(f"p2:{PLAIN}"),
+            s["variants"][variant]["eval"].get(f"p2:{AMBIGUOUS}"),
+        )
+        for s in seeds
+        if variant in s["variants"]
+    ]
+    pairs = [(seed, p, a) for seed, p, a in pairs if p is not None and a is not None]
+    if not pairs:
+        return None
+    better = sum(a > p for _, p, a in pairs)
+    never = sum(a == p == 0 for _, p, a in pairs)
+    per_seed = ", ".join(f"seed {seed} {100 * p:.1f}/{100 * a:.1f}" for seed, p, a in pairs)
+    return (
+        f"Where the second search is needed, ({variant}): two searches on plain/ambiguous sub-queries "
+        f"({per_seed}%); more on ambiguous than on plain in {better} of {len(pairs)} seed(s), "
+        f"never twice in {never}."
+    )
+
+
+def conclusions(agg, seeds: list[dict] | None = None) -> list[str]:
+    """Sentences, computed from the results, on the three expectations of the ablation and on
+    whether each variant searches twice where it is needed."""
     checks = [
         _compare(agg, f"p2:{AMBIGUOUS}", "c", "b", "more", "Two searches on ambiguous sub-queries"),
         _compare(agg, f"p2:{PLAIN}", "c", "a", "less", "Two searches on plain sub-queries"),
@@ -401,6 +427,9 @@ def conclusions(agg) -> list[str]:
         )
     else:
         lines.append("No comparison: variant (c) with (a) or (b) is needed.")
+    for variant in VARIANTS:
+        if (line := where_needed(seeds or [], variant)) is not None:
+            lines.append(line)
     return lines
 
 
@@ -437,7 +466,7 @@ def render(seeds: list[dict], command: str, elapsed: float) -> str:
             for key, _, scale in METRICS
         ]
         lines.append(f"| {label} | {rows} | " + " | ".join(cells) + " |")
-    lines += ["", *conclusions(agg), ""]
+    lines += ["", *conclusions(agg, seeds), ""]
     lines += [
         "Per seed:",
         "",
@@ -458,6 +487,7 @@ def render(seeds: list[dict], command: str, elapsed: float) -> str:
         + ", ".join(f"seed {s['seed']} {s['provenance']['index']['corpus_fingerprint']}" for s in seeds)
         + ".",
         "",
+        f"Sum of the step timings: {sum(sum(s['seconds'].values()) for s in seeds) / 60:.1f} min. "
         "Per-seed timings (s): "
         + "; ".join(
             f"seed {s['seed']}: " + ", ".join(f"{k} {v:.0f}" for k, v in s["seconds"].items()) for s in seeds
@@ -482,6 +512,12 @@ def main(argv: list[str] | None = None) -> int:
         help="world questions, over the config's value (0: the config's); 300 gives >= 16 "
         "ambiguous held-out sub-queries for seeds 0-3 with 400 entities",
     )
+    p.add_argument(
+        "--max_steps",
+        type=int,
+        default=None,
+        help="SFT steps, over the config's value (e.g. 64 to ask whether a longer run learns when to search twice)",
+    )
     a = p.parse_args(argv)
     command = "python bench/demo_ablation.py " + " ".join(argv if argv is not None else sys.argv[1:])
     results_md = Path(a.results)
@@ -505,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides: dict[str, Any] = {"seed": seed, "out": str(Path(a.out) / f"seed{seed}")}
         if a.questions:
             overrides["questions"] = a.questions
+        if a.max_steps:
+            overrides["max_steps"] = a.max_steps
         cfg = load_config(REPO / a.config if not Path(a.config).is_absolute() else a.config, overrides)
         log(f"seed {seed}: variants {' '.join(a.variants)} -> {cfg.out}")
         finished.append(run_seed(cfg, a.variants, a.per_type, on_step=write))

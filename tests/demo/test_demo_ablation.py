@@ -43,6 +43,21 @@ def test_conclusions_follow_the_numbers():
     assert bench.conclusions({"b": good["b"]}) == ["No comparison: variant (c) with (a) or (b) is needed."]
 
 
+def test_where_needed_is_judged_per_seed():
+    bench = _bench()
+    amb, plain = f"p2:{bench.AMBIGUOUS}", f"p2:{bench.PLAIN}"
+
+    def seed(n, p, a):
+        return {"seed": n, "variants": {"c": {"eval": {plain: p, amb: a}}}}
+
+    # The mean over seeds (ambiguous 20.8% vs plain 33.3%) hides that no seed learnt the rule.
+    line = bench.where_needed([seed(0, 1.0, 0.625), seed(1, 0.0, 0.0), seed(2, 0.0, 0.0)], "c")
+    assert "(seed 0 100.0/62.5, seed 1 0.0/0.0, seed 2 0.0/0.0%)" in line
+    assert "more on ambiguous than on plain in 0 of 3 seed(s), never twice in 2." in line
+    assert "in 1 of 1 seed(s)" in bench.where_needed([seed(0, 0.1, 0.9)], "c")
+    assert bench.where_needed([seed(0, 0.1, 0.9)], "a") is None
+
+
 @pytest.mark.slow
 def test_ablation_core_runs_two_variants_and_resumes_without_retraining(tmp_path, monkeypatch):
     bench = _bench()
