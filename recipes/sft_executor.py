@@ -49,3 +49,9 @@ def main(argv: list[str] | None = None):
 
 if __name__ == "__main__":
     main()
+    import torch.distributed as dist
+
+    # Under `accelerate launch` with several processes, leave the process group before exit:
+    # gloo's threads torn down at interpreter exit can abort a rank after a finished run.
+    if dist.is_initialized():
+        dist.destroy_process_group()
