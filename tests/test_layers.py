@@ -17,6 +17,8 @@ LAYERS = {
     "cache": 0,
     "configfile": 0,
     "jsonl": 0,
+    "errors": 0,
+    "registry": 0,
     "data": 1,
     "retrieval": 1,
     "llm": 1,

@@ -1,0 +1,31 @@
+"""User errors apart from bugs: the one base class recipes catch, and the one way they report it.
+
+A `UserError` is something the person running a command can fix (a path, a config value, a
+malformed input row); its message is the single line to print, `<file>[:<line>]: <what to do>`.
+Anything else is a bug and keeps its traceback: recipes catch `UserError` only.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class UserError(Exception):
+    """Input the user can get wrong; `str(exc)` is the one line to print."""
+
+
+class ConfigError(UserError, ValueError):
+    """A config file or option that cannot be used as written (missing, malformed, unknown key)."""
+
+
+def report_user_errors(fn: Callable[[], T]) -> T | int:
+    """Run a recipe body; a `UserError` becomes `error: <message>` on stderr and exit status 2."""
+    try:
+        return fn()
+    except UserError as exc:
+        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
+        return 2
