@@ -177,6 +177,27 @@ class ExecutorRun(Record):
     n_corrections: int = 0
     error: str | None = None
 
+    def correctness_failure(self, require_judge: bool = True, min_em: float = 1.0) -> str | None:
+        """Why this run is not correct (`not_report`, `no_outcome`, `wrong_em`, `judge_null`,
+        `judge_false`), or None.
+
+        Correct = finished with a report, `outcome.em >= min_em` (EM is 0/1, so == 1 by default)
+        and, when `require_judge`, `outcome.judge is True`. Collection (which runs to re-run) and
+        the filter (which runs to keep) both decide with this one method.
+        """
+        if self.finish != "report":
+            return "not_report"
+        if self.outcome is None:
+            return "no_outcome"
+        if self.outcome.em < min_em:
+            return "wrong_em"
+        if require_judge and self.outcome.judge is not True:
+            return "judge_null" if self.outcome.judge is None else "judge_false"
+        return None
+
+    def is_correct(self, require_judge: bool = True, min_em: float = 1.0) -> bool:
+        return self.correctness_failure(require_judge, min_em) is None
+
 
 class Round(Record):
     index: int
