@@ -16,15 +16,26 @@ from executor_sft.agents.pipeline import (
 )
 from executor_sft.agents.prompting import Prompts
 from executor_sft.agents.single_agent import run_single_agent
-from executor_sft.agents.tools import SEARCH_TOOL, SEARCH_TOOL_NAME
+from executor_sft.agents.tools import (
+    SEARCH_TOOL,
+    SEARCH_TOOL_NAME,
+    TOOLS,
+    Tool,
+    ToolArgumentError,
+    ToolContext,
+)
 
 __all__ = [
     "SEARCH_TOOL",
     "SEARCH_TOOL_NAME",
+    "TOOLS",
     "OutcomeConfig",
     "PipelineConfig",
     "Prompts",
     "RoleConfig",
+    "Tool",
+    "ToolArgumentError",
+    "ToolContext",
     "answer_with_replay",
     "answer_with_substitution",
     "driver_findings",

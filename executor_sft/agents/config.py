@@ -22,7 +22,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from executor_sft.agents.prompting import Prompts
-from executor_sft.agents.settings import ExecutorSettings
+from executor_sft.agents.settings import ExecutorSettings, check_tools
+from executor_sft.agents.tools import DEFAULT_TOOLS
 from executor_sft.llm.base import SamplingParams
 from executor_sft.schema import Role
 
@@ -100,6 +101,10 @@ def _default_outcome(outcome: OutcomeConfig) -> bool:
     return outcome.mode == "substitute"
 
 
+def _default_tools(tools: list[str]) -> bool:
+    return tuple(tools) == DEFAULT_TOOLS
+
+
 class PipelineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -112,6 +117,10 @@ class PipelineConfig(BaseModel):
     driver: str = Role.TEACHER
     roles: dict[str, RoleConfig] = Field(default_factory=dict)
     prompts: Prompts = Field(default_factory=Prompts)
+    tools: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLS), exclude_if=_default_tools)
+    """The executor's tools, offered on every turn: registered names (`agents.tools.TOOLS`) or
+    `package.module:attr` (docs/architecture.md, "An executor tool"). Left out of dumps when it
+    is the default, as `outcome` is."""
     label_outcomes: bool = True
     """Give every non-driver run its own outcome (by `outcome.mode`; substitution: one answerer call each)."""
     outcome: OutcomeConfig = Field(default_factory=OutcomeConfig, exclude_if=_default_outcome)
@@ -133,6 +142,7 @@ class PipelineConfig(BaseModel):
                 raise ValueError(
                     f"role {name!r}: max_searches={searches} exceeds max_turns - 1 = {turns - 1}"
                 )
+            check_tools(self.tools, self.role(name).protocol)
         return self
 
     def for_driver(self, driver: str) -> PipelineConfig:
@@ -177,4 +187,5 @@ class PipelineConfig(BaseModel):
             protocol=role.protocol if role is not None else "native",
             sampling=role.sampling if role is not None else None,
             prompts=self.prompts,
+            tools=tuple(self.tools),
         )

@@ -1,9 +1,10 @@
 """The executor: a ReAct search loop in a fresh context that ends in a short report.
 
 One run = system prompt + sub-query, then at most `max_turns` assistant turns, at most
-`max_searches` of them searches (the last turn can only report: a search there is refused).
-The tool is offered on every turn so that the prompt of each turn is exactly the prefix the
-SFT row trains that turn under.
+`max_searches` of them searches (the last turn can only report: a tool call there is refused).
+The configured tools (`agents.tools.TOOLS`; default: `search`) are offered on every turn so
+that the prompt of each turn is exactly the prefix the SFT row trains that turn under; what the
+executor reads besides its system prompt is rendered by `agents.executor_text`.
 `messages` is exactly the conversation an SFT row needs; every model call is kept in
 `calls` for replay and audit. Nothing raises: failures end the run with a `finish` value.
 """
@@ -13,26 +14,17 @@ from __future__ import annotations
 import dataclasses
 
 from executor_sft.agents.calls import call_model
-from executor_sft.agents.parsing import ExecutorAction, classify_executor_reply
+from executor_sft.agents.executor_text import correction_messages, instruction, tool_result_messages
+from executor_sft.agents.parsing import ExecutorAction, classify_executor_reply, parse_tool_arguments
 from executor_sft.agents.prompting import fill
 from executor_sft.agents.settings import ExecutorSettings, Protocol, resolve_max_searches
-from executor_sft.agents.tools import SEARCH_TOOL
+from executor_sft.agents.tools import SEARCH_TOOL_NAME, ToolArgumentError, ToolContext, resolve_tools
 from executor_sft.llm.base import ChatModel, SamplingParams
-from executor_sft.retrieval.base import Retriever, format_passages
-from executor_sft.schema import ExecutorRun, Finish, Message, Report, SearchRecord, Usage, calls_of
+from executor_sft.retrieval.base import Retriever
+from executor_sft.schema import ExecutorRun, Finish, Message, Report, Usage, calls_of
 
-NO_PASSAGES = "(no passages found)"
 MAX_CORRECTIONS = 1
 """Malformed replies tolerated per run; the next one ends the run with finish="invalid"."""
-
-
-def _instruction(protocol: str, can_search: bool) -> str:
-    report = "reply with your report <answer>...</answer><evidence>...</evidence>"
-    if not can_search:
-        return f"You cannot search any more: {report}."
-    if protocol == "tag":
-        return f"Either search with <search>your query</search>, or {report}."
-    return f'Either call the search tool once with arguments {{"query": "..."}}, or {report}.'
 
 
 def _tag_sampling(sampling: SamplingParams) -> SamplingParams:
@@ -57,23 +49,13 @@ async def run_executor(
 ) -> ExecutorRun:
     """Run one executor on one sub-query and return the complete run record.
 
-    `settings` holds the budget, protocol, sampling and prompts; keyword `overrides`
+    `settings` holds the budget, protocol, sampling, prompts and tools; keyword `overrides`
     (`max_turns=`, `top_k=`, `protocol=`, ...) replace its fields for this call. `{top_k}` and
     `{max_searches}` in the system prompt are filled in either way.
     """
     settings = settings or ExecutorSettings()
     if overrides:
         settings = settings.replace(**overrides)
-    max_turns, top_k, protocol = settings.max_turns, settings.top_k, settings.protocol
-    sampling, prompts, system_prompt = settings.sampling, settings.prompts, settings.system_prompt
-    searches_cap = settings.searches
-    if protocol == "tag":
-        sampling = _tag_sampling(sampling or getattr(model, "sampling", None) or SamplingParams())
-    template = system_prompt if system_prompt is not None else prompts.executor(protocol)
-    messages: list[Message] = [
-        {"role": "system", "content": fill(template, top_k=top_k, max_searches=searches_cap)},
-        {"role": "user", "content": sub_query},
-    ]
     header = {
         "run_id": run_id or f"{role}/r{round}/q{sub_query_index}",
         "round": round,
@@ -81,92 +63,158 @@ async def run_executor(
         "sub_query": sub_query,
         "role": role,
         "model": str(getattr(model, "name", "unknown")),
-        "max_turns": max_turns,
-        "max_searches": searches_cap,
+        "max_turns": settings.max_turns,
+        "max_searches": settings.searches,
     }
     _check_header(header, counterfactual_of)
-    index_id = getattr(retriever, "index_id", "unnamed")
-    searches: list[SearchRecord] = []
-    report: Report | None = None
-    calls: list[dict] = []
-    prompt_tokens = completion_tokens = n_calls = 0
-    corrections = 0
-    finish: Finish = "turn_budget"
-    error: str | None = None
-
-    def can_search(turn: int) -> bool:
-        return len(searches) < searches_cap and turn < max_turns - 1
-
-    for turn in range(max_turns):
-        searchable = can_search(turn)
-        # The tool is offered on every turn, spent budget or not, so each turn's prompt is the prefix
-        # the SFT row trains it under; a search past the budget is answered as a correction.
-        tools = [SEARCH_TOOL] if protocol == "native" else None
-        result = await call_model(model, messages, tools, sampling, call_prefix=f"call_{turn}")
-        calls.append(result.as_dict())
-        if result.message is None:
-            finish, error = "error", result.error
+    run = _ExecutorLoop(model, retriever, settings, sub_query)
+    for turn in range(settings.max_turns):
+        if not await run.turn(turn):
             break
-        # Summed locally (as `Usage.add` would), not through pydantic attribute writes per call.
-        call_usage = result.usage
-        prompt_tokens += call_usage.prompt_tokens
-        completion_tokens += call_usage.completion_tokens
-        n_calls += calls_of(call_usage)
-        action = classify_executor_reply(result.message, protocol, searchable)
-        reply = result.message
-        if action.kind == "search" and action.content is not None:
+    return run.record(header, counterfactual_of, getattr(retriever, "index_id", "unnamed"))
+
+
+class _ExecutorLoop:
+    """One run in progress: the conversation so far and the tallies its record is built from."""
+
+    def __init__(self, model: ChatModel, retriever: Retriever, settings: ExecutorSettings, sub_query: str):
+        self.model = model
+        self.settings = settings
+        self.protocol = settings.protocol
+        self.max_turns = settings.max_turns
+        self.searches_cap = settings.searches
+        self.tools = {tool.name: tool for tool in resolve_tools(settings.tools)}
+        # Every tool is offered on every turn, spent budget or not, so each turn's prompt is the prefix
+        # the SFT row trains it under; a call past the budget is answered as a correction.
+        self.offered = [tool.schema for tool in self.tools.values()] if self.protocol == "native" else None
+        sampling = settings.sampling
+        if self.protocol == "tag":
+            sampling = _tag_sampling(sampling or getattr(model, "sampling", None) or SamplingParams())
+        self.sampling = sampling
+        template = settings.system_prompt
+        if template is None:
+            template = settings.prompts.executor(self.protocol)
+        system = fill(template, top_k=settings.top_k, max_searches=self.searches_cap)
+        self.messages: list[Message] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": sub_query},
+        ]
+        self.context = ToolContext(retriever=retriever, top_k=settings.top_k, searches=[])
+        self.calls: list[dict] = []
+        self.prompt_tokens = self.completion_tokens = self.n_calls = 0
+        self.corrections = 0
+        self.finish: Finish = "turn_budget"
+        self.error: str | None = None
+        self.report: Report | None = None
+
+    def can_search(self, turn: int) -> bool:
+        return len(self.context.searches) < self.searches_cap and turn < self.max_turns - 1
+
+    def callable_now(self, turn: int) -> dict[str, bool]:
+        """Which offered tools turn `turn` may call: none on the last turn, search while searches remain."""
+        before_last = turn < self.max_turns - 1
+        return {
+            name: self.can_search(turn) if name == SEARCH_TOOL_NAME else before_last for name in self.tools
+        }
+
+    async def turn(self, turn: int) -> bool:
+        """One assistant turn: ask, read the reply, answer it. False once the run is over."""
+        reply = await self.ask(turn)
+        if reply is None:
+            return False
+        action = classify_executor_reply(reply, self.protocol, self.callable_now(turn))
+        if action.content is not None:
             reply = {**reply, "content": action.content}
-        messages.append(reply)
+        self.messages.append(reply)
         if action.kind == "report":
-            finish = "report"
-            report = action.report
-            break
-        has_next = turn + 1 < max_turns
-        if action.kind == "search":
-            try:
-                hits = (await retriever.asearch([action.query], top_k))[0]
-            except Exception as exc:  # noqa: BLE001 - a failed search ends the run, recorded
-                finish, error = "error", f"retrieval: {type(exc).__name__}: {exc}"
-                break
-            searches.append(SearchRecord(query=action.query, doc_ids=[h.doc_id for h in hits]))
-            passages = format_passages(hits) or NO_PASSAGES
-            notice = prompts.search_budget_spent if has_next and not can_search(turn + 1) else None
-            messages.extend(_search_result(protocol, reply, passages, notice))
-            continue
-        corrections += 1
-        if corrections > MAX_CORRECTIONS:
-            finish = "invalid"
-            break
-        if has_next:
-            text = fill(
-                prompts.correction,
-                problem=action.problem,
-                instruction=_instruction(protocol, can_search(turn + 1)),
-            )
-            messages.extend(_correction(reply, text))
+            self.finish, self.report = "report", action.report
+            return False
+        if action.kind == "call":
+            problem = await self.call_tool(action, reply, turn)
+            if problem is None:
+                return self.finish != "error"
+        else:
+            problem = action.problem
+        return self.correct(reply, problem or "", turn)
 
-    # Built once from locals: attribute writes on a pydantic record cost more than the validation.
-    # Usage and the extras (calls, n_corrections, error) are stored as computed, unvalidated, as
-    # the attribute writes stored them; the extras keep the order they were always written in.
-    usage = Usage.model_construct(
-        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, calls=n_calls
-    )
-    return ExecutorRun(
-        **header,
-        messages=messages,
-        searches=searches,
-        n_searches=len(searches),
-        finish=finish,
-        report=report,
-        counterfactual_of=counterfactual_of,
-        usage=usage,
-        protocol=protocol,
-        top_k=top_k,
-        index_id=index_id,
-        calls=calls,
-        n_corrections=corrections,
-        error=error,
-    )
+    async def ask(self, turn: int) -> Message | None:
+        """The model's reply to the conversation so far (None: the call failed, the run ends)."""
+        tools = list(self.offered) if self.offered is not None else None
+        result = await call_model(self.model, self.messages, tools, self.sampling, call_prefix=f"call_{turn}")
+        self.calls.append(result.as_dict())
+        if result.message is None:
+            self.finish, self.error = "error", result.error
+            return None
+        # Summed locally (as `Usage.add` would), not through pydantic attribute writes per call.
+        usage = result.usage
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.n_calls += calls_of(usage)
+        return result.message
+
+    async def call_tool(self, action: ExecutorAction, reply: Message, turn: int) -> str | None:
+        """Run the called tool and append its answer; returns the problem of a malformed call.
+        A tool that fails ends the run (finish "error")."""
+        tool = self.tools[action.tool]
+        arguments, problem = parse_tool_arguments(action.arguments, tool.example)
+        if arguments is None:
+            return problem
+        searches_before = len(self.context.searches)
+        try:
+            text = await tool.run(arguments, self.context)
+            if not isinstance(text, str):
+                raise TypeError(f"run returned {type(text).__name__}, not str")
+        except ToolArgumentError as exc:
+            return str(exc)
+        except Exception as exc:  # noqa: BLE001 - a failed tool ends the run, recorded
+            self.finish, self.error = "error", f"{tool.failure_label}: {type(exc).__name__}: {exc}"
+            return None
+        searched = len(self.context.searches) > searches_before
+        spent = searched and turn + 1 < self.max_turns and not self.can_search(turn + 1)
+        notice = self.settings.prompts.search_budget_spent if spent else None
+        self.messages.extend(tool_result_messages(self.protocol, reply, text, notice))
+        return None
+
+    def correct(self, reply: Message, problem: str, turn: int) -> bool:
+        """Answer a malformed reply with the correction; False when it was one too many."""
+        self.corrections += 1
+        if self.corrections > MAX_CORRECTIONS:
+            self.finish = "invalid"
+            return False
+        if turn + 1 < self.max_turns:
+            callable_next = self.callable_now(turn + 1)
+            allowed = [tool for name, tool in self.tools.items() if callable_next[name]]
+            text = fill(
+                self.settings.prompts.correction,
+                problem=problem,
+                instruction=instruction(self.protocol, allowed),
+            )
+            self.messages.extend(correction_messages(reply, text))
+        return True
+
+    def record(self, header: dict, counterfactual_of: str | None, index_id: str) -> ExecutorRun:
+        # Built once from locals: attribute writes on a pydantic record cost more than the validation.
+        # Usage and the extras (calls, n_corrections, error) are stored as computed, unvalidated, as
+        # the attribute writes stored them; the extras keep the order they were always written in.
+        usage = Usage.model_construct(
+            prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens, calls=self.n_calls
+        )
+        return ExecutorRun(
+            **header,
+            messages=self.messages,
+            searches=self.context.searches,
+            n_searches=len(self.context.searches),
+            finish=self.finish,
+            report=self.report,
+            counterfactual_of=counterfactual_of,
+            usage=usage,
+            protocol=self.protocol,
+            top_k=self.settings.top_k,
+            index_id=index_id,
+            calls=self.calls,
+            n_corrections=self.corrections,
+            error=self.error,
+        )
 
 
 _HEADER_TYPES = {
@@ -185,24 +233,6 @@ def _check_header(header: dict, counterfactual_of: str | None) -> None:
     plain = all(type(header[k]) is t for k, t in _HEADER_TYPES.items())
     if not plain or not (counterfactual_of is None or type(counterfactual_of) is str):
         ExecutorRun(**header, counterfactual_of=counterfactual_of)
-
-
-def _search_result(protocol: str, reply: Message, passages: str, notice: str | None) -> list[Message]:
-    if protocol == "tag":
-        text = f"<information>{passages}</information>"
-        return [{"role": "user", "content": f"{text}\n\n{notice}" if notice else text}]
-    out: list[Message] = [{"role": "tool", "tool_call_id": reply["tool_calls"][0]["id"], "content": passages}]
-    if notice:
-        out.append({"role": "user", "content": notice})
-    return out
-
-
-def _correction(reply: Message, text: str) -> list[Message]:
-    """One corrective message; tool calls are answered in `tool` messages so the chat stays API-valid."""
-    calls = reply.get("tool_calls") or []
-    if calls:
-        return [{"role": "tool", "tool_call_id": c["id"], "content": text} for c in calls]
-    return [{"role": "user", "content": text}]
 
 
 __all__ = ["ExecutorAction", "ExecutorSettings", "Protocol", "resolve_max_searches", "run_executor"]

@@ -7,6 +7,7 @@ Reasoning (`<think>` blocks) is removed before parsing, so thoughts never trigge
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -114,7 +115,7 @@ def parse_final_answer(text: str | None) -> str:
     return _squash(visible)
 
 
-ActionKind = Literal["search", "report", "malformed"]
+ActionKind = Literal["call", "report", "malformed"]
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,10 @@ class ExecutorAction:
     """How the runtime reads one executor reply."""
 
     kind: ActionKind
-    query: str | None = None
+    tool: str | None = None
+    """For `call`: the name of the tool called (one the executor was offered and may call now)."""
+    arguments: Any = None
+    """For `call`: the arguments as the model wrote them (native: a JSON string or object; tag: a dict)."""
     report: Report | None = None
     problem: str | None = None
     """For `malformed`: a short description that goes into the corrective message."""
@@ -130,27 +134,30 @@ class ExecutorAction:
     """Tag protocol: the reply cut after the first `</search>` (what a stop sequence would leave, closed)."""
 
 
-def parse_tool_arguments(arguments: Any) -> tuple[str | None, str | None]:
-    """The `query` of a search call's arguments (JSON string or dict) -> (query, problem)."""
+def parse_tool_arguments(arguments: Any, example: str = '{"query": "..."}') -> tuple[dict | None, str | None]:
+    """A tool call's arguments (JSON string or dict) -> (arguments object, problem); `example`
+    shows the expected shape in the problem."""
     if isinstance(arguments, str) and not arguments.strip():
         arguments = {}
     arguments, error = decode_tool_arguments(arguments)
     if error is not None:
         return None, "the tool-call arguments are not valid JSON"
     if not isinstance(arguments, dict):
-        return None, 'the tool-call arguments must be a JSON object like {"query": "..."}'
-    query = arguments.get("query")
-    if not isinstance(query, str) or not query.strip():
-        return None, 'the search call has no "query" string'
-    return _squash(query), None
+        return None, f"the tool-call arguments must be a JSON object like {example}"
+    return arguments, None
 
 
-def _classify_native(message: Message, search_allowed: bool) -> ExecutorAction:
+def _unknown_tool(name: object, tool_names: list[str]) -> str:
+    offered = f"the only tool is {tool_names[0]!r}" if len(tool_names) == 1 else f"the tools are {tool_names}"
+    return f"unknown tool {str(name)[:50]!r}; {offered}"
+
+
+def _classify_native(message: Message, callable_now: Mapping[str, bool]) -> ExecutorAction:
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         return ExecutorAction("malformed", problem="the tool calls are not a list")
     if calls:
-        if not search_allowed:
+        if not any(callable_now.values()):
             return ExecutorAction("malformed", problem="the search budget is spent, so no tool can be called")
         if len(calls) > 1:
             return ExecutorAction(
@@ -159,14 +166,11 @@ def _classify_native(message: Message, search_allowed: bool) -> ExecutorAction:
         call = calls[0] if isinstance(calls[0], dict) else {}
         function = call.get("function") if isinstance(call.get("function"), dict) else call
         name = function.get("name")
-        if name != SEARCH_TOOL_NAME:
-            return ExecutorAction(
-                "malformed", problem=f"unknown tool {str(name)[:50]!r}; the only tool is 'search'"
-            )
-        query, problem = parse_tool_arguments(function.get("arguments"))
-        if problem:
-            return ExecutorAction("malformed", problem=problem)
-        return ExecutorAction("search", query=query)
+        if name not in callable_now:
+            return ExecutorAction("malformed", problem=_unknown_tool(name, list(callable_now)))
+        if not callable_now[name]:
+            return ExecutorAction("malformed", problem="the search budget is spent, so you cannot search")
+        return ExecutorAction("call", tool=name, arguments=function.get("arguments"))
     content = message.get("content")
     report = parse_report(content if isinstance(content, str) else None)
     if report is not None:
@@ -191,7 +195,9 @@ def _classify_tag(message: Message, search_allowed: bool) -> ExecutorAction:
         if not query:
             return ExecutorAction("malformed", problem="the <search> tag is empty")
         # Keep everything the model wrote up to the end of this search (a stop sequence would cut there).
-        return ExecutorAction("search", query=query, content=_cut_after_search(raw) or raw)
+        return ExecutorAction(
+            "call", tool=SEARCH_TOOL_NAME, arguments={"query": query}, content=_cut_after_search(raw) or raw
+        )
     report = parse_report(raw)
     if report is not None:
         return ExecutorAction("report", report=report)
@@ -217,10 +223,16 @@ def _cut_after_search(raw: str) -> str | None:
     return raw[: start + len("<search>")] + tail.rstrip() + "</search>"
 
 
-def classify_executor_reply(message: Message, protocol: str, search_allowed: bool) -> ExecutorAction:
-    """Read one assistant message under `protocol` ("native" or "tag"); never raises."""
+def classify_executor_reply(
+    message: Message, protocol: str, callable_now: Mapping[str, bool]
+) -> ExecutorAction:
+    """Read one assistant message under `protocol` ("native" or "tag"); never raises.
+
+    `callable_now` maps each offered tool's name to whether it may be called this turn (the
+    search tool: while searches remain; every tool: before the last turn). The tag protocol
+    knows only `<search>`."""
     if not isinstance(message, dict):
         return ExecutorAction("malformed", problem="the reply is not a message")
     if protocol == "tag":
-        return _classify_tag(message, search_allowed)
-    return _classify_native(message, search_allowed)
+        return _classify_tag(message, callable_now.get(SEARCH_TOOL_NAME, False))
+    return _classify_native(message, callable_now)

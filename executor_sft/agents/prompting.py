@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from executor_sft.agents.executor_text import CORRECTION, EXECUTOR_PROMPTS, SEARCH_BUDGET_SPENT
 from executor_sft.metrics.judge import default_judge_prompt
 
 PROMPT_NAMES = ("executor_native", "executor_tag", "backbone", "answerer", "single_agent", "judge")
@@ -49,12 +50,9 @@ class Prompts(BaseModel):
     single_agent: str | None = None
     judge: str | None = None
 
-    # Short runtime notices (user messages the executor loop adds).
-    search_budget_spent: str = (
-        "You have used all your searches. Do not search again: reply now with your report "
-        "<answer>...</answer><evidence>...</evidence>."
-    )
-    correction: str = "Your last reply could not be used: {problem}. {instruction}"
+    # Short runtime notices (the executor's defaults are in executor_text).
+    search_budget_spent: str = SEARCH_BUDGET_SPENT
+    correction: str = CORRECTION
     backbone_reports: str = (
         "Reports from round {round}:\n\n{reports}\n\n"
         "Dispatch the next sub-queries, or reply <stop/> if these findings are enough. "
@@ -85,4 +83,5 @@ class Prompts(BaseModel):
         return fill(self.get(name), **values)
 
     def executor(self, protocol: str) -> str:
-        return self.get("executor_tag" if protocol == "tag" else "executor_native")
+        """The executor's system prompt template for `protocol` ("native" or "tag")."""
+        return self.get(EXECUTOR_PROMPTS.get(protocol, "executor_native"))

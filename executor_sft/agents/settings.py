@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from executor_sft.agents.prompting import Prompts
+from executor_sft.agents.tools import DEFAULT_TOOLS, SEARCH_TOOL_NAME, resolve_tools
 from executor_sft.llm.base import SamplingParams
 
 Protocol = Literal["native", "tag"]
@@ -26,11 +27,18 @@ def resolve_max_searches(max_turns: int, max_searches: int | None) -> int:
     return max_searches
 
 
+def check_tools(tools: tuple[str, ...] | list[str], protocol: str) -> None:
+    """The tool names resolve, and the tag protocol (which knows only `<search>`) has only search."""
+    resolved = resolve_tools(tools)
+    if protocol == "tag" and [t.name for t in resolved] != [SEARCH_TOOL_NAME]:
+        raise ValueError(f"the tag protocol has only <search>; tools {list(tools)} need protocol 'native'")
+
+
 @dataclass(frozen=True, slots=True)
 class ExecutorSettings:
     max_turns: int = 3
     max_searches: int | None = None
-    """None: `max_turns - 1` (the last turn never offers the tool)."""
+    """None: `max_turns - 1` (the last turn can only report; a search past the budget is refused)."""
     top_k: int = 3
     protocol: Protocol = "native"
     sampling: SamplingParams | None = None
@@ -38,11 +46,15 @@ class ExecutorSettings:
     prompts: Prompts = field(default_factory=Prompts)
     system_prompt: str | None = None
     """Replaces the protocol's executor prompt (the single-agent baseline uses its own)."""
+    tools: tuple[str, ...] = DEFAULT_TOOLS
+    """The tools offered on every turn: names in `agents.tools.TOOLS` or `package.module:attr`."""
 
     def __post_init__(self) -> None:
         if self.protocol not in ("native", "tag"):
             raise ValueError(f"protocol must be 'native' or 'tag', got {self.protocol!r}")
         resolve_max_searches(self.max_turns, self.max_searches)
+        object.__setattr__(self, "tools", tuple(self.tools))
+        check_tools(self.tools, self.protocol)
 
     @property
     def searches(self) -> int:

@@ -3,7 +3,8 @@
 TRL creates one instance per rollout, calls `reset(**example)` before generation, and exposes
 every public method except `reset` as a tool; the schema the model sees is derived from the
 method's signature and docstring. `search` is built so that schema equals `SEARCH_TOOL`
-exactly, i.e. the prompt in GRPO is rendered as in the rollouts and SFT rows.
+exactly, and it answers with the runtime's text (`agents.executor_text.search_result`), so the
+prompt and every tool turn in GRPO render as in the rollouts and SFT rows.
 
 Differences from the runtime loop (executor_sft.agents): TRL cannot withhold a tool, so once
 `max_searches` is spent `search` answers with the runtime's "budget spent, report now" notice
@@ -15,12 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from executor_sft.agents.executor_text import search_result
 from executor_sft.agents.prompting import Prompts
 from executor_sft.agents.tools import SEARCH_TOOL, SEARCH_TOOL_NAME
-from executor_sft.retrieval.base import Retriever, format_passages
+from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import SearchRecord
-
-NO_RESULTS = "No passages matched this query. Try a different query."
 
 
 def _search_docstring() -> str:
@@ -58,7 +58,7 @@ class SearchEnvironment:
             return self._budget_notice
         hits = self._retriever.search([query], self._top_k)[0] if query else []
         self.searches.append(SearchRecord(query=query, doc_ids=[h.doc_id for h in hits]))
-        return format_passages(hits) or NO_RESULTS
+        return search_result(hits)
 
     search.__doc__ = _search_docstring()
     search.__name__ = SEARCH_TOOL_NAME

@@ -4,7 +4,7 @@ Later stages construct retrievers with `build_retriever(RetrieverConfig(...))` o
 `load_retriever(DIR, kind=...)` and only ever call `Retriever.search` / `asearch`.
 """
 
-from executor_sft.retrieval.base import Hit, Retriever, format_passages
+from executor_sft.retrieval.base import Hit, Retriever
 from executor_sft.retrieval.bm25 import BM25Retriever, RankBM25Retriever
 from executor_sft.retrieval.build import BuildResult, build_index
 from executor_sft.retrieval.cache import CachedRetriever
@@ -40,7 +40,6 @@ __all__ = [
     "RetrieverConfig",
     "build_index",
     "build_retriever",
-    "format_passages",
     "fuse",
     "iter_corpus",
     "load_corpus",

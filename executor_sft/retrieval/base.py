@@ -60,7 +60,3 @@ def top_k_rows(scores: np.ndarray, k: int) -> np.ndarray:
     order = np.lexsort((candidates, -scores[candidates]))
     return candidates[order[:k]]
 
-
-def format_passages(hits: list[Hit]) -> str:
-    """The executor's view of a search result: `Doc i (Title: T) text`, one passage per line."""
-    return "\n".join(f"Doc {i} (Title: {h.title}) {h.text}" for i, h in enumerate(hits, start=1))

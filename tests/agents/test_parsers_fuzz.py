@@ -73,12 +73,15 @@ def test_text_parsers_never_raise(s):
 
 
 @settings(max_examples=150, deadline=None)
-@given(message, st.sampled_from(["native", "tag"]), st.booleans())
-def test_executor_reply_always_classified(msg, protocol, allowed):
-    action = classify_executor_reply(msg, protocol, allowed)
-    assert action.kind in ("search", "report", "malformed")
-    if action.kind == "search":
-        assert allowed and action.query and action.query.strip()
+@given(message, st.sampled_from(["native", "tag"]), st.booleans(), st.sampled_from([None, True, False]))
+def test_executor_reply_always_classified(msg, protocol, search_allowed, other_allowed):
+    callable_now = {"search": search_allowed} | ({} if other_allowed is None else {"name": other_allowed})
+    action = classify_executor_reply(msg, protocol, callable_now)
+    assert action.kind in ("call", "report", "malformed")
+    if action.kind == "call":
+        assert callable_now[action.tool]
+        if protocol == "tag":
+            assert action.tool == "search" and action.arguments["query"].strip()
     if action.kind == "report":
         assert action.report is not None
     if action.kind == "malformed":
@@ -88,8 +91,9 @@ def test_executor_reply_always_classified(msg, protocol, allowed):
 @settings(max_examples=100, deadline=None)
 @given(json_like)
 def test_tool_arguments_and_normalisation_never_raise(args):
-    query, problem = parse_tool_arguments(args)
-    assert (query is None) != (problem is None)
+    arguments, problem = parse_tool_arguments(args)
+    assert (arguments is None) != (problem is None)
+    assert arguments is None or isinstance(arguments, dict)
     msg = normalize_assistant({"content": args, "tool_calls": [args] if args is not None else None})
     assert msg["role"] == "assistant" and isinstance(msg["content"], str)
     for call in msg.get("tool_calls", []):

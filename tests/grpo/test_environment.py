@@ -7,10 +7,11 @@ import itertools
 
 import pytest
 
+from executor_sft.agents.executor_text import NO_PASSAGES, format_passages
 from executor_sft.agents.prompting import Prompts
 from executor_sft.agents.tools import SEARCH_TOOL
-from executor_sft.grpo.environment import NO_RESULTS, SearchEnvironment, SearchEnvironmentFactory
-from executor_sft.retrieval import BM25Retriever, Corpus, format_passages, iter_corpus
+from executor_sft.grpo.environment import SearchEnvironment, SearchEnvironmentFactory
+from executor_sft.retrieval import BM25Retriever, Corpus, iter_corpus
 
 
 class CountingRetriever:
@@ -71,8 +72,8 @@ def test_budget_then_notice_and_reset(small_bm25):
 def test_empty_or_unmatched_query(small_bm25):
     bm25, _ = small_bm25
     env = SearchEnvironment(bm25, top_k=3, max_searches=3)
-    assert env.search("   ") == NO_RESULTS
-    assert env.search("zzqqxxnotaword") == NO_RESULTS
+    assert env.search("   ") == NO_PASSAGES
+    assert env.search("zzqqxxnotaword") == NO_PASSAGES
     assert env.n_searches == 2  # both were tool calls: both count against the budget
 
 
