@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from agent_helpers import PASSAGE_TEXTS, ToyRetriever, report, search_call
 
-from executor_sft.agents import SEARCH_TOOL, Prompts, run_executor
+from executor_sft.agents import SEARCH_TOOL, TOOLS, Prompts, Tool, run_executor
 from executor_sft.llm.base import ChatError, SamplingParams
 from executor_sft.schema import ExecutorRun, LLMCallRecord
 from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
@@ -304,3 +304,66 @@ async def test_run_record_extras_order_and_coerced_header():
     ]
     assert list(run.model_dump())[-6:] == ["protocol", "top_k", "index_id", "calls", "n_corrections", "error"]
     assert run.usage.model_fields_set == {"prompt_tokens", "completion_tokens", "calls"}
+
+
+async def _echo(arguments, context):
+    if arguments.get("text") == "boom":
+        raise RuntimeError("boom")
+    return f"echo: {arguments.get('text')} (top_k={context.top_k})"
+
+
+ECHO = Tool(
+    name="echo",
+    description="Repeat the text.",
+    parameters={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    run=_echo,
+)
+
+
+@pytest.fixture()
+def echo_tool():
+    TOOLS.register("echo", ECHO)
+    yield ("search", "echo")
+    TOOLS.unregister("echo")
+
+
+def echo_call(text: str) -> dict:
+    return assistant(tool_calls=[tool_call("echo", {"text": text})])
+
+
+async def test_a_registered_tool_runs_by_name_and_is_no_search(echo_tool):
+    model = ScriptedChatModel([echo_call("hi"), report("x")])
+    run = await run_executor(model, ToyRetriever(), SUB_QUERY, tools=echo_tool, top_k=2)
+    assert run.messages[3]["role"] == "tool" and run.messages[3]["content"] == "echo: hi (top_k=2)"
+    assert run.n_searches == 0 and run.finish == "report"
+    assert model.requests[0]["tools"] == [SEARCH_TOOL, ECHO.schema]
+
+
+async def test_search_past_budget_is_refused_while_other_tools_remain(echo_tool):
+    model = ScriptedChatModel([search_call("Velmora"), search_call("again"), echo_call("ok"), report("x")])
+    run = await run_executor(model, ToyRetriever(), SUB_QUERY, tools=echo_tool, max_turns=4, max_searches=1)
+    assert run.finish == "report" and run.n_searches == 1 and run.n_corrections == 1
+    correction = model.requests[2]["messages"][-1]["content"]
+    assert "the search budget is spent, so you cannot search" in correction
+    assert 'Either call the echo tool once with arguments {"text": "..."}' in correction
+    assert model.requests[3]["messages"][-1]["content"] == "echo: ok (top_k=3)"
+
+
+async def test_unknown_tool_names_every_offered_tool(echo_tool):
+    model = ScriptedChatModel([assistant(tool_calls=[tool_call("browse", {})]), report("x")])
+    run = await run_executor(model, ToyRetriever(), SUB_QUERY, tools=echo_tool)
+    assert "unknown tool 'browse'; the tools are ['search', 'echo']" in run.messages[3]["content"]
+
+
+async def test_a_failing_tool_ends_the_run_with_its_name(echo_tool):
+    run = await run_executor(
+        ScriptedChatModel([echo_call("boom")]), ToyRetriever(), SUB_QUERY, tools=echo_tool
+    )
+    assert run.finish == "error" and run.error == "tool echo: RuntimeError: boom"
+
+
+async def test_no_tool_runs_on_the_last_turn(echo_tool):
+    model = ScriptedChatModel([echo_call("a"), echo_call("b")])
+    run = await run_executor(model, ToyRetriever(), SUB_QUERY, tools=echo_tool, max_turns=2)
+    assert run.finish == "turn_budget" and run.n_corrections == 1
+    assert [m["role"] for m in run.messages][-2:] == ["tool", "assistant"]  # the last call went unanswered

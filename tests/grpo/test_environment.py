@@ -7,11 +7,13 @@ import itertools
 
 import pytest
 
+from executor_sft.agents import run_executor
 from executor_sft.agents.executor_text import NO_PASSAGES, format_passages
 from executor_sft.agents.prompting import Prompts
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.grpo.environment import SearchEnvironment, SearchEnvironmentFactory
 from executor_sft.retrieval import BM25Retriever, Corpus, iter_corpus
+from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
 
 
 class CountingRetriever:
@@ -75,6 +77,22 @@ def test_empty_or_unmatched_query(small_bm25):
     assert env.search("   ") == NO_PASSAGES
     assert env.search("zzqqxxnotaword") == NO_PASSAGES
     assert env.n_searches == 2  # both were tool calls: both count against the budget
+
+
+@pytest.mark.parametrize("matched", [True, False], ids=["passages", "empty"])
+async def test_search_answers_as_the_executor_runtime_tool_message(small_bm25, matched):
+    bm25, passages = small_bm25
+    query = passages[7].title if matched else "zzqqxxnotaword"
+    model = ScriptedChatModel(
+        [assistant(tool_calls=[tool_call("search", {"query": query})]), "<answer>x</answer>"]
+    )
+    run = await run_executor(model, bm25, "a sub-query", top_k=2, max_turns=3)
+    tool_message = run.messages[3]
+    assert tool_message["role"] == "tool" and run.searches[0].query == query
+    env = SearchEnvironment(bm25, top_k=2, max_searches=2)
+    env.reset()
+    assert env.search(query) == tool_message["content"]
+    assert (tool_message["content"] == NO_PASSAGES) is not matched
 
 
 def test_factory_makes_isolated_instances(small_bm25):
