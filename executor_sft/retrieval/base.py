@@ -59,4 +59,3 @@ def top_k_rows(scores: np.ndarray, k: int) -> np.ndarray:
     candidates = np.flatnonzero(scores >= threshold)
     order = np.lexsort((candidates, -scores[candidates]))
     return candidates[order[:k]]
-
