@@ -166,10 +166,13 @@ def _classify_native(message: Message, callable_now: Mapping[str, bool]) -> Exec
         call = calls[0] if isinstance(calls[0], dict) else {}
         function = call.get("function") if isinstance(call.get("function"), dict) else call
         name = function.get("name")
-        if name not in callable_now:
+        if not isinstance(name, str) or name not in callable_now:
             return ExecutorAction("malformed", problem=_unknown_tool(name, list(callable_now)))
         if not callable_now[name]:
-            return ExecutorAction("malformed", problem="the search budget is spent, so you cannot search")
+            spent = "the search budget is spent, so you cannot search"
+            return ExecutorAction(
+                "malformed", problem=spent if name == SEARCH_TOOL_NAME else f"{name!r} cannot be called now"
+            )
         return ExecutorAction("call", tool=name, arguments=function.get("arguments"))
     content = message.get("content")
     report = parse_report(content if isinstance(content, str) else None)

@@ -11,6 +11,7 @@ from typing import Literal
 
 from executor_sft.agents.prompting import Prompts
 from executor_sft.agents.tools import DEFAULT_TOOLS, SEARCH_TOOL_NAME, resolve_tools
+from executor_sft.errors import ConfigError
 from executor_sft.llm.base import SamplingParams
 
 Protocol = Literal["native", "tag"]
@@ -31,7 +32,7 @@ def check_tools(tools: tuple[str, ...] | list[str], protocol: str) -> None:
     """The tool names resolve, and the tag protocol (which knows only `<search>`) has only search."""
     resolved = resolve_tools(tools)
     if protocol == "tag" and [t.name for t in resolved] != [SEARCH_TOOL_NAME]:
-        raise ValueError(f"the tag protocol has only <search>; tools {list(tools)} need protocol 'native'")
+        raise ConfigError(f"the tag protocol has only <search>; tools {list(tools)} need protocol 'native'")
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from executor_sft.agents.calls import normalize_assistant
@@ -74,6 +74,7 @@ def test_text_parsers_never_raise(s):
 
 @settings(max_examples=150, deadline=None)
 @given(message, st.sampled_from(["native", "tag"]), st.booleans(), st.sampled_from([None, True, False]))
+@example({"content": "", "tool_calls": [{"function": {"name": ["search"]}}]}, "native", True, None)
 def test_executor_reply_always_classified(msg, protocol, search_allowed, other_allowed):
     callable_now = {"search": search_allowed} | ({} if other_allowed is None else {"name": other_allowed})
     action = classify_executor_reply(msg, protocol, callable_now)
