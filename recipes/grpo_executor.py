@@ -1,4 +1,4 @@
-"""Optional GRPO stage for the executor: multi-turn search rollouts, CLP reward (TRL GRPOTrainer).
+"""Optional GRPO stage for the executor: multi-turn search rollouts, weighted rewards (TRL GRPOTrainer).
 
     # 1) prompts + references from verified teacher reports
     python recipes/build_grpo_data.py --rollouts runs/rollouts.jsonl --output runs/grpo.jsonl
@@ -9,9 +9,12 @@
         --dataset_name runs/grpo.jsonl --retriever '{index: indexes/wiki}'
     # LoRA instead of a full fine-tune
     ... --use_peft --lora_r 32 --lora_target_modules all-linear
+    # a reward of your own next to the CLP reward (a factory in my_rewards.py on PYTHONPATH)
+    ... --reward_funcs clp_em my_rewards:QuotesPassage --reward_weights 1.0 0.5
 
-Arguments: `GRPOScriptArguments` (a `trl.ScriptArguments`: data, retriever, search budget, reward), TRL's `GRPOConfig`
-(training, generation, vLLM) and `ModelConfig` (model, dtype, LoRA). See docs/grpo.md.
+Arguments: `GRPOScriptArguments` (a `trl.ScriptArguments`: data, retriever, search budget, rewards), TRL's `GRPOConfig`
+(training, generation, vLLM, `reward_weights`) and `ModelConfig` (model, dtype, LoRA). See docs/grpo.md.
+A config or reward the run cannot use is one `error:` line and exit status 2, before any model loads.
 """
 
 from __future__ import annotations
@@ -34,4 +37,7 @@ def main(argv: list[str] | None = None):
 
 
 if __name__ == "__main__":
-    main()
+    from executor_sft.errors import report_user_errors
+
+    status = report_user_errors(main)  # the trainer, or 2 after a one-line error
+    raise SystemExit(status if isinstance(status, int) else 0)

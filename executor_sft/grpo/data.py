@@ -80,6 +80,47 @@ def build_prompt(sub_query: str, system_prompt: str) -> list[Message]:
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": sub_query}]
 
 
+def _episode_runs(where: str, ep: Any) -> tuple[Mapping[str, Any], list[Any]]:
+    """The episode's question mapping (empty when absent) and its runs, or a `RecordError`."""
+    if not isinstance(ep, Mapping):
+        raise RecordError(where, "<record>", "must be a JSON object")
+    runs = ep.get("runs")
+    if not isinstance(runs, list):
+        raise RecordError(where, "runs", "must be a list")
+    question = ep.get("question") if isinstance(ep.get("question"), Mapping) else {}
+    return question, runs
+
+
+def _verified_answer(
+    run: Mapping[str, Any], where: str, path: str, require_judge: bool, report: GRPODataReport
+) -> str | None:
+    """The whitespace-folded answer of a correct, non-counterfactual run; None (and counted) otherwise."""
+    if run.get("counterfactual_of") is not None:
+        report.excluded["counterfactual"] += 1
+        return None
+    failure = correctness_failure(RunView.parse(run, where, path), require_judge=require_judge)
+    if failure is not None:
+        report.excluded[failure] += 1
+        return None
+    rep = run.get("report")
+    if not isinstance(rep, Mapping):
+        raise RecordError(where, f"{path}.report", "must be an object for a run that finished with a report")
+    answer = " ".join(_field(rep, "answer", where, f"{path}.report", str).split())
+    if not normalize_answer(answer):
+        report.excluded["empty_answer"] += 1
+        return None
+    return answer
+
+
+def _add_alias(row: dict[str, Any], answer: str, report: GRPODataReport) -> None:
+    """A further verified answer to a seen sub-query: an extra alias unless it normalises the same."""
+    report.duplicates += 1
+    aliases = row["reference"]
+    if normalize_answer(answer) not in {normalize_answer(a) for a in aliases}:
+        aliases.append(answer)
+        report.extra_aliases += 1
+
+
 def grpo_examples_from_episodes(
     episodes: Iterable[tuple[str, Mapping[str, Any]]],
     roles: tuple[str, ...] = (Role.TEACHER,),
@@ -97,16 +138,10 @@ def grpo_examples_from_episodes(
     """
     report = report if report is not None else GRPODataReport()
     prompts = Prompts()
-    rows: list[dict[str, Any]] = []
     by_key: dict[str, dict[str, Any]] = {}
     for where, ep in episodes:
         report.episodes += 1
-        if not isinstance(ep, Mapping):
-            raise RecordError(where, "<record>", "must be a JSON object")
-        runs = ep.get("runs")
-        if not isinstance(runs, list):
-            raise RecordError(where, "runs", "must be a list")
-        question = ep.get("question") if isinstance(ep.get("question"), Mapping) else {}
+        question, runs = _episode_runs(where, ep)
         for i, run in enumerate(runs):
             path = f"runs[{i}]"
             if not isinstance(run, Mapping):
@@ -114,34 +149,17 @@ def grpo_examples_from_episodes(
             if run.get("role") not in roles:
                 continue
             report.runs_considered += 1
-            if run.get("counterfactual_of") is not None:
-                report.excluded["counterfactual"] += 1
-                continue
-            failure = correctness_failure(RunView.parse(run, where, path), require_judge=require_judge)
-            if failure is not None:
-                report.excluded[failure] += 1
-                continue
-            rep = run.get("report")
-            if not isinstance(rep, Mapping):
-                raise RecordError(
-                    where, f"{path}.report", "must be an object for a run that finished with a report"
-                )
-            answer = " ".join(_field(rep, "answer", where, f"{path}.report", str).split())
-            if not normalize_answer(answer):
-                report.excluded["empty_answer"] += 1
+            answer = _verified_answer(run, where, path, require_judge, report)
+            if answer is None:
                 continue
             sub_query = " ".join(_field(run, "sub_query", where, path, str).split())
             if not sub_query:
                 raise RecordError(where, f"{path}.sub_query", "is empty")
             key = _sub_query_key(sub_query)
             if key in by_key:
-                report.duplicates += 1
-                aliases = by_key[key]["reference"]
-                if normalize_answer(answer) not in {normalize_answer(a) for a in aliases}:
-                    aliases.append(answer)
-                    report.extra_aliases += 1
+                _add_alias(by_key[key], answer, report)
                 continue
-            row = {
+            by_key[key] = {
                 "prompt": build_prompt(
                     sub_query, _system_prompt(run, system_prompt, top_k, max_searches, prompts)
                 ),
@@ -152,10 +170,8 @@ def grpo_examples_from_episodes(
                 "episode_id": str(ep.get("episode_id", "")),
                 "source_run_id": str(run.get("run_id", "")),
             }
-            by_key[key] = row
-            rows.append(row)
-    report.examples = len(rows)
-    return rows
+    report.examples = len(by_key)
+    return list(by_key.values())
 
 
 def grpo_examples_from_rollouts(

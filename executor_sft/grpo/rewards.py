@@ -1,4 +1,4 @@
-"""The GRPO reward: conditional log-penalty (CLP) on the executor's own report.
+"""The GRPO rewards: `REWARDS`, and the built-in conditional log-penalty (CLP) on the executor's report.
 
 `R = score * max(0, 1 - eps * log(1 + tool_calls))`: a wrong (or missing) report scores 0
 whatever it cost, a correct one is discounted by the number of searches with diminishing
@@ -7,6 +7,9 @@ marginal cost, so the policy learns to search again only when it pays off.
 The TRL reward functions below read the executor's multi-turn completion (assistant turns,
 with `tool_calls`, and `tool` turns) as TRL hands it over, parse the final report with the
 runtime's parser, and score its `<answer>` against the sub-query's reference answers.
+
+`REWARDS` maps a name to a factory of a TRL reward function; the built-ins `clp_em`, `clp_f1`
+and `clp_judge` register there as a user's own reward does (docs/architecture.md, "A reward").
 """
 
 from __future__ import annotations
@@ -22,9 +25,20 @@ from typing import Any, Literal
 from executor_sft.agents.parsing import parse_report
 from executor_sft.agents.prompting import Prompts
 from executor_sft.metrics.answer import exact_match, f1_score
+from executor_sft.registry import Registry
 from executor_sft.schema import Message, Report
 
-Metric = Literal["em", "f1", "judge"]
+RewardFunc = Callable[..., Any]
+"""A TRL reward function: `(prompts, completions, **columns) -> list[float | None]`, sync or async.
+`columns` are the dataset's columns (`reference`, `sub_query`, ...) plus TRL's `log_metric`,
+`trainer_state` and `environments`; its `__name__` (else its class name) names the logged
+`rewards/<name>/mean`."""
+RewardFactory = Callable[..., RewardFunc]
+"""Builds one reward function from its `reward_kwargs` (a class is a factory of its instances)."""
+
+REWARDS: Registry[RewardFactory] = Registry("reward")
+"""Reward name -> factory. GRPO's `reward_funcs` names entries here or `module:attr` factories."""
+
 JudgeFn = Callable[[str, list[str], str], "bool | None | Awaitable[bool | None]"]
 """judge(question, golden_answers, prediction) -> True/False/None, sync or async. An object with
 such a `.judge` method (e.g. `executor_sft.metrics.judge.LLMJudge`) is accepted too."""
@@ -131,7 +145,7 @@ class ScoredCompletion:
 class _CLPBase:
     """Shared scoring and logging; subclasses decide how an answer is scored."""
 
-    metric: Metric
+    metric: str
 
     def __init__(self, eps: float = DEFAULT_EPS, metric_prefix: str = "executor"):
         if eps < 0:
@@ -209,7 +223,7 @@ class JudgeCLPReward(_CLPBase):
     else the prompt's last user message.
     """
 
-    metric: Metric = "judge"
+    metric = "judge"
 
     def __init__(
         self, judge: Any, eps: float = DEFAULT_EPS, metric_prefix: str = "executor", max_concurrency: int = 16
@@ -259,14 +273,21 @@ class JudgeCLPReward(_CLPBase):
         return asyncio.run(self(**kwargs))
 
 
-def make_reward(
-    metric: Metric = "em", eps: float = DEFAULT_EPS, judge: JudgeFn | None = None
-) -> CLPReward | JudgeCLPReward:
-    """The CLP reward for `metric`; `judge` is required (and only used) for `metric="judge"`."""
-    if metric == "judge":
-        if judge is None:
-            raise ValueError(
-                "reward metric 'judge' needs a judge callable: judge(question, golden_answers, prediction)"
-            )
-        return JudgeCLPReward(judge, eps)
-    return CLPReward(metric, eps)
+@REWARDS.register("clp_em")
+def clp_em(eps: float = DEFAULT_EPS, metric_prefix: str = "executor") -> CLPReward:
+    """CLP over exact match against `reference` (the default reward)."""
+    return CLPReward("em", eps, metric_prefix)
+
+
+@REWARDS.register("clp_f1")
+def clp_f1(eps: float = DEFAULT_EPS, metric_prefix: str = "executor") -> CLPReward:
+    """CLP over token F1 against `reference` (partial credit)."""
+    return CLPReward("f1", eps, metric_prefix)
+
+
+@REWARDS.register("clp_judge")
+def clp_judge(
+    judge: JudgeFn | Any, eps: float = DEFAULT_EPS, metric_prefix: str = "executor", max_concurrency: int = 16
+) -> JudgeCLPReward:
+    """CLP over a judge's verdict; `judge` is the run's configured judge unless given."""
+    return JudgeCLPReward(judge, eps, metric_prefix, max_concurrency)

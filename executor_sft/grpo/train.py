@@ -1,4 +1,4 @@
-"""GRPO for the executor with TRL's GRPOTrainer: multi-turn search rollouts, CLP reward.
+"""GRPO for the executor with TRL's GRPOTrainer: multi-turn search rollouts, named weighted rewards.
 
 `recipes/grpo_executor.py` parses (GRPOScriptArguments, GRPOConfig, ModelConfig) with TrlParser
 and calls `run_grpo`; `build_grpo_trainer` is the same minus `train()` (tests and notebooks use
@@ -9,22 +9,28 @@ What TRL does for us (trl 1.16): `environment_factory` gives each rollout its ow
 tokenizer's response schema, runs the tool, appends the tool turn and generates again, up to
 `max_tool_calling_iterations` times; the tool-result tokens get `tool_mask = 0`, so the loss
 (`completion_mask * tool_mask`) never trains on retrieved passages. Generation runs on
-transformers, or vLLM in `colocate`/`server` mode (`use_vllm`, `vllm_mode`).
+transformers, or vLLM in `colocate`/`server` mode (`use_vllm`, `vllm_mode`). The rewards are
+`reward_funcs` (names in `REWARDS` or `module:attr` factories) weighted by TRL's own
+`GRPOConfig.reward_weights`; TRL sums them per completion.
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
+import inspect
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from trl import ScriptArguments
 
+from executor_sft.errors import ConfigError
 from executor_sft.grpo.data import grpo_examples_from_rollouts, load_jsonl, to_dataset
 from executor_sft.grpo.environment import SearchEnvironmentFactory
-from executor_sft.grpo.rewards import DEFAULT_EPS, JudgeFn, make_reward
+from executor_sft.grpo.reward_funcs import build_reward_funcs, check_reward_weights, check_rewards
+from executor_sft.grpo.rewards import JudgeFn
+from executor_sft.registry import import_path
 from executor_sft.retrieval.base import Retriever
 from executor_sft.retrieval.config import RetrieverConfig
 
@@ -33,14 +39,16 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class GRPOScriptArguments(ScriptArguments):
-    """Stage options that are not TRL's (data, retrieval, reward).
+    """Stage options that are not TRL's (data, retrieval, rewards).
 
     `trl.ScriptArguments` gives the data fields; `dataset_name` is the GRPO rows file here
     (`--dataset` is the same flag). `retriever` is a `RetrieverConfig` mapping, as in collection
     and evaluation configs (`{index: DIR, kind: bm25, k: 3}`): its `k` is the passages per
-    search. `judge` (reward=judge) is 'module:attr', or a `ModelConfig` mapping of the judge
-    model (an `LLMJudge` over it, verdicts cached in `judge_cache`). On the command line both
-    take YAML or JSON text: `--retriever '{index: indexes/wiki, k: 3}'`.
+    search. `reward_funcs` names the rewards (their weights are `GRPOConfig.reward_weights`),
+    `reward_kwargs` maps a reward's name to its factory's keyword arguments. `judge` (for
+    `clp_judge`) is 'module:attr', or a `ModelConfig` mapping of the judge model (an `LLMJudge`
+    over it, verdicts cached in `judge_cache`). On the command line the mappings take YAML or
+    JSON text: `--retriever '{index: indexes/wiki, k: 3}'`.
     """
 
     dataset_name: str | None = field(
@@ -77,16 +85,23 @@ class GRPOScriptArguments(ScriptArguments):
     max_searches: int = field(
         default=2, metadata={"help": "Searches per rollout; further calls get a 'report now' notice."}
     )
-    reward: Literal["em", "f1", "judge"] = field(
-        default="em", metadata={"help": "Answer score inside the CLP reward."}
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["clp_em"],
+        metadata={
+            "help": "Rewards, summed with GRPOConfig.reward_weights: clp_em, clp_f1, clp_judge (CLP over EM, "
+            "F1 or a judge verdict) or 'module:attr' factories of your own."
+        },
     )
-    clp_eps: float = field(
-        default=DEFAULT_EPS, metadata={"help": "CLP penalty: R = score * max(0, 1 - eps*log(1+calls))."}
+    reward_kwargs: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "Reward name -> keyword arguments of its factory (YAML/JSON), e.g. '{clp_em: {eps: 0.15}}'."
+        },
     )
     judge: dict | str | None = field(
         default=None,
         metadata={
-            "help": "For reward=judge: 'module:attr' (a judge(question, golden, prediction) callable or a zero-arg "
+            "help": "For clp_judge: 'module:attr' (a judge(question, golden, prediction) callable or a zero-arg "
             "factory of one), or a ModelConfig mapping (YAML/JSON) of an OpenAI-compatible judge model."
         },
     )
@@ -106,6 +121,8 @@ class GRPOScriptArguments(ScriptArguments):
             self.judge = parsed if isinstance(parsed, dict) else self.judge
         if isinstance(self.judge, dict):
             _validate(ChatModelConfig, self.judge, "judge")
+        self.reward_kwargs = _mapping(self.reward_kwargs, "reward_kwargs") or {}
+        check_rewards(self.reward_funcs, self.reward_kwargs)
 
     @property
     def retriever_top_k(self) -> int:
@@ -125,10 +142,9 @@ def _mapping(value: Any, name: str) -> Any:
         parsed = yaml.safe_load(value)
     except yaml.YAMLError as exc:
         raise ValueError(f"{name}: not YAML/JSON ({exc})") from None
-    if name == "retriever" and not isinstance(parsed, dict):
-        raise ValueError(
-            f"retriever: expected a mapping such as '{{index: indexes/wiki, k: 3}}', got {value!r}"
-        )
+    examples = {"retriever": "{index: indexes/wiki, k: 3}", "reward_kwargs": "{clp_em: {eps: 0.15}}"}
+    if name in examples and not isinstance(parsed, dict | None):
+        raise ValueError(f"{name}: expected a mapping such as '{examples[name]}', got {value!r}")
     return parsed
 
 
@@ -146,7 +162,7 @@ def _validate(cls: Any, data: dict[str, Any], name: str) -> Any:
 
 def load_grpo_dataset(args: GRPOScriptArguments):
     if (args.dataset_name is None) == (args.rollouts is None):
-        raise ValueError(
+        raise ConfigError(
             "give exactly one of `dataset_name` (GRPO rows JSONL) or `rollouts` (rollouts.jsonl files)"
         )
     if args.dataset_name is not None:
@@ -173,15 +189,12 @@ def load_retriever_from_args(args: GRPOScriptArguments) -> Retriever:
 
 def load_judge(spec: str) -> JudgeFn:
     """'module:attr' -> the judge; a class or zero-arg factory is called once to build it."""
-    module_name, _, attr = spec.partition(":")
-    if not attr:
-        raise ValueError(f"judge {spec!r}: expected 'module:attr'")
-    obj = getattr(importlib.import_module(module_name), attr)
+    if ":" not in spec:
+        raise ConfigError(f"judge {spec!r}: expected 'module:attr'")
+    obj: Any = import_path(spec, "judge")
     if isinstance(obj, type):
         return obj()
     try:
-        import inspect
-
         params = inspect.signature(obj).parameters
         if not params:
             return obj()
@@ -201,8 +214,8 @@ def build_judge(args: GRPOScriptArguments) -> Any:
 
         chat = build_chat_model(ChatModelConfig.model_validate(args.judge))
         return LLMJudge(chat, cache_path=args.judge_cache)
-    raise ValueError(
-        "reward=judge needs `judge` ('module:attr' or a model mapping such as '{model: Qwen/Qwen3-32B}'), "
+    raise ConfigError(
+        "reward clp_judge needs `judge` ('module:attr' or a model mapping such as '{model: Qwen/Qwen3-32B}'), "
         "or a judge passed to build_grpo_trainer"
     )
 
@@ -234,15 +247,19 @@ def build_grpo_trainer(
     trainer_cls: type | None = None,
     callbacks: list | None = None,
 ):
-    """A ready GRPOTrainer: dataset, search environment, CLP reward, optional LoRA.
+    """A ready GRPOTrainer: dataset, search environment, the weighted rewards, optional LoRA.
 
     `model`/`processing_class`/`train_dataset`/`retriever`/`judge` override what the arguments
-    would load (e.g. an in-memory model); `trainer_cls` may be a GRPOTrainer subclass.
+    would load (e.g. an in-memory model); `trainer_cls` may be a GRPOTrainer subclass. The
+    rewards are built (and checked against `reward_weights`) before anything else loads.
     """
     from trl import GRPOTrainer, get_peft_config, get_quantization_config
 
+    check_reward_weights(script_args.reward_funcs, training_args.reward_weights)
+    configured_judge = functools.cache(lambda: judge if judge is not None else build_judge(script_args))
+    rewards = build_reward_funcs(script_args.reward_funcs, script_args.reward_kwargs, configured_judge)
     if script_args.max_searches < 0 or script_args.retriever_top_k < 1:
-        raise ValueError(
+        raise ConfigError(
             f"need max_searches >= 0 and top_k >= 1, got {script_args.max_searches}, {script_args.retriever_top_k}"
         )
     if training_args.max_tool_calling_iterations is None:
@@ -251,9 +268,6 @@ def build_grpo_trainer(
         logger.info("max_tool_calling_iterations unset: using max_searches=%d", script_args.max_searches)
     dataset = train_dataset if train_dataset is not None else load_grpo_dataset(script_args)
     retriever = retriever if retriever is not None else load_retriever_from_args(script_args)
-    if script_args.reward == "judge" and judge is None:
-        judge = build_judge(script_args)
-    reward = make_reward(script_args.reward, script_args.clp_eps, judge)
     factory = SearchEnvironmentFactory(
         retriever, top_k=script_args.retriever_top_k, max_searches=script_args.max_searches
     )
@@ -261,11 +275,11 @@ def build_grpo_trainer(
         _model_init_kwargs(training_args, model_args)
         model = model_args.model_name_or_path
         if not model:
-            raise ValueError("model_name_or_path is required (the SFT checkpoint to start from)")
+            raise ConfigError("model_name_or_path is required (the SFT checkpoint to start from)")
     cls = trainer_cls or GRPOTrainer
     return cls(
         model=model,
-        reward_funcs=[reward],
+        reward_funcs=rewards,
         args=training_args,
         train_dataset=dataset,
         processing_class=processing_class,

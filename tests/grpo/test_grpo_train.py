@@ -1,101 +1,20 @@
 """A real 2-step GRPO run on CPU: tiny random Qwen3, BM25 over minibench, multi-turn search.
 
-The random model almost never writes a valid `<tool_call>` by itself, so the test makes it
-emit scripted turns with a transformers `LogitsProcessor` added to the model's own
-`generate` (the least invasive hook: TRL's tool loop, parsing, tool execution, masking and
-loss run unchanged; only which token gets sampled is decided by the script). One rollout per
-group is left free (random text). The batch the trainer computes the loss on is captured
-in `compute_loss` and its loss mask checked token by token.
+The model emits scripted turns (`grpo_helpers`: a `LogitsProcessor` on the model's own
+`generate`; one rollout per group is left free). The batch the trainer computes the loss on is
+captured in `compute_loss` and its loss mask checked token by token.
 """
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from grpo_helpers import NUM_GENERATIONS, SUB_QUERIES, Script, install_script
 
 from executor_sft.grpo import GRPOScriptArguments, build_grpo_trainer, clp_reward, to_dataset
 from executor_sft.grpo.data import build_prompt
-from executor_sft.testing import tiny_qwen3
 
 pytestmark = pytest.mark.slow
-
-SUB_QUERIES = [
-    ("Which river flows through the city of Lyon?", "Rhône"),
-    ("What is the capital of the Rhône-Alpes region?", "Lyon"),
-]
-NUM_GENERATIONS = 4
-FREE_ROW = 3  # this rollout of each group writes FREE_TOKENS random tokens, then ends its turn
-FREE_TOKENS = 24
-
-
-class ScriptedTurns(LogitsProcessor):
-    """Forces row r to emit scripts[r][step] (None entries: the model samples freely)."""
-
-    def __init__(self, scripts: list[list[int] | None], prompt_len: int):
-        self.scripts, self.prompt_len = scripts, prompt_len
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        step = input_ids.shape[1] - self.prompt_len
-        for row, script in enumerate(self.scripts):
-            if script is not None and step < len(script) and script[step] is not None:
-                scores[row] = -math.inf
-                scores[row, script[step]] = 0.0
-        return scores
-
-
-class Script:
-    """Turn 1: a search call (all rows but FREE_ROW). Turn 2: right, wrong, right report."""
-
-    def __init__(self, tokenizer):
-        self.tok = tokenizer
-        self.response_id = tokenizer.convert_tokens_to_ids("<tool_response>")
-        self.first_turns: list[list[int]] = []
-        self.second_turns: list[list[int]] = []
-
-    def ids(self, text: str) -> list[int]:
-        return self.tok(text, add_special_tokens=False)["input_ids"]
-
-    def for_row(self, row: int, prompt: list[int]) -> list[int | None]:
-        text = self.tok.decode(prompt)
-        sub_query, reference = next((q, a) for q, a in SUB_QUERIES if q in text)
-        if self.response_id not in prompt:  # first turn
-            if row % NUM_GENERATIONS == FREE_ROW:
-                return [None] * FREE_TOKENS + [self.tok.convert_tokens_to_ids("<|im_end|>")]
-            ids = self.ids(
-                f'<tool_call>\n{{"name": "search", "arguments": {{"query": "{sub_query}"}}}}\n</tool_call><|im_end|>'
-            )
-            self.first_turns.append(ids)
-            return ids
-        answer = reference if row % 2 == 0 else "not the answer"  # rows of this call: the 3 that searched
-        ids = self.ids(f"<answer>{answer}</answer>\n<evidence>From the passages.</evidence><|im_end|>")
-        self.second_turns.append(ids)
-        return ids
-
-
-def install_script(model, script: Script, pad_id: int) -> None:
-    original = model.generate
-
-    def generate(input_ids=None, attention_mask=None, **kwargs):
-        prompts = [row[mask.bool()].tolist() for row, mask in zip(input_ids, attention_mask, strict=True)]
-        scripts = [script.for_row(i, p) for i, p in enumerate(prompts)]
-        processors = LogitsProcessorList([ScriptedTurns(scripts, input_ids.shape[1])])
-        return original(
-            input_ids=input_ids, attention_mask=attention_mask, logits_processor=processors, **kwargs
-        )
-
-    model.generate = generate
-
-
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory):
-    model, tok = tiny_qwen3(seed=1)
-    path = tmp_path_factory.mktemp("tiny_qwen3")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
 
 
 def test_two_step_grpo_masks_tool_output(tiny_checkpoint, minibench_bm25, tmp_path):
@@ -115,7 +34,7 @@ def test_two_step_grpo_masks_tool_output(tiny_checkpoint, minibench_bm25, tmp_pa
         {"prompt": build_prompt(q, system.format(top_k=1, max_searches=1)), "reference": [a], "sub_query": q}
         for q, a in SUB_QUERIES
     ]
-    script_args = GRPOScriptArguments(retriever={"k": 1}, max_searches=1, reward="em")
+    script_args = GRPOScriptArguments(retriever={"k": 1}, max_searches=1)  # reward_funcs: [clp_em]
     training_args = GRPOConfig(
         output_dir=str(tmp_path / "out"),
         max_steps=2,
@@ -145,7 +64,7 @@ def test_two_step_grpo_masks_tool_output(tiny_checkpoint, minibench_bm25, tmp_pa
     assert trainer.max_tool_calling_iterations == 1  # defaulted from max_searches
     tok = trainer.processing_class
     script = Script(tok)
-    install_script(trainer.model, script, tok.pad_token_id)
+    install_script(trainer.model, script)
 
     trainer.train()
 

@@ -6,29 +6,18 @@ Uses a real BM25 index directory built by `build_index` over a slice of the mini
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from grpo_helpers import ROOT, load_recipe
 
 from executor_sft.schema import Episode, ExecutorRun, Outcome, Question, Report
 from executor_sft.testing import tiny_qwen3
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "recipes" / "configs" / "grpo_qwen3_1.7b.yaml"
-
-
-def load_recipe(name: str):
-    spec = importlib.util.spec_from_file_location(f"recipes_{name}", ROOT / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[f"recipes_{name}"] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +77,8 @@ def test_reference_config_parses():
     assert (training.num_generations, training.learning_rate, training.beta) == (8, 1e-6, 0.0)
     assert training.max_tool_calling_iterations == 2 and training.vllm_mode == "colocate"
     assert training.chat_template_kwargs == {"enable_thinking": False}
-    assert (script.retriever_top_k, script.max_searches, script.reward, script.clp_eps) == (3, 2, "em", 0.15)
+    assert (script.retriever_top_k, script.max_searches) == (3, 2)
+    assert (script.reward_funcs, training.reward_weights, script.reward_kwargs) == (["clp_em"], [1.0], {})
     assert model.dtype == "bfloat16" and model.use_peft is False
 
 

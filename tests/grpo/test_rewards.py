@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from executor_sft.grpo.rewards import (
     CLPReward,
     JudgeCLPReward,
+    clp_judge,
     clp_reward,
     count_tool_calls,
     final_report,
-    make_reward,
 )
 
 EPS = 0.15
@@ -195,12 +195,9 @@ def test_reward_needs_reference_column():
         CLPReward()(completions=[completion("x", 1)], reference=[["x"], ["y"]])
 
 
-def test_make_reward_validates():
-    with pytest.raises(ValueError, match="judge"):
-        make_reward("judge")
+def test_clp_reward_validates_metric():
     with pytest.raises(ValueError, match="metric"):
         CLPReward("judge")  # type: ignore[arg-type]
-    assert isinstance(make_reward("f1", eps=0.3), CLPReward)
 
 
 class ScriptedJudge:
@@ -216,7 +213,7 @@ class ScriptedJudge:
 
 def test_judge_reward_sync_judge():
     judge = ScriptedJudge({"The Big Apple"})
-    reward = make_reward("judge", judge=judge)
+    reward = clp_judge(judge)
     assert isinstance(reward, JudgeCLPReward) and reward.__name__ == "clp_judge"
     comps = [completion("The Big Apple", 1), completion("Boston", 2), completion(None, 1)]
     out = reward.score_sync(
@@ -255,9 +252,9 @@ def test_judge_reward_async_judge_and_null_verdict():
 def test_trl_sees_judge_reward_as_async():
     from trl.trainer.utils import get_callable_name, is_async_callable
 
-    reward = make_reward("judge", judge=ScriptedJudge(set()))
+    reward = clp_judge(ScriptedJudge(set()))
     assert is_async_callable(reward)
-    assert not is_async_callable(make_reward("em"))
+    assert not is_async_callable(CLPReward("em"))
     assert get_callable_name(reward) == "clp_judge"
 
 
@@ -269,7 +266,7 @@ def test_judge_reward_with_llm_judge():
     chat = ScriptedChatModel(
         default=lambda messages, tools: "False" if "Boston" in messages[-1]["content"] else "True"
     )
-    reward = make_reward("judge", judge=LLMJudge(chat))
+    reward = clp_judge(LLMJudge(chat))
     out = reward.score_sync(
         completions=[completion("NYC", 1), completion("Boston", 1), completion(None, 0)],
         reference=[["New York City"]] * 3,
