@@ -6,7 +6,8 @@ accelerate launch recipes/build_index.py --corpus ... --output ... --dense MODEL
 python recipes/build_index.py ... --dense MODEL --num_shards 4 --shard_index 2     # one machine of 4
 
 A bad corpus or output location ends with one line, `error: <file>[:<line>]: <what to do>`, and
-exit status 2, before any encoder loads; the output directory is left as it was.
+exit status 2, before any encoder loads; the output directory is left as it was. The last line
+names the retriever kinds the finished index serves (recipes/serve_retriever.py --kind).
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ import sys
 from dataclasses import dataclass, field
 
 from executor_sft.configfile import parse_trl_args
-from executor_sft.retrieval.build import IndexBuildError, build_index
-from executor_sft.retrieval.corpus import CorpusFormatError
+from executor_sft.errors import report_user_errors
+from executor_sft.retrieval.build import build_index
 from executor_sft.retrieval.encoders import EncoderConfig
-from executor_sft.retrieval.manifest import IndexMismatchError
+from executor_sft.retrieval.kinds import RETRIEVERS, kinds_served
 
-USER_ERRORS = (CorpusFormatError, IndexBuildError, IndexMismatchError)
-"""Problems with what the user passed: reported in one line, never as a traceback."""
+
+def _used_by(part: str) -> str:
+    """The help text's list of the registered retriever kinds that read index part `part`."""
+    return ", ".join(name for name in RETRIEVERS.names() if part in RETRIEVERS.get(name).needs)
 
 
 @dataclass
@@ -32,8 +35,13 @@ class BuildIndexArgs:
         default=False,
         metadata={"help": "replace a non-empty --output that is not an index of this corpus"},
     )
-    bm25: bool = field(default=False, metadata={"help": "build a bm25s index"})
-    dense: str | None = field(default=None, metadata={"help": "encoder path/name or alias (minilm)"})
+    bm25: bool = field(
+        default=False, metadata={"help": f"build a bm25s index (read by kinds {_used_by('bm25')})"}
+    )
+    dense: str | None = field(
+        default=None,
+        metadata={"help": f"encoder path/name or alias (minilm) to embed with (kinds {_used_by('dense')})"},
+    )
     index_type: str = field(default="flat", metadata={"help": "flat | hnsw | ivfpq"})
     backend: str = field(default="auto", metadata={"help": "sentence-transformers | transformers | auto"})
     pooling: str = field(default="mean", metadata={"help": "transformers backend: mean | cls | last"})
@@ -81,12 +89,10 @@ def main(args: BuildIndexArgs) -> None:
         overwrite=args.overwrite,
     )
     print(result.summary())
+    if result.complete:
+        print(f"retriever kinds it serves: {', '.join(kinds_served(result.kinds))}")
 
 
 if __name__ == "__main__":
     (parsed,) = parse_trl_args((BuildIndexArgs,), None)
-    try:
-        main(parsed)
-    except USER_ERRORS as exc:
-        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
-        sys.exit(2)
+    sys.exit(report_user_errors(lambda: main(parsed)))

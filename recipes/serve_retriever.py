@@ -2,9 +2,10 @@
 
 python recipes/serve_retriever.py --index indexes/wiki --kind bm25 --port 8000
 python recipes/serve_retriever.py --index indexes/wiki --kind hybrid --host 0.0.0.0   # reachable from other hosts
+python recipes/serve_retriever.py --index indexes/wiki --kind mykinds:one_per_title     # a kind of your own
 
-A missing or mismatched index, or bad --options, ends with one line (`error: ...`) and exit
-status 2, before any encoder loads.
+A missing or mismatched index, an unknown kind, or bad --options ends with one line
+(`error: ...`) and exit status 2, before any encoder loads.
 """
 
 from __future__ import annotations
@@ -15,25 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from executor_sft.configfile import parse_trl_args
-from executor_sft.retrieval.config import Kind, load_retriever
-from executor_sft.retrieval.corpus import CorpusFormatError
-from executor_sft.retrieval.encoders import EncoderLoadError
-from executor_sft.retrieval.manifest import IndexMismatchError
+from executor_sft.errors import ConfigError, report_user_errors
+from executor_sft.retrieval.config import load_retriever
+from executor_sft.retrieval.kinds import RETRIEVERS
 from executor_sft.retrieval.server import ServerConfig, create_app
-
-
-class ServeArgsError(ValueError):
-    """An option the user passed that cannot be used as given."""
-
-
-USER_ERRORS = (ServeArgsError, CorpusFormatError, IndexMismatchError, EncoderLoadError, FileNotFoundError)
-"""Problems with what the user passed (the index, the corpus, the options): one line, no traceback."""
 
 
 @dataclass
 class ServeArgs:
     index: str = field(metadata={"help": "index directory built by recipes/build_index.py"})
-    kind: Kind = field(default="bm25", metadata={"help": "bm25 | rank_bm25 | dense | hybrid | rrf"})
+    kind: str = field(
+        default="bm25",
+        metadata={"help": f"{' | '.join(RETRIEVERS.names())}, or your own kind as package.module:attr"},
+    )
     host: str = field(default="127.0.0.1", metadata={"help": "bind address (127.0.0.1 unless told)"})
     port: int = 8000
     corpus: str | None = field(default=None, metadata={"help": "check the index was built from this file"})
@@ -57,9 +52,9 @@ def parse_options(text: str) -> dict[str, Any]:
     try:
         opts = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ServeArgsError(f"--options: not JSON ({e.msg} at character {e.pos + 1})") from e
+        raise ConfigError(f"--options: not JSON ({e.msg} at character {e.pos + 1})") from e
     if not isinstance(opts, dict):
-        raise ServeArgsError("--options: expected a JSON object such as '{\"ef_search\": 64}'")
+        raise ConfigError("--options: expected a JSON object such as '{\"ef_search\": 64}'")
     return opts
 
 
@@ -90,8 +85,4 @@ def main(args: ServeArgs) -> None:
 
 if __name__ == "__main__":
     (parsed,) = parse_trl_args((ServeArgs,), None)
-    try:
-        main(parsed)
-    except USER_ERRORS as exc:
-        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
-        sys.exit(2)
+    sys.exit(report_user_errors(lambda: main(parsed)))

@@ -1,7 +1,9 @@
 """Retrieval: corpora, BM25 / dense / hybrid retrievers, reranking, caching, HTTP server and client.
 
 Later stages construct retrievers with `build_retriever(RetrieverConfig(...))` or
-`load_retriever(DIR, kind=...)` and only ever call `Retriever.search` / `asearch`.
+`load_retriever(DIR, kind=...)` and only ever call `Retriever.search` / `asearch`. The kinds
+are the `RETRIEVERS` registry (retrieval/kinds.py); a user adds one as shown in
+docs/architecture.md, "A retriever kind".
 """
 
 from executor_sft.retrieval.base import Hit, Retriever
@@ -13,11 +15,13 @@ from executor_sft.retrieval.corpus import Corpus, CorpusFormatError, Passage, it
 from executor_sft.retrieval.dense import DenseRetriever
 from executor_sft.retrieval.encoders import Encoder, EncoderConfig
 from executor_sft.retrieval.fusion import HybridRetriever, fuse
+from executor_sft.retrieval.kinds import RETRIEVERS, IndexDir, RetrieverKind
 from executor_sft.retrieval.manifest import IndexMismatchError, Manifest
 from executor_sft.retrieval.remote import RemoteRetriever, RetrievalError
 from executor_sft.retrieval.rerank import RerankRetriever
 
 __all__ = [
+    "RETRIEVERS",
     "BM25Retriever",
     "BuildResult",
     "CacheConfig",
@@ -29,6 +33,7 @@ __all__ = [
     "EncoderConfig",
     "Hit",
     "HybridRetriever",
+    "IndexDir",
     "IndexMismatchError",
     "Manifest",
     "Passage",
@@ -38,6 +43,7 @@ __all__ = [
     "RetrievalError",
     "Retriever",
     "RetrieverConfig",
+    "RetrieverKind",
     "build_index",
     "build_retriever",
     "fuse",

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from executor_sft.errors import UserError
 from executor_sft.retrieval.bm25 import BM25Retriever
 from executor_sft.retrieval.corpus import Corpus, CorpusFormatError, file_fingerprint
 from executor_sft.retrieval.dense import INDEX_TYPES, apply_search_params, make_faiss_index
@@ -129,7 +130,7 @@ def load_shards(shard_dir: Path, n_docs: int, shard_size: int) -> np.ndarray:
     return emb
 
 
-class IndexBuildError(ValueError):
+class IndexBuildError(UserError, ValueError):
     """A build that cannot go ahead as asked (output location, options); the message says what to do."""
 
 
@@ -139,6 +140,30 @@ def staging_dir(out: Path) -> Path:
     Its name is fixed so that a crashed or split (multi-machine) build finds its work again.
     """
     return out.parent / f".{out.name}.partial"
+
+
+@dataclass
+class _Stage:
+    """One build in progress: where it is assembled and who this process is among the workers."""
+
+    out: Path
+    path: Path
+    created: bool  # this call made `path` (so a failure before any work removes it)
+    manifest: Manifest
+    docs: Corpus
+    rank: int
+    world: int
+    state: Any
+    times: dict[str, float] = field(default_factory=dict)
+
+    def wait_for_everyone(self) -> None:
+        if self.state is not None and self.world > 1:
+            self.state.wait_for_everyone()
+
+    def abandon(self) -> None:
+        """Remove a stage this call created, when the build stops before any part was made."""
+        if self.created:
+            shutil.rmtree(self.path, ignore_errors=True)
 
 
 def build_index(
@@ -163,86 +188,128 @@ def build_index(
     same corpus is refused unless `overwrite`. Every input is checked before an encoder loads.
     """
     _check_options(index_type, bm25, dense, num_shards, shard_index)
-    corpus_path, out = Path(corpus), Path(output)
-    rank, world, state = _worker()
-    main = rank == 0 and shard_index == 0
-    times: dict[str, float] = {}
-
-    t = time.perf_counter()
-    info = _corpus_info(corpus_path)
-    seed = _check_output(out, corpus_path, info.fingerprint, overwrite)
-    stage = staging_dir(out)
-    _check_stage(stage, info.fingerprint, overwrite)
-    parsed = None if _has_docs(stage, info.fingerprint) or seed else _read_corpus(corpus_path)
-    created = _make_stage(stage, out if seed else None, parsed, info)
-    if state is not None and world > 1:
-        state.wait_for_everyone()
-    manifest = Manifest.load(stage)
-    docs = Corpus.load(stage / "docs.arrow")
-    times["corpus"] = time.perf_counter() - t
-
+    stage = _open_stage(Path(corpus), Path(output), overwrite)
+    main = stage.rank == 0 and shard_index == 0
     if bm25 and main:
-        t = time.perf_counter()
-        binfo = (bm25_info or BM25Info()).model_copy(update={"versions": library_versions(BM25_LIBRARIES)})
-        shutil.rmtree(stage / "bm25", ignore_errors=True)  # may be hard links shared with `out`
-        BM25Retriever.build(docs, binfo, show_progress=True).save(stage / "bm25")
-        manifest.bm25 = binfo
-        times["bm25"] = time.perf_counter() - t
-
+        _build_bm25(stage, bm25_info)
     embedded = skipped = 0
     complete = True
     if dense:
-        t = time.perf_counter()
         cfg = encoder or EncoderConfig(model=dense)
         cfg.model = dense
-        try:
-            enc = Encoder(cfg)
-        except EncoderLoadError as exc:
-            if created:
-                shutil.rmtree(stage, ignore_errors=True)
-            raise IndexBuildError(f"--dense {exc}") from exc
-        dense_dir = stage / "dense"
-        meta = _dense_info(cfg, enc, index_type, shard_size)
-        try:
-            _check_resume(manifest.dense, meta, out)
-        except IndexMismatchError:
-            if created:
-                shutil.rmtree(stage, ignore_errors=True)
-            raise
-        n_workers = world * num_shards
-        worker = shard_index * world + rank
-        embedded, skipped = embed_shards(
-            docs, enc, dense_dir / "shards", shard_size, batch_size, (worker, n_workers)
+        embedded, skipped, complete = _build_dense(
+            stage, cfg, index_type, index_params, batch_size, shard_size, (num_shards, shard_index), main
         )
-        times["embed"] = time.perf_counter() - t
-        if state is not None and world > 1:
-            state.wait_for_everyone()
-        complete = num_shards == 1
-        if complete and rank == 0:
-            t = time.perf_counter()
-            emb = load_shards(dense_dir / "shards", len(docs), shard_size)
-            index, used = make_faiss_index(emb, index_type, **(index_params or {}))
-            apply_search_params(index, index_type, used)
-            import faiss
-
-            faiss.write_index(index, str(dense_dir / "index.faiss.tmp"))
-            (dense_dir / "index.faiss.tmp").replace(dense_dir / "index.faiss")
-            meta.index_params, meta.num_vectors = used, index.ntotal
-            manifest.dense = meta
-            times["faiss"] = time.perf_counter() - t
-        elif main:
-            manifest.dense = meta  # records the encoder so other machines' shards are checked
-
     if main:
-        manifest.versions = library_versions()
-        manifest.kinds = sorted(
-            {*manifest.kinds, *(["bm25"] if bm25 else []), *(["dense"] if dense and complete else [])}
-        )
-        manifest.save(stage)
-        if complete:
-            _swap_into_place(stage, out)
-    where = out if complete else stage
-    return BuildResult(where, manifest.kinds, len(docs), complete, embedded, skipped, times)
+        _finish(stage, [*(["bm25"] if bm25 else []), *(["dense"] if dense and complete else [])], complete)
+    where = stage.out if complete else stage.path
+    return BuildResult(where, stage.manifest.kinds, len(stage.docs), complete, embedded, skipped, stage.times)
+
+
+def _open_stage(corpus_path: Path, out: Path, overwrite: bool) -> _Stage:
+    """Check the corpus and output, then open (create, resume or seed from `out`) the staging directory."""
+    rank, world, state = _worker()
+    t = time.perf_counter()
+    info = _corpus_info(corpus_path)
+    seed = _check_output(out, corpus_path, info.fingerprint, overwrite)
+    path = staging_dir(out)
+    _check_stage(path, info.fingerprint, overwrite)
+    parsed = None if _has_docs(path, info.fingerprint) or seed else _read_corpus(corpus_path)
+    created = _make_stage(path, out if seed else None, parsed, info)
+    if state is not None and world > 1:
+        state.wait_for_everyone()
+    manifest, docs = Manifest.load(path), Corpus.load(path / "docs.arrow")
+    stage = _Stage(out, path, created, manifest, docs, rank, world, state)
+    stage.times["corpus"] = time.perf_counter() - t
+    return stage
+
+
+def _build_bm25(stage: _Stage, bm25_info: BM25Info | None) -> None:
+    t = time.perf_counter()
+    binfo = (bm25_info or BM25Info()).model_copy(update={"versions": library_versions(BM25_LIBRARIES)})
+    shutil.rmtree(stage.path / "bm25", ignore_errors=True)  # may be hard links shared with `out`
+    BM25Retriever.build(stage.docs, binfo, show_progress=True).save(stage.path / "bm25")
+    stage.manifest.bm25 = binfo
+    stage.times["bm25"] = time.perf_counter() - t
+
+
+def _build_dense(
+    stage: _Stage,
+    cfg: EncoderConfig,
+    index_type: str,
+    index_params: dict[str, Any] | None,
+    batch_size: int,
+    shard_size: int,
+    machines: tuple[int, int],
+    main: bool,
+) -> tuple[int, int, bool]:
+    """Embed this worker's shards, then (on the one machine of a single-machine build) merge them.
+
+    Returns (shards embedded, shards skipped as done, whether the dense part is complete).
+    """
+    num_shards, shard_index = machines
+    t = time.perf_counter()
+    enc, meta = _load_encoder(stage, cfg, index_type, shard_size)
+    dense_dir = stage.path / "dense"
+    worker = (shard_index * stage.world + stage.rank, stage.world * num_shards)
+    embedded, skipped = embed_shards(stage.docs, enc, dense_dir / "shards", shard_size, batch_size, worker)
+    stage.times["embed"] = time.perf_counter() - t
+    stage.wait_for_everyone()
+    complete = num_shards == 1
+    if complete and stage.rank == 0:
+        t = time.perf_counter()
+        _merge_shards(dense_dir, len(stage.docs), shard_size, index_type, index_params, meta)
+        stage.manifest.dense = meta
+        stage.times["faiss"] = time.perf_counter() - t
+    elif main:
+        stage.manifest.dense = meta  # records the encoder so other machines' shards are checked
+    return embedded, skipped, complete
+
+
+def _load_encoder(
+    stage: _Stage, cfg: EncoderConfig, index_type: str, shard_size: int
+) -> tuple[Encoder, DenseInfo]:
+    """The encoder, refused (and a fresh stage removed) when it cannot load or differs from the shards'."""
+    try:
+        enc = Encoder(cfg)
+    except EncoderLoadError as exc:
+        stage.abandon()
+        raise IndexBuildError(f"--dense {exc}") from exc
+    meta = _dense_info(cfg, enc, index_type, shard_size)
+    try:
+        _check_resume(stage.manifest.dense, meta, stage.out)
+    except IndexMismatchError:
+        stage.abandon()
+        raise
+    return enc, meta
+
+
+def _merge_shards(
+    dense_dir: Path,
+    n_docs: int,
+    shard_size: int,
+    index_type: str,
+    index_params: dict[str, Any] | None,
+    meta: DenseInfo,
+) -> None:
+    """Write the FAISS index over every shard; records its parameters and size in `meta`."""
+    import faiss
+
+    emb = load_shards(dense_dir / "shards", n_docs, shard_size)
+    index, used = make_faiss_index(emb, index_type, **(index_params or {}))
+    apply_search_params(index, index_type, used)
+    faiss.write_index(index, str(dense_dir / "index.faiss.tmp"))
+    (dense_dir / "index.faiss.tmp").replace(dense_dir / "index.faiss")
+    meta.index_params, meta.num_vectors = used, index.ntotal
+
+
+def _finish(stage: _Stage, parts: list[str], complete: bool) -> None:
+    """Record what was built; a complete index then replaces `out` in one rename."""
+    stage.manifest.versions = library_versions()
+    stage.manifest.kinds = sorted({*stage.manifest.kinds, *parts})
+    stage.manifest.save(stage.path)
+    if complete:
+        _swap_into_place(stage.path, stage.out)
 
 
 def _check_options(index_type: str, bm25: bool, dense: str | None, num_shards: int, shard_index: int) -> None:

@@ -3,117 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from executor_sft.errors import ConfigError
 from executor_sft.retrieval.base import Retriever
-from executor_sft.retrieval.bm25 import BM25Retriever, RankBM25Retriever
-from executor_sft.retrieval.corpus import Corpus
-from executor_sft.retrieval.dense import DenseRetriever, apply_search_params
-from executor_sft.retrieval.encoders import Encoder, EncoderConfig, resolve_model
-from executor_sft.retrieval.fusion import HybridRetriever
-from executor_sft.retrieval.manifest import IndexMismatchError, Manifest, check_corpus, check_option
-
-Kind = Literal["bm25", "rank_bm25", "dense", "hybrid", "rrf"]
-KINDS = ("bm25", "rank_bm25", "dense", "hybrid", "rrf")
+from executor_sft.retrieval.kinds import open_index, retriever_kind
 
 
-def _load_dense(directory: Path, manifest: Manifest, docs: Corpus, opts: dict[str, Any]) -> DenseRetriever:
-    info = manifest.dense
-    if info is None or "dense" not in manifest.kinds:
-        raise IndexMismatchError(
-            f"index {directory} has no dense index (kinds: {manifest.kinds}); build it with --dense MODEL"
-        )
-    model = opts.pop("model", None)
-    if model is not None and model != info.model and resolve_model(model) != info.model_path:
-        raise IndexMismatchError(
-            f"index {directory} was embedded with encoder {info.model!r} ({info.model_path}), "
-            f"but encoder {model!r} was requested; queries must use the same encoder as the passages"
-        )
-    check_option(directory, "passage_prefix", info.passage_prefix, opts.pop("passage_prefix", None))
-    check_option(directory, "dim", info.dim, opts.pop("dim", None))
-    check_option(directory, "pooling", info.pooling, opts.pop("pooling", None))
-    check_option(directory, "index_type", info.index_type, opts.pop("index_type", None))
-    cfg = EncoderConfig(
-        model=info.model_path,
-        backend=info.backend,
-        pooling=info.pooling if info.pooling != "sentence-transformers" else "mean",
-        query_prefix=opts.pop("query_prefix", info.query_prefix),
-        passage_prefix=info.passage_prefix,
-        dim=info.dim if info.dim != info.full_dim else None,
-        max_length=info.max_length,
-        device=opts.pop("device", None),
-        fp16=opts.pop("fp16", None),
-    )
-    index = DenseRetriever.read_index(directory / "dense" / "index.faiss", mmap=opts.pop("mmap", True))
-    params = {**info.index_params, **{k: opts.pop(k) for k in ("ef_search", "nprobe") if k in opts}}
-    apply_search_params(index, info.index_type, params)
-    r = DenseRetriever(Encoder(cfg), index, docs, batch_size=opts.pop("batch_size", 64))
-    if opts:
-        raise TypeError(f"unknown options for a dense retriever: {sorted(opts)}")
-    r.index_id = manifest.index_id("dense")
-    return r
-
-
-MMAP_ABOVE_BYTES = 1 << 30
-"""Index files above this size are memory-mapped: a 21M-passage index must not be copied into
-RAM per process, while a small one read into memory is faster (bm25s on numpy memmaps pays
-Python overhead per access: ~1/5 of BM25 time in a py-spy profile of collection over minibench)."""
-
-
-def _index_bytes(directory: Path) -> int:
-    return sum(
-        f.stat().st_size for sub in ("bm25", "dense") for f in (directory / sub).rglob("*") if f.is_file()
-    )
-
-
-def load_retriever(directory: str | Path, kind: Kind = "bm25", **opts: Any) -> Retriever:
-    """Load a retriever of `kind` from an index directory built by `build_index`.
+def load_retriever(directory: str | Path, kind: str = "bm25", **opts: Any) -> Retriever:
+    """Load a retriever of `kind` (see `kinds.RETRIEVERS`) from an index directory built by `build_index`.
 
     Options: corpus (check the index was built from this file), mmap (default "auto": memory-map
-    the index files when they exceed `MMAP_ABOVE_BYTES`, else read them into memory), model /
-    passage_prefix / dim / pooling / index_type (must match the build, else IndexMismatchError),
-    query_prefix, device, fp16, batch_size, ef_search, nprobe; hybrid/rrf: weights
-    (dense, bm25), depth, rrf_k, normalization (theoretical | minmax | zscore).
+    the index files when they exceed `kinds.MMAP_ABOVE_BYTES`, else read them into memory); then
+    the kind's own: dense: model / passage_prefix / dim / pooling / index_type (must match the
+    build, else IndexMismatchError), query_prefix, device, fp16, batch_size, ef_search, nprobe;
+    hybrid/rrf: those and weights (dense, bm25), depth, rrf_k, normalization (theoretical |
+    minmax | zscore). An option no loader used is a `ConfigError`.
     """
-    directory = Path(directory)
-    manifest = Manifest.load(directory)
-    if kind not in KINDS:
-        raise ValueError(f"retriever kind {kind!r}: expected one of {KINDS}")
-    corpus = opts.pop("corpus", None)
-    if corpus is not None:
-        check_corpus(manifest, corpus, directory)
-    docs = Corpus.load(directory / "docs.arrow")
-    if kind in ("bm25", "hybrid", "rrf") and "bm25" not in manifest.kinds:
-        raise IndexMismatchError(
-            f"index {directory} has no BM25 index (kinds: {manifest.kinds}); build it with --bm25"
-        )
-    mmap = opts.pop("mmap", "auto")
-    if mmap == "auto":
-        mmap = _index_bytes(directory) > MMAP_ABOVE_BYTES
-    if kind == "rank_bm25":
-        r: Retriever = RankBM25Retriever(
-            docs, manifest.bm25.model_copy(update={"backend": "rank_bm25"}) if manifest.bm25 else None
-        )
-        r.index_id = manifest.index_id("rank_bm25")
-    elif kind == "bm25":
-        r = BM25Retriever.load(
-            directory / "bm25", docs, manifest.bm25, mmap=mmap, index_id=manifest.index_id("bm25")
-        )
-    elif kind == "dense":
-        r = _load_dense(directory, manifest, docs, {**opts, "mmap": mmap})
-        opts.clear()
-    else:
-        fusion = {k: opts.pop(k) for k in ("weights", "depth", "rrf_k", "normalization") if k in opts}
-        dense = _load_dense(directory, manifest, docs, {**opts, "mmap": mmap})
-        opts.clear()
-        bm25 = BM25Retriever.load(
-            directory / "bm25", docs, manifest.bm25, mmap=mmap, index_id=manifest.index_id("bm25")
-        )
-        r = HybridRetriever([dense, bm25], method="weighted" if kind == "hybrid" else "rrf", **fusion)
+    retriever_kind(kind)  # an unknown kind fails before the index is read
+    index = open_index(directory, corpus=opts.pop("corpus", None), mmap=opts.pop("mmap", "auto"))
+    r = index.load(kind, opts)
     if opts:
-        raise TypeError(f"unknown options for a {kind} retriever: {sorted(opts)}")
+        raise ConfigError(f"unknown options for a {kind} retriever: {sorted(opts)}")
     return r
 
 
@@ -130,7 +43,7 @@ class RetrieverConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     index: str | None = None
     url: str | None = None
-    kind: Kind = "bm25"
+    kind: str = "bm25"  # a registered retriever kind or `package.module:attr`
     k: int = Field(3, ge=1)
     corpus: str | None = None  # check the index was built from this file
     options: dict[str, Any] = Field(default_factory=dict)  # passed to load_retriever
@@ -139,6 +52,12 @@ class RetrieverConfig(BaseModel):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     timeout_s: float = 60.0
     max_retries: int = 5
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        retriever_kind(kind)
+        return kind
 
     @model_validator(mode="after")
     def _one_source(self) -> RetrieverConfig:

@@ -9,11 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from executor_sft.errors import UserError
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_SCHEMA = "executor_sft.index/v1"
@@ -31,8 +34,12 @@ DENSE_LIBRARIES = (
 """Distributions whose version decides a dense index's vectors and FAISS structure."""
 
 
-class IndexMismatchError(ValueError):
+class IndexMismatchError(UserError, ValueError):
     """The index directory was built with options other than the ones requested."""
+
+
+class IndexFileNotFoundError(UserError, FileNotFoundError):
+    """An index directory or corpus file that is not where the user said."""
 
 
 class CorpusInfo(BaseModel):
@@ -79,20 +86,23 @@ class Manifest(BaseModel):
     schema_: str = Field(MANIFEST_SCHEMA, alias="schema")
     corpus: CorpusInfo
     kinds: list[str] = Field(default_factory=list)
+    """The index parts built ("bm25", "dense"); retriever kinds name the parts they read."""
     bm25: BM25Info | None = None
     dense: DenseInfo | None = None
     versions: dict[str, str] = Field(default_factory=dict)
     created_at: str = Field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
-    def index_id(self, kind: str) -> str:
-        """Names the searchable contents (corpus + the parts `kind` uses), for cache keys."""
-        parts: dict[str, Any] = {"corpus": self.corpus.fingerprint, "kind": kind}
-        if kind in ("bm25", "rank_bm25", "hybrid", "rrf") and self.bm25:
-            parts["bm25"] = self.bm25.model_dump(exclude={"versions"})
-        if kind in ("dense", "hybrid", "rrf") and self.dense:
-            d = self.dense.model_dump(exclude={"num_vectors", "shard_size", "model_path", "versions"})
-            parts["dense"] = d
-        blob = json.dumps(parts, sort_keys=True).encode()
+    def index_id(self, kind: str, parts: Iterable[str]) -> str:
+        """Names the searchable contents (corpus + the built `parts` a `kind` reads), for cache keys."""
+        used = set(parts)
+        key: dict[str, Any] = {"corpus": self.corpus.fingerprint, "kind": kind}
+        if "bm25" in used and self.bm25:
+            key["bm25"] = self.bm25.model_dump(exclude={"versions"})
+        if "dense" in used and self.dense:
+            key["dense"] = self.dense.model_dump(
+                exclude={"num_vectors", "shard_size", "model_path", "versions"}
+            )
+        blob = json.dumps(key, sort_keys=True).encode()
         return f"{kind}-{hashlib.blake2b(blob, digest_size=8).hexdigest()}"
 
     def save(self, directory: str | Path) -> Path:
@@ -106,7 +116,7 @@ class Manifest(BaseModel):
     def load(cls, directory: str | Path) -> Manifest:
         path = Path(directory) / MANIFEST_NAME
         if not path.exists():
-            raise FileNotFoundError(f"{path} not found: is {directory} an index built by build_index?")
+            raise IndexFileNotFoundError(f"{path} not found: is {directory} an index built by build_index?")
         return cls.model_validate_json(path.read_text(encoding="utf-8"))
 
 
@@ -130,7 +140,7 @@ def check_corpus(manifest: Manifest, corpus_path: str | Path, directory: str | P
 
     p = Path(corpus_path)
     if not p.exists():
-        raise FileNotFoundError(f"corpus not found: {p}")
+        raise IndexFileNotFoundError(f"corpus not found: {p}")
     info = manifest.corpus
     size = p.stat().st_size
     if size != info.size_bytes or file_fingerprint(p) != info.fingerprint:

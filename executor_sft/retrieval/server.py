@@ -153,6 +153,7 @@ def _over_limit(req: RetrieveRequest, config: ServerConfig) -> str | None:
 
 
 def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: str | None = None) -> FastAPI:
+    """The retrieval app over `retriever` (`kind` is reported by /health)."""
     config = config or ServerConfig()
     batcher = MicroBatcher(retriever, config.max_batch, config.max_wait_ms) if config.batching else None
 
@@ -167,17 +168,23 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: s
     app = FastAPI(title="executor_sft retrieval", lifespan=lifespan, max_body_size=config.max_body_bytes)
     app.state.batcher = batcher
     app.state.requests = 0
+    app.add_exception_handler(RequestValidationError, _readable_422)
+    _add_health(app, retriever, config, batcher, kind)
+    _add_retrieve(app, retriever, config, batcher)
+    return app
 
-    @app.exception_handler(RequestValidationError)
-    async def _readable_422(request: Request, exc: RequestValidationError):
-        problems = [
-            f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}" for e in exc.errors()
-        ]
-        return JSONResponse(status_code=422, content={"detail": "; ".join(problems)})
 
-    def _reject(detail: str) -> JSONResponse:
-        return JSONResponse(status_code=422, content={"detail": detail})
+async def _readable_422(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """A validation failure as one `field: problem` line per problem, not pydantic's nested JSON."""
+    problems = [
+        f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}" for e in exc.errors()
+    ]
+    return JSONResponse(status_code=422, content={"detail": "; ".join(problems)})
 
+
+def _add_health(
+    app: FastAPI, retriever: Retriever, config: ServerConfig, batcher: MicroBatcher | None, kind: str | None
+) -> None:
     @app.get("/health")
     async def health():
         return {
@@ -189,10 +196,14 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: s
             "retriever_calls": batcher.calls if batcher else app.state.requests,
         }
 
+
+def _add_retrieve(
+    app: FastAPI, retriever: Retriever, config: ServerConfig, batcher: MicroBatcher | None
+) -> None:
     @app.post("/retrieve")
     async def retrieve(req: RetrieveRequest):
         if problem := _over_limit(req, config):
-            return _reject(problem)
+            return JSONResponse(status_code=422, content={"detail": problem})
         app.state.requests += 1
         if batcher:
             results = await batcher.submit(req.queries, req.topk)
@@ -204,5 +215,3 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: s
                 {"result": [[{"document": _doc(h), "score": h.score} for h in hits] for hits in results]}
             )
         return JSONResponse({"result": [[_doc(h) for h in hits] for hits in results]})
-
-    return app

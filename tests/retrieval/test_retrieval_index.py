@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from executor_sft.errors import ConfigError
 from executor_sft.retrieval import BM25Retriever, IndexMismatchError, Manifest, build_index, load_retriever
 from executor_sft.retrieval.build import shard_path
 from executor_sft.retrieval.corpus import load_corpus
@@ -43,7 +44,7 @@ def test_loading_with_another_corpus_fails_clearly(bm25_index, minibench_corpus_
 def test_missing_kind_and_unknown_options_fail_clearly(bm25_index):
     with pytest.raises(IndexMismatchError, match="no dense index"):
         load_retriever(bm25_index, "dense")
-    with pytest.raises(TypeError, match="unknown options"):
+    with pytest.raises(ConfigError, match="unknown options"):
         load_retriever(bm25_index, "bm25", nprobe=3)
 
 
