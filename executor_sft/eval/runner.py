@@ -152,7 +152,7 @@ class EvalRun:
 def _load_tokenizer(spec: str | None) -> Any:
     if spec is None:
         return None
-    from executor_sft.llm.config import _load_tokenizer as load
+    from executor_sft.llm.backends import load_tokenizer as load
 
     return load(spec)
 

@@ -77,7 +77,7 @@ class VLLMConfig(ModelConfig):
     chat_template: str | None = None
     """Path to a Jinja chat template, or "chatml_tools" / "qwen3_executor" (this project's)."""
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments of `vllm.LLM` (gpu_memory_utilization, max_model_len, ...)."""
+    """Keyword arguments of vLLM's `AsyncEngineArgs` (gpu_memory_utilization, max_model_len, ...)."""
 
 
 class OracleConfig(ModelConfig):
