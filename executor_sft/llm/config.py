@@ -60,8 +60,8 @@ class ModelConfig(BaseModel):
     identity_exclude: ClassVar[frozenset[str]] = frozenset(
         {"temperature", "top_p", "max_tokens", "seed", "stop", "enable_thinking"}
     )
-    """Fields left out of `identity()`, added to those of the parent classes. The sampling
-    defaults are: the request key holds each call's effective sampling instead."""
+    """Fields left out of `identity()`, with those of the parent classes. Here the sampling
+    defaults: each call's effective sampling enters the request key instead."""
 
     def __new__(cls, /, **data: Any) -> ModelConfig:
         if cls is ModelConfig and data:  # the backend's own class (its __init__ then runs on it)
