@@ -31,7 +31,7 @@ from executor_sft.eval.report import results_markdown, write_markdown
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.config import ModelConfig, build_chat_model
 from executor_sft.llm.pool import ModelPool as BaseModelPool
-from executor_sft.llm.request_cache import RequestCache, cache_models, model_identity
+from executor_sft.llm.request_cache import RequestCache, cache_models
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.store import EpisodeStore
 from executor_sft.schema import Episode, Question
@@ -152,7 +152,7 @@ class EvalRun:
 def _load_tokenizer(spec: str | None) -> Any:
     if spec is None:
         return None
-    from executor_sft.llm.config import _load_tokenizer as load
+    from executor_sft.llm.backends import load_tokenizer as load
 
     return load(spec)
 
@@ -256,7 +256,7 @@ def run_eval(
                 models = (pool or ModelPool()).build(config.models)
                 if (cache := config.llm_cache_file()) is not None:
                     # a resumed evaluation replays its greedy requests instead of sending them again
-                    keys = {role: model_identity(cfg) for role, cfg in config.models.items()}
+                    keys = {role: cfg.identity() for role, cfg in config.models.items()}
                     models = cache_models(
                         models, RequestCache(cache), skip_roles=(JUDGE_ROLE,), model_keys=keys
                     )

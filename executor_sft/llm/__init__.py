@@ -1,15 +1,17 @@
 """Chat model backends behind one async interface (`ChatModel.chat`).
 
 Heavy backends import lazily: `from executor_sft.llm import OpenAIChatModel` does not load
-torch, and `VLLMChatModel` needs the `gpu` extra.
+torch, and `VLLMChatModel` needs the `gpu` extra. Each backend has its own config class,
+registered with its builder in `BACKENDS` (`executor_sft.llm.config`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from executor_sft.llm.backends import OpenAIConfig, OracleConfig, TransformersConfig, VLLMConfig
 from executor_sft.llm.base import ChatError, ChatModel, ChatResult, SamplingParams
-from executor_sft.llm.config import ModelConfig, build_chat_model
+from executor_sft.llm.config import BACKENDS, Backend, ModelConfig, build_chat_model
 from executor_sft.llm.parsing import ParsedResponse, parse_assistant_text, tool_call_error
 from executor_sft.llm.pool import ModelPool
 
@@ -20,16 +22,22 @@ _LAZY = {
 }
 
 __all__ = [
+    "BACKENDS",
+    "Backend",
     "ChatError",
     "ChatModel",
     "ChatResult",
     "ModelConfig",
     "ModelPool",
     "OpenAIChatModel",
+    "OpenAIConfig",
+    "OracleConfig",
     "ParsedResponse",
     "SamplingParams",
     "TransformersChatModel",
+    "TransformersConfig",
     "VLLMChatModel",
+    "VLLMConfig",
     "build_chat_model",
     "parse_assistant_text",
     "tool_call_error",

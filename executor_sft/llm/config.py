@@ -1,93 +1,95 @@
-"""One model role in a YAML config (`ModelConfig`) and the factory that builds its backend.
+"""One model role in a YAML config (`ModelConfig`), the backend registry, and `build_chat_model`.
 
-Unknown keys are errors (a typo like `temprature` must not silently fall back to a
-default); pydantic's message names the field. The API key itself never appears in a
-config: only the name of the environment variable that holds it.
+Each backend owns a config class (a `ModelConfig` subclass) and a builder; `BACKENDS` maps the
+backend's name to that pair (`Backend`). Validating a mapping as `ModelConfig` reads its
+`backend` (default "openai"), looks it up in `BACKENDS` (a registered name, or an import path
+`package.module:attr` naming a `Backend`) and validates the mapping as that backend's class, so
+a field of another backend is an error naming the field, as a typo like `temprature` is.
+`ModelConfig(**fields)` dispatches the same way. The built-in backends are in
+`executor_sft.llm.backends`; docs/architecture.md ("A model backend") adds one.
+
+The request-cache identity of a model (`identity()`) is the dump of its own config minus the
+fields its class declares in `identity_exclude` (endpoints, timeouts, placement: what cannot
+change an answer). The API key itself never appears in a config: only the name of the
+environment variable that holds it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from executor_sft.llm.base import ChatModel, SamplingParams
-from executor_sft.llm.oracle import DEFAULT_NAME as ORACLE_MODEL
+from executor_sft.registry import Registry
 
-
-def _absent(value: Any) -> bool:
-    return value is None
+DEFAULT_BACKEND = "openai"
 
 
 class ModelConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    """The fields every backend shares; validating as this class picks the backend's own class."""
 
-    backend: Literal["openai", "transformers", "vllm", "oracle"] = "openai"
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), polymorphic_serialization=True)
+
+    backend: str = DEFAULT_BACKEND
+    """A name in `BACKENDS`, or `package.module:attr` naming a `Backend`."""
     model: str
-    """Served model name (openai), or path / hub id / offline alias (transformers, vllm);
-    optional for `oracle` (default "oracle-decomposition")."""
+    """What the backend serves or loads (a served model name, a path, a hub id, an alias)."""
     name: str | None = None
     """Label recorded in episodes (default: `model`)."""
 
-    # openai backend
-    base_urls: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:8000/v1"])
-    api_key_env: str | None = None
-    max_concurrency: int = Field(32, ge=1)
-    timeout_s: float = Field(120.0, gt=0)
-    max_retries: int = Field(4, ge=0)
-    backoff_base_s: float = Field(0.5, ge=0)
-    backoff_max_s: float = Field(20.0, ge=0)
-    pass_enable_thinking: bool = True
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    """Request field for the token limit; OpenAI's reasoning models need max_completion_tokens."""
-    tokenizer: str | None = None
-    """Path / alias of a tokenizer: counts tokens when an endpoint reports none (openai), or
-    replaces the model's own tokenizer (vllm)."""
-
-    # sampling defaults
+    # sampling defaults (a role's `sampling` in the pipeline overrides them)
     temperature: float = Field(0.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     max_tokens: int = Field(1024, ge=1)
     seed: int | None = None
     stop: list[str] | None = None
     enable_thinking: bool = False
-    extra_body: dict[str, Any] = Field(default_factory=dict)
 
-    # in-process backends
-    chat_template: str | None = None
-    """Path to a Jinja chat template, or "chatml_tools" for this project's template."""
-    dtype: str = "float32"
-    device: str | None = None
-    max_batch_size: int = Field(8, ge=1)
-    """transformers backend: most concurrent greedy calls merged into one generate()."""
-    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+    identity_exclude: ClassVar[frozenset[str]] = frozenset(
+        {"temperature", "top_p", "max_tokens", "seed", "stop", "enable_thinking"}
+    )
+    """Fields left out of `identity()`, with those of the parent classes. Here the sampling
+    defaults: each call's effective sampling enters the request key instead."""
 
-    # oracle backend (a backbone that dispatches gold decompositions: executor_sft.llm.oracle)
-    questions: str | None = Field(None, exclude_if=_absent)
-    """oracle: the questions file whose `decomposition` fields it dispatches."""
-    mode: Literal["report", "gold"] | None = Field(None, exclude_if=_absent)
-    """oracle: fill `#k` from the executor's report of hop k ("report", default) or from the
-    gold answer of hop k ("gold")."""
+    def __new__(cls, /, **data: Any) -> ModelConfig:
+        if cls is ModelConfig and data:  # the backend's own class (its __init__ then runs on it)
+            return cls.model_validate(data)
+        return super().__new__(cls)
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _oracle_defaults(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("backend") == "oracle" and "model" not in data:
-            data = {**data, "model": ORACLE_MODEL}
-        return data
+    def _backend_class(cls, data: Any, handler: ModelWrapValidatorHandler[ModelConfig]) -> ModelConfig:
+        if cls is not ModelConfig or not isinstance(data, dict):
+            return handler(data)
+        backend = data.get("backend", DEFAULT_BACKEND)
+        if not isinstance(backend, str):
+            raise ValueError(f"backend must be a name, got {backend!r}")
+        config = BACKENDS.get(backend).config
+        try:
+            return config.model_validate(data)
+        except ValidationError as exc:
+            raise _name_backend(exc, backend, config) from None
 
     @model_validator(mode="after")
-    def _oracle_fields(self) -> ModelConfig:
-        if self.backend == "oracle" and not self.questions:
-            raise ValueError("backend 'oracle' needs `questions: <questions file with decompositions>`")
-        if self.backend != "oracle" and (self.questions is not None or self.mode is not None):
-            raise ValueError("`questions` and `mode` belong to backend 'oracle' only")
+    def _backend_matches(self) -> ModelConfig:
+        config = BACKENDS.get(self.backend).config
+        if not isinstance(self, config):
+            raise ValueError(
+                f"backend {self.backend!r} is configured by {config.__name__}, not {type(self).__name__}"
+            )
         return self
-
-    @field_validator("base_urls", mode="before")
-    @classmethod
-    def _one_url(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(
@@ -102,81 +104,55 @@ class ModelConfig(BaseModel):
     def label(self) -> str:
         return self.name or self.model
 
+    @classmethod
+    def identity_excluded(cls) -> frozenset[str]:
+        """`identity_exclude` of this class and every parent class."""
+        return frozenset().union(*(vars(c).get("identity_exclude", ()) for c in cls.__mro__))
 
-def _template_text(spec: str | None) -> str | None:
-    if spec is None:
-        return None
-    if spec == "chatml_tools":
-        from executor_sft.llm.offline import chatml_tools_template
-
-        return chatml_tools_template()
-    if spec == "qwen3_executor":
-        from executor_sft.llm.offline import qwen3_executor_template
-
-        return qwen3_executor_template()
-    from pathlib import Path
-
-    return Path(spec).read_text(encoding="utf-8")
+    def identity(self) -> str:
+        """This model's part of a request-cache key: its config, less what cannot change an answer."""
+        return self.model_dump_json(exclude=set(self.identity_excluded()))
 
 
-def _load_tokenizer(spec: str) -> Any:
-    if spec.startswith("offline:"):
-        from executor_sft.llm.offline import load_offline_tokenizer
+def _name_backend(exc: ValidationError, backend: str, config: type[ModelConfig]) -> ValidationError:
+    """`exc`, with a key the backend's class does not declare said to be no field of that backend."""
+    problems = exc.errors()
+    if not any(err["type"] == "extra_forbidden" and len(err["loc"]) == 1 for err in problems):
+        return exc
+    fields = list(config.model_fields)
+    errors: list[InitErrorDetails] = []
+    for err in problems:
+        message = err["msg"]
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:
+            message = f"not a field of backend {backend!r}; {_hint(str(err['loc'][0]), fields)}"
+        kind = PydanticCustomError(err["type"], message)
+        errors.append({"type": kind, "loc": err["loc"], "input": err["input"]})
+    return ValidationError.from_exception_data(exc.title, errors)
 
-        return load_offline_tokenizer(spec)
-    from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(spec)
+def _hint(key: str, fields: list[str]) -> str:
+    owners = [name for name in BACKENDS if key in BACKENDS.get(name).config.model_fields]
+    if owners:
+        return f"it belongs to backend {' / '.join(map(repr, owners))}"
+    close = difflib.get_close_matches(key, fields, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"its fields: {', '.join(fields)}"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A model backend: its config class and the builder that makes a `ChatModel` from one."""
+
+    config: type[ModelConfig]
+    build: Callable[[Any], ChatModel]
+
+
+BACKENDS: Registry[Backend] = Registry("model backend")
+"""Backend name -> `Backend`. The built-ins (openai, transformers, vllm, oracle) register in
+`executor_sft.llm.backends`, as a user's own backend does."""
 
 
 def build_chat_model(cfg: ModelConfig | dict[str, Any]) -> ChatModel:
-    """The backend a config describes (imports heavy dependencies only when needed)."""
+    """The model a config describes, made by its backend's builder."""
     if not isinstance(cfg, ModelConfig):
         cfg = ModelConfig.model_validate(cfg)
-    if cfg.backend == "oracle":
-        from executor_sft.llm.oracle import OracleBackbone
-
-        assert cfg.questions is not None
-        return OracleBackbone.from_file(cfg.questions, mode=cfg.mode or "report", name=cfg.label())
-    if cfg.backend == "openai":
-        from executor_sft.llm.openai_backend import OpenAIChatModel
-
-        return OpenAIChatModel(
-            cfg.model,
-            cfg.base_urls,
-            api_key_env=cfg.api_key_env,
-            name=cfg.label(),
-            max_concurrency=cfg.max_concurrency,
-            timeout_s=cfg.timeout_s,
-            max_retries=cfg.max_retries,
-            backoff_base_s=cfg.backoff_base_s,
-            backoff_max_s=cfg.backoff_max_s,
-            sampling=cfg.sampling(),
-            extra_body=cfg.extra_body,
-            pass_enable_thinking=cfg.pass_enable_thinking,
-            max_tokens_field=cfg.max_tokens_field,
-            tokenizer=_load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None,
-        )
-    if cfg.backend == "transformers":
-        from executor_sft.llm.transformers_backend import TransformersChatModel
-
-        return TransformersChatModel(
-            cfg.model,
-            _load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None,
-            name=cfg.label(),
-            sampling=cfg.sampling(),
-            chat_template=_template_text(cfg.chat_template),
-            dtype=cfg.dtype,
-            device=cfg.device,
-            max_batch_size=cfg.max_batch_size,
-        )
-    from executor_sft.llm.vllm_backend import VLLMChatModel
-
-    return VLLMChatModel(
-        cfg.model,
-        _load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None,
-        name=cfg.label(),
-        sampling=cfg.sampling(),
-        chat_template=_template_text(cfg.chat_template),
-        engine_kwargs=cfg.engine_kwargs,
-    )
+    return BACKENDS.get(cfg.backend).build(cfg)

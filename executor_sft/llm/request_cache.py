@@ -2,7 +2,8 @@
 
 `CachedChatModel(inner, cache)` answers a temperature-0 request it has seen before from the
 cache and sends every other request to `inner`. The key is a SHA-256 of the full request:
-the model's identity (`model_key`, by default its `name`), the messages, the tools and the
+the model's identity (`model_key`: a config's `ModelConfig.identity()`, by default the model's
+`name`), the messages, the tools and the
 effective sampling settings (the call's `SamplingParams`, or the model's own defaults when the
 call passes none), every field included: `seed`, `top_p`, `max_tokens`, `stop`,
 `enable_thinking` and `extra_body`. So changing any part of a request misses.
@@ -42,7 +43,6 @@ from typing import Any
 
 from executor_sft.jsonl import iter_records
 from executor_sft.llm.base import ChatModel, ChatResult, SamplingParams
-from executor_sft.llm.config import ModelConfig
 from executor_sft.schema import Message, TokenUsage
 
 logger = logging.getLogger(__name__)
@@ -197,18 +197,6 @@ class CachedChatModel:
             done.set()
 
 
-MODEL_IDENTITY_FIELDS = frozenset(
-    {"backend", "model", "name", "tokenizer", "chat_template", "dtype", "extra_body", "engine_kwargs"}
-    | {"pass_enable_thinking", "max_tokens_field"}
-)
-"""The `ModelConfig` fields that can change a model's answer (endpoints, timeouts, concurrency cannot)."""
-
-
-def model_identity(cfg: ModelConfig) -> str:
-    """A model's part of the request key: the config fields that can change its answers."""
-    return cfg.model_dump_json(include=set(MODEL_IDENTITY_FIELDS))
-
-
 def cache_models(
     models: dict[str, ChatModel],
     cache: RequestCache,
@@ -219,7 +207,8 @@ def cache_models(
     """Wrap each model (once per distinct object, so roles sharing a model share a wrapper).
 
     `skip_roles` stay unwrapped (e.g. the judge, which caches its own verdicts); `model_keys`
-    gives a role's model identity for the key (default: the model's `name`).
+    gives a role's model identity for the key (collection and evaluation pass each role's
+    `ModelConfig.identity()`; default: the model's `name`).
     """
     wrapped: dict[int, CachedChatModel] = {}
     out: dict[str, ChatModel] = {}

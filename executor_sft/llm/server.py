@@ -27,7 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
+from executor_sft.llm.base import ChatError, ChatModel, ChatResult, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +142,64 @@ class ContextLimit:
         return dataclasses.replace(sampling, max_tokens=min(sampling.max_tokens, self.window - n_prompt))
 
 
+def _refusal(request: ChatCompletionRequest, name: str) -> JSONResponse | None:
+    """The error for a request this server does not take (another model, streaming, n > 1)."""
+    if request.model is not None and request.model != name:
+        return _error(
+            404,
+            f"The model `{request.model}` does not exist: this server serves `{name}`",
+            param="model",
+            code="model_not_found",
+        )
+    if request.stream:
+        return _error(400, "stream=true is not supported by this server", param="stream")
+    if request.n != 1:
+        return _error(400, f"n={request.n} is not supported (only n=1)", param="n")
+    return None
+
+
+def _completion(result: ChatResult, name: str) -> dict[str, Any]:
+    """A chat-completion response body in OpenAI's shape."""
+    message = dict(result.message)
+    message.setdefault("content", "")
+    finish = result.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop")
+    usage = result.usage
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": name,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        },
+    }
+
+
+async def _complete(
+    model: ChatModel, limit: ContextLimit | None, request: ChatCompletionRequest, default: SamplingParams
+) -> ChatResult | JSONResponse:
+    """The model's answer, or the error to send: a prompt over the context, a failed model."""
+    messages = [m.model_dump() for m in request.messages]
+    tools = (request.tools if request.tool_choice != "none" else None) or None
+    sampling = request.sampling(default)
+    try:
+        if limit is not None:
+            n_prompt = limit.prompt_tokens(messages, tools, sampling.enable_thinking)
+            fitted = limit.check(n_prompt, request.max_completion_tokens or request.max_tokens, sampling)
+            if isinstance(fitted, JSONResponse):
+                return fitted
+            sampling = fitted
+        return await model.chat(messages, tools=tools, sampling=sampling)
+    except ChatError as exc:
+        return _error(502, f"upstream model failed: {exc}", "upstream_error")
+    except Exception as exc:  # the model crashed on this input: report it, keep serving
+        log.exception("chat failed")
+        return _error(500, f"{type(exc).__name__}: {exc}", "server_error")
+
+
 def create_app(model: ChatModel, served_name: str | None = None) -> FastAPI:
     """A FastAPI app serving `model` under `served_name` (default: `model.name`)."""
     name = served_name or model.name
@@ -167,49 +225,11 @@ def create_app(model: ChatModel, served_name: str | None = None) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: ChatCompletionRequest):
-        if request.model is not None and request.model != name:
-            return _error(
-                404,
-                f"The model `{request.model}` does not exist: this server serves `{name}`",
-                param="model",
-                code="model_not_found",
-            )
-        if request.stream:
-            return _error(400, "stream=true is not supported by this server", param="stream")
-        if request.n != 1:
-            return _error(400, f"n={request.n} is not supported (only n=1)", param="n")
-        messages = [m.model_dump() for m in request.messages]
-        tools = (request.tools if request.tool_choice != "none" else None) or None
-        sampling = request.sampling(default)
-        try:
-            if limit is not None:
-                n_prompt = limit.prompt_tokens(messages, tools, sampling.enable_thinking)
-                fitted = limit.check(n_prompt, request.max_completion_tokens or request.max_tokens, sampling)
-                if isinstance(fitted, JSONResponse):
-                    return fitted
-                sampling = fitted
-            result = await model.chat(messages, tools=tools, sampling=sampling)
-        except ChatError as exc:
-            return _error(502, f"upstream model failed: {exc}", "upstream_error")
-        except Exception as exc:  # the model crashed on this input: report it, keep serving
-            log.exception("chat failed")
-            return _error(500, f"{type(exc).__name__}: {exc}", "server_error")
-        message = dict(result.message)
-        message.setdefault("content", "")
-        finish = result.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop")
-        usage = result.usage
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": name,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-            },
-        }
+        refused = _refusal(request, name)
+        if refused is not None:
+            return refused
+        result = await _complete(model, limit, request, default)
+        return result if isinstance(result, JSONResponse) else _completion(result, name)
 
     return app
 
@@ -273,10 +293,10 @@ def main(argv: list[str] | None = None) -> None:
 
     import uvicorn
 
-    from executor_sft.llm.config import ModelConfig, build_chat_model
+    from executor_sft.llm.backends import TransformersConfig
+    from executor_sft.llm.config import build_chat_model
 
-    cfg = ModelConfig(
-        backend="transformers",
+    cfg = TransformersConfig(
         model=args.model,
         name=args.name,
         dtype=args.dtype,

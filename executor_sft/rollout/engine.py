@@ -31,7 +31,7 @@ from executor_sft.agents.pipeline import (
 from executor_sft.data import select_questions as select_sources
 from executor_sft.filters.predicates import is_correct
 from executor_sft.llm.base import ChatModel
-from executor_sft.llm.request_cache import RequestCache, cache_models, model_identity
+from executor_sft.llm.request_cache import RequestCache, cache_models
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig, CounterfactualConfig
@@ -136,7 +136,7 @@ def build_models(config: CollectConfig) -> dict[str, ChatModel]:
         return models
     # Greedy requests answered before (a resumed run) are replayed, not sent again; the judge
     # keeps its own verdict cache.
-    keys = {role: model_identity(cfg) for role, cfg in config.models.items()}
+    keys = {role: cfg.identity() for role, cfg in config.models.items()}
     return cache_models(models, RequestCache(cache_file), skip_roles=(Role.JUDGE,), model_keys=keys)
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from executor_sft.agents.backbone import BackboneSession
 from executor_sft.llm.config import ModelConfig, build_chat_model
 from executor_sft.llm.oracle import OracleBackbone, fill_references
+from executor_sft.rollout.config import CollectConfig
+from executor_sft.rollout.engine import build_models
 from executor_sft.schema import Question, Report
 
 MUSIQUE = Question(
@@ -23,7 +26,7 @@ MUSIQUE = Question(
 HOTPOT = Question(id="hotpot-1", question="Which band released Counterparts?", golden_answers=["Rush"])
 
 
-async def _play(oracle: OracleBackbone, question: Question, reports: list[Report | None]) -> list[list[str]]:
+async def _play(oracle, question: Question, reports: list[Report | None]) -> list[list[str]]:
     """Run a backbone session, feeding `reports` in order; the sub-queries of each round."""
     session = BackboneSession(oracle, question.question, max_rounds=5)
     rounds: list[list[str]] = []
@@ -84,7 +87,7 @@ def test_fill_references():
     assert fill_references("#1", [None]) is None
 
 
-def test_config_selects_the_oracle_and_keeps_other_configs_unchanged(tmp_path):
+def test_config_selects_the_oracle_with_its_own_fields(tmp_path):
     path = tmp_path / "q.jsonl"
     path.write_text(MUSIQUE.to_json() + "\n", encoding="utf-8")
     cfg = ModelConfig.model_validate({"backend": "oracle", "questions": str(path), "mode": "gold"})
@@ -92,15 +95,47 @@ def test_config_selects_the_oracle_and_keeps_other_configs_unchanged(tmp_path):
     assert (
         isinstance(oracle, OracleBackbone) and oracle.mode == "gold" and oracle.name == "oracle-decomposition"
     )
-    # Other backends dump exactly as before (resume and sweep fingerprints compare dumps).
-    assert (
-        "questions" not in ModelConfig(model="m").model_dump()
-        and "mode" not in ModelConfig(model="m").model_dump()
-    )
-    with pytest.raises(ValueError, match="needs `questions"):
+    assert "questions" not in ModelConfig(model="m").model_dump()
+    with pytest.raises(ValidationError, match="questions\n  Field required"):
         ModelConfig.model_validate({"backend": "oracle"})
-    with pytest.raises(ValueError, match="oracle' only"):
+    with pytest.raises(
+        ValidationError, match="not a field of backend 'openai'; it belongs to backend 'oracle'"
+    ):
         ModelConfig.model_validate({"model": "m", "mode": "gold"})
+
+
+async def test_oracle_configs_that_answer_differently_share_no_cache_entry(tmp_path):
+    """A shared `llm_cache_path` must not replay a report-mode answer into a gold-mode run."""
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(MUSIQUE.to_json() + "\n", encoding="utf-8")
+    other = tmp_path / "other.jsonl"
+    renamed = [
+        {**hop, "answer": "Anton Webern"} if i == 0 else hop for i, hop in enumerate(MUSIQUE.decomposition)
+    ]
+    other.write_text(MUSIQUE.model_copy(update={"decomposition": renamed}).to_json() + "\n", encoding="utf-8")
+
+    def backbone(**oracle):
+        config = CollectConfig.model_validate(
+            {
+                "questions": {"path": str(questions)},
+                "retriever": {"index": "unused"},
+                "models": {
+                    "backbone": {"backend": "oracle", "questions": str(questions), **oracle},
+                    **{role: {"model": role} for role in ("answerer", "teacher", "student")},
+                },
+                "llm_cache_path": str(tmp_path / "shared.llm_cache.jsonl"),
+            }
+        )
+        return build_models(config)["backbone"]
+
+    wrong = [Report(answer="Mozart"), Report(answer="Salzburg")]
+    report = await _play(backbone(mode="report"), MUSIQUE, wrong)
+    gold = await _play(backbone(mode="gold"), MUSIQUE, wrong)
+    assert report[1] == ["Mozart >> country of citizenship"]
+    assert gold[1] == ["Johann Strauss II >> country of citizenship"]
+    assert (await _play(backbone(mode="gold", questions=str(other)), MUSIQUE, wrong))[1] == [
+        "Anton Webern >> country of citizenship"
+    ]
 
 
 def test_minibench_musique_questions_have_decompositions(minibench_questions_path):

@@ -1,0 +1,181 @@
+"""The built-in model backends: one config class and one builder each, registered in `BACKENDS`.
+
+Builders import their heavy dependencies (torch, vLLM) only when they run, so importing this
+module loads none of them. A user's backend registers the same way (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from executor_sft.llm.base import ChatModel
+from executor_sft.llm.config import BACKENDS, Backend, ModelConfig
+from executor_sft.llm.oracle import DEFAULT_NAME as ORACLE_MODEL
+from executor_sft.llm.oracle import OracleMode
+
+
+class OpenAIConfig(ModelConfig):
+    """An OpenAI-compatible endpoint (vLLM, SGLang, a hosted API, `executor_sft.llm.server`)."""
+
+    backend: str = "openai"
+    model: str
+    """Served model name."""
+    base_urls: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:8000/v1"])
+    api_key_env: str | None = None
+    max_concurrency: int = Field(32, ge=1)
+    timeout_s: float = Field(120.0, gt=0)
+    max_retries: int = Field(4, ge=0)
+    backoff_base_s: float = Field(0.5, ge=0)
+    backoff_max_s: float = Field(20.0, ge=0)
+    pass_enable_thinking: bool = True
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    """Request field for the token limit; OpenAI's reasoning models need max_completion_tokens."""
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    tokenizer: str | None = None
+    """Path / alias of a tokenizer that counts tokens when an endpoint reports none."""
+
+    identity_exclude: ClassVar[frozenset[str]] = frozenset(
+        {"base_urls", "api_key_env", "max_concurrency", "timeout_s", "max_retries"}
+        | {"backoff_base_s", "backoff_max_s"}
+    )
+
+    @field_validator("base_urls", mode="before")
+    @classmethod
+    def _one_url(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class TransformersConfig(ModelConfig):
+    """A Hugging Face model generating in this process (CPU or one GPU)."""
+
+    backend: str = "transformers"
+    model: str
+    """Path, hub id or offline alias (`offline:tiny-qwen3`)."""
+    tokenizer: str | None = None
+    """Path / alias of a tokenizer that replaces the model's own."""
+    chat_template: str | None = None
+    """Path to a Jinja chat template, or "chatml_tools" / "qwen3_executor" (this project's)."""
+    dtype: str = "float32"
+    device: str | None = None
+    max_batch_size: int = Field(8, ge=1)
+    """Most concurrent greedy calls merged into one generate()."""
+
+    identity_exclude: ClassVar[frozenset[str]] = frozenset({"device", "max_batch_size"})
+
+
+class VLLMConfig(ModelConfig):
+    """A vLLM engine in this process (the `gpu` extra)."""
+
+    backend: str = "vllm"
+    model: str
+    """Path, hub id or offline alias."""
+    tokenizer: str | None = None
+    """Path / alias of a tokenizer that replaces the model's own."""
+    chat_template: str | None = None
+    """Path to a Jinja chat template, or "chatml_tools" / "qwen3_executor" (this project's)."""
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of vLLM's `AsyncEngineArgs` (gpu_memory_utilization, max_model_len, ...)."""
+
+
+class OracleConfig(ModelConfig):
+    """A backbone that dispatches gold decompositions (`executor_sft.llm.oracle`)."""
+
+    backend: str = "oracle"
+    model: str = ORACLE_MODEL
+    questions: str
+    """The questions file whose `decomposition` fields it dispatches."""
+    mode: OracleMode = "report"
+    """Fill `#k` from the executor's report of hop k ("report") or from the gold answer of hop k
+    ("gold")."""
+
+
+def template_text(spec: str | None) -> str | None:
+    """The chat template `spec` names: this project's by name, else a Jinja file."""
+    if spec is None:
+        return None
+    if spec == "chatml_tools":
+        from executor_sft.llm.offline import chatml_tools_template
+
+        return chatml_tools_template()
+    if spec == "qwen3_executor":
+        from executor_sft.llm.offline import qwen3_executor_template
+
+        return qwen3_executor_template()
+    return Path(spec).read_text(encoding="utf-8")
+
+
+def load_tokenizer(spec: str | None) -> Any:
+    """The tokenizer `spec` names (an offline alias, a path or a hub id); None when unset."""
+    if not spec:
+        return None
+    if spec.startswith("offline:"):
+        from executor_sft.llm.offline import load_offline_tokenizer
+
+        return load_offline_tokenizer(spec)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(spec)
+
+
+def build_openai(cfg: OpenAIConfig) -> ChatModel:
+    from executor_sft.llm.openai_backend import OpenAIChatModel
+
+    return OpenAIChatModel(
+        cfg.model,
+        cfg.base_urls,
+        api_key_env=cfg.api_key_env,
+        name=cfg.label(),
+        max_concurrency=cfg.max_concurrency,
+        timeout_s=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+        backoff_base_s=cfg.backoff_base_s,
+        backoff_max_s=cfg.backoff_max_s,
+        sampling=cfg.sampling(),
+        extra_body=cfg.extra_body,
+        pass_enable_thinking=cfg.pass_enable_thinking,
+        max_tokens_field=cfg.max_tokens_field,
+        tokenizer=load_tokenizer(cfg.tokenizer),
+    )
+
+
+def build_transformers(cfg: TransformersConfig) -> ChatModel:
+    from executor_sft.llm.transformers_backend import TransformersChatModel
+
+    return TransformersChatModel(
+        cfg.model,
+        load_tokenizer(cfg.tokenizer),
+        name=cfg.label(),
+        sampling=cfg.sampling(),
+        chat_template=template_text(cfg.chat_template),
+        dtype=cfg.dtype,
+        device=cfg.device,
+        max_batch_size=cfg.max_batch_size,
+    )
+
+
+def build_vllm(cfg: VLLMConfig) -> ChatModel:
+    from executor_sft.llm.vllm_backend import VLLMChatModel
+
+    return VLLMChatModel(
+        cfg.model,
+        load_tokenizer(cfg.tokenizer),
+        name=cfg.label(),
+        sampling=cfg.sampling(),
+        chat_template=template_text(cfg.chat_template),
+        engine_kwargs=cfg.engine_kwargs,
+    )
+
+
+def build_oracle(cfg: OracleConfig) -> ChatModel:
+    from executor_sft.llm.oracle import OracleBackbone
+
+    return OracleBackbone.from_file(cfg.questions, mode=cfg.mode, name=cfg.label())
+
+
+BACKENDS.register("openai", Backend(OpenAIConfig, build_openai))
+BACKENDS.register("transformers", Backend(TransformersConfig, build_transformers))
+BACKENDS.register("vllm", Backend(VLLMConfig, build_vllm))
+BACKENDS.register("oracle", Backend(OracleConfig, build_oracle))
