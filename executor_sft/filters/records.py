@@ -55,7 +55,7 @@ class FilterRun(ExecutorRun):
     max_searches: int = 0
     finish: Finish
     n_searches: int
-    messages: list[Message] | None = None  # type: ignore[assignment]
+    messages: list[Message] | None = None
     """None when the record has none: an error only for a run that becomes a row."""
     outcome: FilterOutcome | None = None
     searches: Any = None
@@ -75,9 +75,11 @@ class FilterRun(ExecutorRun):
 
 
 class FilterEpisode(Episode):
+    """An `Episode` as the filter reads it: the question's id and dataset, and the runs."""
+
     model_config = _READ_ONLY
     question: FilterQuestion
-    runs: list[FilterRun]  # type: ignore[assignment]
+    runs: list[FilterRun]
     config: Any = None
     rounds: Any = None
     metrics: Any = None
