@@ -1,6 +1,6 @@
 """JSONL and JSON files: reading with `file:line` errors, atomic writing (a crash never leaves a half file).
 
-The one I/O module of the package (layer 0, standard library only). Readers yield
+The one I/O module of the package (layer 0: the standard library and `executor_sft.errors`). Readers yield
 `(line_number, record)`; a line that is not UTF-8, not JSON or not an object raises
 `MalformedLineError` naming the file and line. An unfinished last line (no trailing newline:
 a writer was killed) is skipped with a warning where the caller asks for it (`skip_torn_tail`),
@@ -18,10 +18,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+from executor_sft.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 
-class InputError(ValueError):
+class InputError(UserError, ValueError):
     """Input the user can get wrong; the message is the one line to print (`file[:line]: what to do`)."""
 
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from executor_sft.configfile import parse_trl_args
+from executor_sft.errors import UserError
 from executor_sft.filters import (
     EpisodeFilter,
     FilterConfig,
     InputError,
-    RecordError,
     atomic_open,
     iter_jsonl,
     print_report,
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _check_paths(paths)
         _write_rows(filt, paths)
-    except (RecordError, InputError) as exc:
+    except UserError as exc:
         print(f"error: {exc}; nothing written", file=sys.stderr)
         return 2
     report = filt.report.to_dict()

@@ -1,4 +1,4 @@
-"""Composable trajectory filters and the two training strata (DESIGN.md, "Filter strata").
+"""Composable trajectory filters and the training strata (docs/filters.md).
 
 Quick use::
 
@@ -10,14 +10,7 @@ Quick use::
 The pieces (predicates, strata, dedupe, row building, report) are exported for custom pipelines.
 """
 
-from executor_sft.filters.config import (
-    ABLATION_STRATA,
-    ALL_CORRECT,
-    INFO_GAIN_MULTI_SEARCH,
-    SINGLE_SEARCH,
-    STRATA,
-    FilterConfig,
-)
+from executor_sft.filters.config import FilterConfig
 from executor_sft.filters.dedupe import Deduper, canonical_key, canonical_messages
 from executor_sft.filters.io import (
     InputError,
@@ -38,7 +31,7 @@ from executor_sft.filters.predicates import (
     malformed_turn,
     needs_correction,
 )
-from executor_sft.filters.records import EpisodeView, RecordError, RunView
+from executor_sft.filters.records import RecordError, parse_episode, parse_run
 from executor_sft.filters.report import CompositionReport, composition_table, exclusion_table, print_report
 from executor_sft.filters.rows import RowError, SFTRow, normalize_messages, to_sft_row
 from executor_sft.filters.strata import (
@@ -50,10 +43,19 @@ from executor_sft.filters.strata import (
     info_gain_multi_search,
     single_search,
 )
+from executor_sft.filters.stratum import (
+    ALL_CORRECT,
+    DEFAULT_STRATA,
+    INFO_GAIN_MULTI_SEARCH,
+    SINGLE_SEARCH,
+    STRATA,
+    Stratum,
+    resolve_stratum,
+)
 
 __all__ = [
-    "ABLATION_STRATA",
     "ALL_CORRECT",
+    "DEFAULT_STRATA",
     "INFO_GAIN_MULTI_SEARCH",
     "SINGLE_SEARCH",
     "STRATA",
@@ -62,7 +64,6 @@ __all__ = [
     "Deduper",
     "EpisodeContext",
     "EpisodeFilter",
-    "EpisodeView",
     "FilterConfig",
     "FilterResult",
     "InputError",
@@ -70,8 +71,8 @@ __all__ = [
     "MalformedLineError",
     "RecordError",
     "RowError",
-    "RunView",
     "SFTRow",
+    "Stratum",
     "all_correct",
     "atomic_open",
     "canonical_key",
@@ -89,9 +90,12 @@ __all__ = [
     "malformed_turn",
     "needs_correction",
     "normalize_messages",
+    "parse_episode",
+    "parse_run",
     "print_report",
     "refuse_overwrite",
     "require_file",
+    "resolve_stratum",
     "single_search",
     "to_sft_row",
     "write_json",

@@ -5,18 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-SINGLE_SEARCH = "single_search"
-INFO_GAIN_MULTI_SEARCH = "info_gain_multi_search"
-STRATA: tuple[str, str] = (SINGLE_SEARCH, INFO_GAIN_MULTI_SEARCH)
-ALL_CORRECT = "all_correct"
-"""An ablation baseline, not a paper stratum: every correct student or teacher run, whatever its
-number of searches (naive distillation). Selected alone: it already holds both strata's runs."""
-ABLATION_STRATA: tuple[str] = (ALL_CORRECT,)
+from executor_sft.errors import ConfigError
+from executor_sft.filters.stratum import DEFAULT_STRATA, resolve_stratum
 
 
 @dataclass
 class FilterConfig:
-    """Thresholds and role names of the trajectory filter (defaults = DESIGN.md "Filter strata")."""
+    """Thresholds and role names of the trajectory filter (defaults: docs/filters.md, "Rules")."""
 
     require_judge: bool = field(
         default=True,
@@ -62,10 +57,11 @@ class FilterConfig:
         },
     )
     strata: list[str] = field(
-        default_factory=lambda: list(STRATA),
+        default_factory=lambda: list(DEFAULT_STRATA),
         metadata={
-            "help": "Strata to emit (default: both). 'all_correct' (alone) is an ablation baseline: "
-            "every correct student or teacher run, any number of searches."
+            "help": "Strata to emit (default: both paper strata): registered names or import paths "
+            "'package.module:attr' of a Stratum. 'all_correct' (alone) is an ablation baseline: every "
+            "correct student or teacher run, any number of searches."
         },
     )
     max_records_per_question_stratum: int | None = field(
@@ -85,11 +81,12 @@ class FilterConfig:
             )
         if self.tool_arguments not in ("dict", "json"):
             raise ValueError(f"tool_arguments must be 'dict' or 'json', not {self.tool_arguments!r}")
-        unknown = [s for s in self.strata if s not in STRATA + ABLATION_STRATA]
-        if unknown:
-            raise ValueError(f"unknown strata {unknown}; choose from {list(STRATA + ABLATION_STRATA)}")
-        if ALL_CORRECT in self.strata and set(self.strata) != {ALL_CORRECT}:
-            raise ValueError(f"{ALL_CORRECT!r} holds every correct run; select it alone, not with {STRATA}")
+        alone = [name for name in self.strata if resolve_stratum(name).alone]
+        if alone and len(set(self.strata)) > 1:
+            others = [name for name in self.strata if name != alone[0]]
+            raise ConfigError(
+                f"stratum {alone[0]!r} claims the runs of every other stratum; select it alone, not with {others}"
+            )
         if self.single_searches < 1:
             raise ValueError("single_searches must be >= 1")
         if self.min_searches <= self.single_searches:

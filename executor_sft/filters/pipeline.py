@@ -11,11 +11,10 @@ from typing import Any
 from executor_sft.filters.config import FilterConfig
 from executor_sft.filters.dedupe import Deduper
 from executor_sft.filters.io import Located
-from executor_sft.filters.records import EpisodeView, RecordError
+from executor_sft.filters.records import RecordError, parse_episode
 from executor_sft.filters.report import CompositionReport
 from executor_sft.filters.rows import RowError, SFTRow, to_sft_row
 from executor_sft.filters.strata import classify_episode
-from executor_sft.schema import EPISODE_SCHEMA
 
 CAPPED = "question_stratum_cap"
 """Exclusion reason of a row beyond `max_records_per_question_stratum` for its (question, stratum)."""
@@ -32,15 +31,6 @@ def generated_chars(messages: list[dict[str, Any]]) -> int:
             args = call.get("function", {}).get("arguments")
             n += len(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, sort_keys=True))
     return n
-
-
-def check_schema(episode: Any, where: str) -> None:
-    """Refuse records of another schema version; records written before the field existed pass."""
-    schema = episode.get("schema", EPISODE_SCHEMA) if isinstance(episode, dict) else EPISODE_SCHEMA
-    if schema != EPISODE_SCHEMA:
-        raise RecordError(
-            where, "schema", f"is {schema!r}; this version reads {EPISODE_SCHEMA!r} episodes only"
-        )
 
 
 class EpisodeFilter:
@@ -63,24 +53,23 @@ class EpisodeFilter:
     def process(self, episode: Any, where: str = "<episode>") -> list[SFTRow]:
         """Rows from one episode (a dict or `Episode`); `where` names it in errors (`file:line`)."""
         cfg = self.config
-        check_schema(episode, where)
-        view = EpisodeView.parse(episode, where)
-        self.report.add_episode(len(view.runs))
+        record = parse_episode(episode, where)
+        self.report.add_episode(len(record.runs))
         rows: list[SFTRow] = []
-        for decision in classify_episode(view, cfg):
+        for i, decision in enumerate(classify_episode(record, cfg)):
             run = decision.run
             if not decision.kept:
                 self.report.add_exclusion(decision.reason or "unknown")
                 continue
             if run.messages is None:
-                raise RecordError(where, f"{run.path}.messages", "is missing (needed to build the SFT row)")
+                raise RecordError(where, f"runs[{i}].messages", "is missing (needed to build the SFT row)")
             try:
                 row = to_sft_row(
                     run.messages,
                     stratum=decision.stratum or "",
                     source_run_id=run.run_id,
-                    question_id=view.question_id,
-                    dataset=view.dataset,
+                    question_id=record.question.id,
+                    dataset=record.question.dataset,
                     keep_reasoning=cfg.keep_reasoning,
                     tool_arguments=cfg.tool_arguments,
                 )

@@ -1,7 +1,8 @@
 """Per-run predicates: correctness, counterfactual role, malformed (corrected) turns.
 
-Each takes a run as a dict, an `ExecutorRun`, or a `RunView`, so custom pipelines can call
-them directly on records they loaded themselves.
+Correctness is the typed record's own rule (`ExecutorRun.correctness_failure`). The functions
+here also take a run as a plain dict (read as the filter reads it, `parse_run`), so custom
+pipelines and collection can call them on records they loaded themselves.
 """
 
 from __future__ import annotations
@@ -10,47 +11,29 @@ import re
 from typing import Any
 
 from executor_sft.agents.tools import SEARCH_TOOL_NAME
-from executor_sft.filters.records import RunView
+from executor_sft.filters.records import parse_run
 from executor_sft.llm.parsing import parse_tool_call
-from executor_sft.schema import Message
+from executor_sft.schema import ExecutorRun, Message
 
 _TAG_SEARCH = re.compile(r"<search>.*?</search>", re.S | re.I)
 
 
-def _view(run: Any) -> RunView:
-    return run if isinstance(run, RunView) else RunView.parse(run)
+def correctness_failure(
+    run: ExecutorRun | dict[str, Any], require_judge: bool = True, min_em: float = 1.0
+) -> str | None:
+    """`ExecutorRun.correctness_failure` of a run record or dict."""
+    return parse_run(run).correctness_failure(require_judge, min_em)
 
 
-def correctness_failure(run: Any, require_judge: bool = True, min_em: float = 1.0) -> str | None:
-    """Why a run is not correct (`not_report`, `no_outcome`, `wrong_em`, `judge_null`, `judge_false`), or None.
-
-    Correct = finished with a report, `outcome.em >= min_em` (EM is 0/1, so == 1 by default) and,
-    when `require_judge`, `outcome.judge is True` (a null judge does not count).
-    """
-    r = _view(run)
-    if r.finish != "report":
-        return "not_report"
-    if not r.has_outcome:
-        return "no_outcome"
-    if r.em < min_em:
-        return "wrong_em"
-    if require_judge:
-        if r.judge is None:
-            return "judge_null"
-        if r.judge is not True:
-            return "judge_false"
-    return None
+def is_correct(run: ExecutorRun | dict[str, Any], require_judge: bool = True, min_em: float = 1.0) -> bool:
+    """`ExecutorRun.is_correct` of a run record or dict."""
+    return parse_run(run).is_correct(require_judge, min_em)
 
 
-def is_correct(run: Any, require_judge: bool = True, min_em: float = 1.0) -> bool:
-    """finish == "report" and outcome.em == 1 and (outcome.judge is True when `require_judge`)."""
-    return correctness_failure(run, require_judge, min_em) is None
-
-
-def is_counterfactual(run: Any, budget1_role: str = "teacher_budget1") -> bool:
+def is_counterfactual(run: ExecutorRun | dict[str, Any], budget1_role: str = "teacher_budget1") -> bool:
     """A budget-1 re-run (by role or by `counterfactual_of`); these are never training rows."""
-    r = _view(run)
-    return r.role == budget1_role or r.counterfactual_of is not None
+    run = parse_run(run)
+    return run.role == budget1_role or run.counterfactual_of is not None
 
 
 def _valid_search_call(call: Any) -> bool:
@@ -86,18 +69,18 @@ def malformed_turn(messages: list[Message]) -> int | None:
     return None
 
 
-def needs_correction(run: Any) -> bool:
+def needs_correction(run: ExecutorRun | dict[str, Any]) -> bool:
     """True when the run needed a corrective message.
 
     Any of: the writer recorded `n_corrections > 0`; a malformed turn (see `malformed_turn`);
     or more search turns than `n_searches` (a well-formed call the runtime refused, e.g. one
     made after the search budget was spent).
     """
-    r = _view(run)
-    if r.n_corrections:
+    run = parse_run(run)
+    if run.n_corrections:
         return True
-    messages = [m for m in r.messages or [] if isinstance(m, dict)]
+    messages = [m for m in run.messages or [] if isinstance(m, dict)]
     if malformed_turn(messages) is not None:
         return True
     search_turns = sum(1 for m in messages if m.get("role") == "assistant" and _is_search_turn(m))
-    return search_turns > r.n_searches
+    return search_turns > run.n_searches

@@ -1,25 +1,28 @@
-"""Read-only views of the episode fields the filter needs.
+"""The episode schema as the filter reads it: `executor_sft.schema` models, parsed leniently.
 
-The filter works on plain dicts (or `executor_sft.schema` models) so records written by other
-tools in the v1 format pass through: only the fields below are read, extra fields are ignored,
-and optional ones may be missing. A required field that is missing or of the wrong type raises
-`RecordError` naming the record (file:line) and the field path.
+Records written by other tools in the v1 format pass through. The filter's models are the
+schema's own, with three relaxations: extra fields are ignored; fields the filter never reads
+(rounds, usage, call logs, ...) are taken as they are, so another writer's variant of them
+cannot stop a filter run; and fields a writer may leave out get defaults (`sub_query`,
+`model`, ...; `n_searches` is counted from `searches`; `messages` may be missing on a run that
+is not kept). Fields the filter reads are validated strictly (`"0"` is not a round), and a
+problem becomes one `RecordError` naming the record (file:line) and the field path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from executor_sft.schema import Message
+from executor_sft.errors import UserError
+from executor_sft.schema import EPISODE_SCHEMA, Episode, ExecutorRun, Finish, Message, Outcome, Question
 
-_MISSING = object()
+_READ_ONLY = ConfigDict(extra="ignore")
 
 
-class RecordError(ValueError):
+class RecordError(UserError, ValueError):
     """A record lacks a field the filter needs (or has it with the wrong type)."""
 
     def __init__(self, where: str, field_path: str, problem: str):
@@ -29,141 +32,160 @@ class RecordError(ValueError):
         super().__init__(f"{where}: field '{field_path}' {problem}")
 
 
-def as_dict(record: Any) -> Mapping[str, Any]:
-    """Accept a dict or a pydantic record (`Episode`, `ExecutorRun`) and return a mapping."""
-    if isinstance(record, BaseModel):
-        return record.model_dump(mode="json", by_alias=True)
-    if isinstance(record, Mapping):
-        return record
-    raise TypeError(f"expected a dict or a pydantic record, got {type(record).__name__}")
+class FilterOutcome(Outcome):
+    model_config = _READ_ONLY
+    answerer_call: Any = None
+    replay: Any = None
 
 
-def _get(d: Mapping[str, Any], key: str, where: str, path: str, required: bool = True) -> Any:
-    value = d.get(key, _MISSING)
-    if value is _MISSING and required:
-        raise RecordError(where, path, "is missing")
-    return value
+class FilterQuestion(Question):
+    model_config = _READ_ONLY
+    question: str = ""
+    golden_answers: Any = None
+    positive_doc_ids: Any = None
 
 
-def _int(value: Any, where: str, path: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RecordError(where, path, f"must be an integer, got {value!r}")
-    return value
+class FilterRun(ExecutorRun):
+    """An `ExecutorRun` with what the filter reads: the correctness methods work unchanged."""
 
-
-def _str(value: Any, where: str, path: str) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    raise RecordError(where, path, f"must be a string, got {value!r}")
-
-
-@dataclass(frozen=True)
-class RunView:
-    """The fields of one ExecutorRun that filtering reads."""
-
-    run_id: str
-    role: str
-    round: int
-    sub_query_index: int
+    model_config = _READ_ONLY
+    sub_query: str = ""
+    model: str = ""
+    max_turns: int = 0
+    max_searches: int = 0
+    finish: Finish
     n_searches: int
-    finish: str
-    has_outcome: bool
-    em: float
-    judge: bool | None
-    counterfactual_of: str | None
-    messages: list[Message] | None
-    n_corrections: int | None = None
-    """Corrective messages the runtime sent, when the writer records it (optional field)."""
-    path: str = "run"
-    """Field path of this run inside its record, e.g. `runs[3]` (for error messages)."""
+    messages: list[Message] | None = None
+    """None when the record has none: an error only for a run that becomes a row."""
+    outcome: FilterOutcome | None = None
+    searches: Any = None
+    report: Any = None
+    usage: Any = None
+    calls: Any = None
 
-    @property
-    def sub_query_key(self) -> tuple[int, int]:
-        """(round, sub_query_index): with the episode id, the identity of a sub-query."""
-        return (self.round, self.sub_query_index)
-
+    @model_validator(mode="before")
     @classmethod
-    def parse(cls, run: Any, where: str = "<run>", path: str = "run") -> RunView:
-        d = as_dict(run)
-        run_id = _str(_get(d, "run_id", where, f"{path}.run_id"), where, f"{path}.run_id")
-        role = _str(_get(d, "role", where, f"{path}.role"), where, f"{path}.role")
-        round_ = _int(_get(d, "round", where, f"{path}.round"), where, f"{path}.round")
-        sqi = _int(
-            _get(d, "sub_query_index", where, f"{path}.sub_query_index"), where, f"{path}.sub_query_index"
+    def _count_searches(cls, data: Any) -> Any:
+        """Records without `n_searches` count their `searches` list."""
+        if isinstance(data, Mapping) and data.get("n_searches") is None:
+            searches = data.get("searches")
+            if isinstance(searches, list):
+                return {**data, "n_searches": len(searches)}
+        return data
+
+
+class FilterEpisode(Episode):
+    """An `Episode` as the filter reads it: the question's id and dataset, and the runs."""
+
+    model_config = _READ_ONLY
+    question: FilterQuestion
+    runs: list[FilterRun]
+    config: Any = None
+    rounds: Any = None
+    metrics: Any = None
+    usage: Any = None
+    stop_reason: Any = None
+    answerer: Any = None
+
+
+_EXPECTED = {
+    "int_type": "an integer",
+    "string_type": "a string",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+
+
+_READ_ORDER = {
+    name: i
+    for i, name in enumerate(
+        ("schema", "episode_id", "question", "id", "dataset", "runs", "run_id", "role", "round")
+        + ("sub_query_index", "finish", "n_searches", "outcome", "em", "judge", "counterfactual_of")
+        + ("messages", "n_corrections")
+    )
+}
+"""Of several problems, the one reported is the first in this order (then pydantic's)."""
+
+
+def _rank(loc: tuple[int | str, ...]) -> tuple[int, ...]:
+    return tuple(part if isinstance(part, int) else _READ_ORDER.get(part, len(_READ_ORDER)) for part in loc)
+
+
+def _nullable(model: type[BaseModel], loc: tuple[int | str, ...]) -> bool:
+    """Whether the field of `model` at pydantic's error location `loc` accepts null."""
+    annotation: Any = model
+    for part in loc:
+        if isinstance(part, int):  # list[X] -> X
+            annotation = next(iter(get_args(annotation)), None)
+            continue
+        inner = next(
+            (
+                a
+                for a in (annotation, *get_args(annotation))
+                if isinstance(a, type) and issubclass(a, BaseModel)
+            ),
+            None,
         )
-        finish = _str(_get(d, "finish", where, f"{path}.finish"), where, f"{path}.finish")
-        n = _get(d, "n_searches", where, f"{path}.n_searches", required=False)
-        if n is _MISSING or n is None:
-            searches = d.get("searches")
-            if not isinstance(searches, list):
-                raise RecordError(where, f"{path}.n_searches", "is missing (and no 'searches' list to count)")
-            n = len(searches)
-        outcome = d.get("outcome")
-        if outcome is not None and not isinstance(outcome, Mapping):
-            raise RecordError(where, f"{path}.outcome", f"must be an object or null, got {outcome!r}")
-        em_raw = (outcome or {}).get("em")
-        if em_raw is not None and not isinstance(em_raw, int | float):
-            raise RecordError(where, f"{path}.outcome.em", f"must be a number, got {em_raw!r}")
-        judge = (outcome or {}).get("judge")
-        if judge is not None and not isinstance(judge, bool):
-            raise RecordError(where, f"{path}.outcome.judge", f"must be true, false or null, got {judge!r}")
-        cf = d.get("counterfactual_of")
-        messages = d.get("messages")
-        if messages is not None and not isinstance(messages, list):
-            raise RecordError(where, f"{path}.messages", "must be a list of chat messages")
-        corrections = d.get("n_corrections")
-        if corrections is not None:
-            corrections = _int(corrections, where, f"{path}.n_corrections")
-        return cls(
-            run_id=run_id,
-            role=role,
-            round=round_,
-            sub_query_index=sqi,
-            n_searches=_int(n, where, f"{path}.n_searches"),
-            finish=finish,
-            has_outcome=outcome is not None,
-            em=float(em_raw or 0.0),
-            judge=judge,
-            counterfactual_of=None if cf is None else _str(cf, where, f"{path}.counterfactual_of"),
-            messages=messages,
-            n_corrections=corrections,
-            path=path,
+        if inner is None or part not in inner.model_fields:
+            return False
+        annotation = inner.model_fields[part].annotation
+    return type(None) in get_args(annotation)
+
+
+def _field_path(prefix: str, loc: tuple[int | str, ...]) -> str:
+    path = prefix
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else part
+    return path
+
+
+def _record_error(exc: ValidationError, where: str, model: type[BaseModel], prefix: str = "") -> RecordError:
+    """The first problem of a failed `model` parse as a one-line `RecordError` (field path, what it must be)."""
+    error = min(exc.errors(include_url=False), key=lambda e: _rank(tuple(e["loc"])))
+    loc = tuple(error["loc"])
+    path = _field_path(prefix, loc) or "<record>"
+    kind = error["type"]
+    if kind == "missing":
+        if loc and loc[-1] == "n_searches":
+            return RecordError(where, path, "is missing (and no 'searches' list to count)")
+        return RecordError(where, path, "is missing")
+    if kind == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        return RecordError(where, path, f"must be one of {expected}, got {error['input']!r}")
+    expected = _EXPECTED.get(kind)
+    if expected is None:
+        return RecordError(where, path, f"{error['msg'].lower()}, got {error['input']!r}")
+    if _nullable(model, loc):
+        expected += " or null"
+    return RecordError(where, path, f"must be {expected}, got {error['input']!r}")
+
+
+def parse_episode(record: Any, where: str = "<episode>") -> Episode:
+    """The episode a record holds; an `Episode` model is used as it is."""
+    if isinstance(record, Episode):
+        return record
+    if not isinstance(record, Mapping):
+        raise RecordError(where, "<record>", "must be a JSON object")
+    schema = record.get("schema", EPISODE_SCHEMA)
+    if schema != EPISODE_SCHEMA:
+        raise RecordError(
+            where, "schema", f"is {schema!r}; this version reads {EPISODE_SCHEMA!r} episodes only"
         )
+    try:
+        return FilterEpisode.model_validate(record, strict=True)
+    except ValidationError as exc:
+        raise _record_error(exc, where, FilterEpisode) from None
 
 
-@dataclass(frozen=True)
-class EpisodeView:
-    """The fields of one episode record that filtering reads."""
-
-    episode_id: str
-    question_id: str
-    dataset: str
-    runs: list[RunView] = field(default_factory=list)
-    where: str = "<episode>"
-
-    @classmethod
-    def parse(cls, episode: Any, where: str = "<episode>") -> EpisodeView:
-        d = as_dict(episode)
-        episode_id = _str(_get(d, "episode_id", where, "episode_id"), where, "episode_id")
-        question = _get(d, "question", where, "question")
-        if not isinstance(question, Mapping):
-            raise RecordError(where, "question", f"must be an object, got {question!r}")
-        question_id = _str(_get(question, "id", where, "question.id"), where, "question.id")
-        dataset = question.get("dataset")
-        runs = _get(d, "runs", where, "runs")
-        if not isinstance(runs, list):
-            raise RecordError(where, "runs", "must be a list")
-        views = []
-        for i, run in enumerate(runs):
-            if not isinstance(run, Mapping | BaseModel):
-                raise RecordError(where, f"runs[{i}]", "must be an object")
-            views.append(RunView.parse(run, where, f"runs[{i}]"))
-        return cls(
-            episode_id=episode_id,
-            question_id=question_id,
-            dataset="unknown" if dataset is None else _str(dataset, where, "question.dataset"),
-            runs=views,
-            where=where,
-        )
+def parse_run(record: Any, where: str = "<run>", path: str = "run") -> ExecutorRun:
+    """One run of a record (`path` names it in errors, e.g. `runs[3]`); an `ExecutorRun` as it is."""
+    if isinstance(record, ExecutorRun):
+        return record
+    try:
+        return FilterRun.model_validate(record, strict=True)
+    except ValidationError as exc:
+        raise _record_error(exc, where, FilterRun, path) from None

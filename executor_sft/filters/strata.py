@@ -1,13 +1,12 @@
-"""The two training strata and the per-run decision (DESIGN.md, "Filter strata").
+"""The built-in strata and the per-run decision.
 
-`all_correct` is an ablation baseline beside them (naive distillation: every correct run), not
-a paper stratum; with it selected, a correct student or teacher run is kept whatever its
-number of searches.
+`single_search` and `info_gain_multi_search` are the paper's strata (docs/filters.md,
+"Rules"); `all_correct` is an ablation baseline beside them (naive distillation: every correct
+run, any number of searches). Each registers in `STRATA` as a `Stratum` (the runs it claims,
+by search count, and its rule), as a user's stratum does.
 
-A stratum function takes a run and the `EpisodeContext` of its episode and returns None when
-the run belongs to the stratum, else the reason it does not. `classify_run` applies the
-common checks in a fixed order and routes each run to at most one stratum, so every run gets
-exactly one outcome: a stratum or one exclusion reason.
+`classify_run` applies the common checks in a fixed order and gives each run to at most one
+stratum, so every run gets exactly one outcome: a stratum or one exclusion reason.
 """
 
 from __future__ import annotations
@@ -15,44 +14,62 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from executor_sft.filters.config import ALL_CORRECT, INFO_GAIN_MULTI_SEARCH, SINGLE_SEARCH, FilterConfig
-from executor_sft.filters.predicates import (
-    correctness_failure,
-    is_correct,
-    is_counterfactual,
-    needs_correction,
+from executor_sft.filters.config import FilterConfig
+from executor_sft.filters.predicates import is_counterfactual, needs_correction
+from executor_sft.filters.stratum import (
+    ALL_CORRECT,
+    DEFAULT_STRATA,
+    INFO_GAIN_MULTI_SEARCH,
+    SINGLE_SEARCH,
+    STRATA,
+    Stratum,
+    resolve_stratum,
 )
-from executor_sft.filters.records import EpisodeView, RunView
+from executor_sft.schema import Episode, ExecutorRun
+
+
+def sub_query_key(run: ExecutorRun) -> tuple[int, int]:
+    """(round, sub_query_index): with the episode id, the identity of a sub-query."""
+    return (run.round, run.sub_query_index)
 
 
 @dataclass
 class EpisodeContext:
     """What deciding one run needs to know about the rest of its episode."""
 
-    episode: EpisodeView
+    episode: Episode
     config: FilterConfig
     covered: set[tuple[int, int]] = field(default_factory=set)
     """(round, sub_query_index) of sub-queries that some correct student run answers."""
-    counterfactuals: dict[str, list[RunView]] = field(default_factory=dict)
+    counterfactuals: dict[str, list[ExecutorRun]] = field(default_factory=dict)
     """run_id -> its budget-1 re-runs (role `budget1_role`, `counterfactual_of == run_id`)."""
+    routes: tuple[tuple[str, Stratum, bool], ...] = ()
+    """(name, stratum, selected) in the order runs are offered to them: the selected strata,
+    then the default ones not selected."""
 
     @classmethod
-    def build(cls, episode: EpisodeView, config: FilterConfig) -> EpisodeContext:
+    def build(cls, episode: Episode, config: FilterConfig) -> EpisodeContext:
         covered = set()
-        cfs: dict[str, list[RunView]] = defaultdict(list)
+        cfs: dict[str, list[ExecutorRun]] = defaultdict(list)
         for run in episode.runs:
-            if run.role == config.student_role and is_correct(run, config.require_judge, config.min_em):
-                covered.add(run.sub_query_key)
+            if run.role == config.student_role and run.is_correct(config.require_judge, config.min_em):
+                covered.add(sub_query_key(run))
             if run.role == config.budget1_role and run.counterfactual_of is not None:
                 cfs[run.counterfactual_of].append(run)
-        return cls(episode=episode, config=config, covered=covered, counterfactuals=dict(cfs))
+        routes = [(name, resolve_stratum(name), True) for name in config.strata]
+        routes += [
+            (name, resolve_stratum(name), False) for name in DEFAULT_STRATA if name not in config.strata
+        ]
+        return cls(
+            episode=episode, config=config, covered=covered, counterfactuals=dict(cfs), routes=tuple(routes)
+        )
 
 
 @dataclass(frozen=True)
 class Decision:
     """The outcome for one run: a stratum (kept) or an exclusion reason."""
 
-    run: RunView
+    run: ExecutorRun
     stratum: str | None = None
     reason: str | None = None
 
@@ -61,11 +78,11 @@ class Decision:
         return self.stratum is not None
 
 
-def _correct_reason(run: RunView, cfg: FilterConfig) -> str | None:
-    return correctness_failure(run, cfg.require_judge, cfg.min_em)
+def _correct_reason(run: ExecutorRun, cfg: FilterConfig) -> str | None:
+    return run.correctness_failure(cfg.require_judge, cfg.min_em)
 
 
-def single_search(run: RunView, ctx: EpisodeContext) -> str | None:
+def single_search(run: ExecutorRun, ctx: EpisodeContext) -> str | None:
     """Student or teacher, exactly `single_searches` searches, correct; a teacher run only where
     no correct student run covers the sub-query (unless `teacher_single_search == "all"`)."""
     cfg = ctx.config
@@ -78,13 +95,13 @@ def single_search(run: RunView, ctx: EpisodeContext) -> str | None:
     if (
         run.role == cfg.teacher_role
         and cfg.teacher_single_search == "uncovered"
-        and run.sub_query_key in ctx.covered
+        and sub_query_key(run) in ctx.covered
     ):
         return "teacher_single_covered"
     return None
 
 
-def info_gain_multi_search(run: RunView, ctx: EpisodeContext) -> str | None:
+def info_gain_multi_search(run: ExecutorRun, ctx: EpisodeContext) -> str | None:
     """Teacher, >= `min_searches` searches, correct, and its budget-1 re-run exists and is not
     correct (every re-run, if there are several; one that did not report is not correct)."""
     cfg = ctx.config
@@ -97,12 +114,12 @@ def info_gain_multi_search(run: RunView, ctx: EpisodeContext) -> str | None:
     cfs = ctx.counterfactuals.get(run.run_id)
     if not cfs:
         return "no_counterfactual"
-    if any(is_correct(cf, cfg.require_judge, cfg.min_em) for cf in cfs):
+    if any(cf.is_correct(cfg.require_judge, cfg.min_em) for cf in cfs):
         return "counterfactual_correct"
     return None
 
 
-def all_correct(run: RunView, ctx: EpisodeContext) -> str | None:
+def all_correct(run: ExecutorRun, ctx: EpisodeContext) -> str | None:
     """Ablation baseline (naive distillation): student or teacher, correct, any number of
     searches; no coverage or counterfactual rule."""
     cfg = ctx.config
@@ -111,40 +128,64 @@ def all_correct(run: RunView, ctx: EpisodeContext) -> str | None:
     return _correct_reason(run, cfg)
 
 
-def classify_run(run: RunView, ctx: EpisodeContext) -> Decision:
+STRATA.register(
+    SINGLE_SEARCH, Stratum(claims=lambda run, cfg: run.n_searches == cfg.single_searches, rule=single_search)
+)
+STRATA.register(
+    INFO_GAIN_MULTI_SEARCH,
+    Stratum(claims=lambda run, cfg: run.n_searches >= cfg.min_searches, rule=info_gain_multi_search),
+)
+STRATA.register(ALL_CORRECT, Stratum(claims=lambda run, cfg: True, rule=all_correct, alone=True))
+
+
+def _common_reason(run: ExecutorRun, cfg: FilterConfig) -> str | None:
+    """The checks every stratum shares, before any is asked."""
+    if is_counterfactual(run, cfg.budget1_role):
+        return "counterfactual_role"
+    if run.role not in (cfg.student_role, cfg.teacher_role):
+        return "role_not_trained"
+    return _correct_reason(run, cfg)
+
+
+def _unclaimed_reason(run: ExecutorRun, cfg: FilterConfig) -> str:
+    """Why no stratum claims a run: its search count is below every stratum's."""
+    if run.n_searches < cfg.single_searches:
+        return "no_search" if run.n_searches == 0 else "below_single_searches"
+    return "below_min_searches"
+
+
+def route(run: ExecutorRun, ctx: EpisodeContext) -> tuple[str | None, str | None]:
+    """(stratum, None) for the stratum that takes the run, else (None, why not)."""
+    first_reason = None
+    for name, stratum, selected in ctx.routes:
+        if not stratum.claims(run, ctx.config):
+            continue
+        reason = stratum.rule(run, ctx)
+        if reason is None:
+            return (name, None) if selected else (None, "stratum_disabled")
+        first_reason = first_reason or reason
+    return None, first_reason or _unclaimed_reason(run, ctx.config)
+
+
+def classify_run(run: ExecutorRun, ctx: EpisodeContext) -> Decision:
     """Decide one run. Check order (first failing check names the reason):
     counterfactual_role, role_not_trained, correctness (not_report, no_outcome, wrong_em,
-    judge_null, judge_false), search count (no_search, below_single_searches, below_min_searches), stratum rule
-    (teacher_single_covered, student_multi_search, no_counterfactual, counterfactual_correct),
-    stratum_disabled, corrected_turn. With `all_correct` selected, the search-count and
-    stratum-rule checks are skipped."""
+    judge_null, judge_false), the claiming stratum's rule (teacher_single_covered,
+    student_multi_search, no_counterfactual, counterfactual_correct, ...), stratum_disabled,
+    the search count when no stratum claims the run (no_search, below_single_searches,
+    below_min_searches), corrected_turn."""
     cfg = ctx.config
-    if is_counterfactual(run, cfg.budget1_role):
-        return Decision(run, reason="counterfactual_role")
-    if run.role not in (cfg.student_role, cfg.teacher_role):
-        return Decision(run, reason="role_not_trained")
-    if reason := _correct_reason(run, cfg):
+    if reason := _common_reason(run, cfg):
         return Decision(run, reason=reason)
-    if ALL_CORRECT in cfg.strata:
-        stratum, reason = ALL_CORRECT, all_correct(run, ctx)
-    elif run.n_searches == cfg.single_searches:
-        stratum, reason = SINGLE_SEARCH, single_search(run, ctx)
-    elif run.n_searches >= cfg.min_searches:
-        stratum, reason = INFO_GAIN_MULTI_SEARCH, info_gain_multi_search(run, ctx)
-    elif run.n_searches < cfg.single_searches:
-        return Decision(run, reason="no_search" if run.n_searches == 0 else "below_single_searches")
-    else:
-        return Decision(run, reason="below_min_searches")
+    stratum, reason = route(run, ctx)
     if reason:
         return Decision(run, reason=reason)
-    if stratum not in cfg.strata:
-        return Decision(run, reason="stratum_disabled")
     if cfg.exclude_corrected and needs_correction(run):
         return Decision(run, reason="corrected_turn")
     return Decision(run, stratum=stratum)
 
 
-def classify_episode(episode: EpisodeView, config: FilterConfig) -> list[Decision]:
+def classify_episode(episode: Episode, config: FilterConfig) -> list[Decision]:
     """Decisions for every run of one episode, in run order."""
     ctx = EpisodeContext.build(episode, config)
     return [classify_run(run, ctx) for run in episode.runs]

@@ -22,8 +22,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from executor_sft.agents.prompting import Prompts, fill
-from executor_sft.filters.predicates import correctness_failure
-from executor_sft.filters.records import RecordError, RunView
+from executor_sft.filters.records import RecordError, parse_run
 from executor_sft.jsonl import iter_jsonl, iter_records
 from executor_sft.jsonl import write_jsonl as write_jsonl  # the package's one writer, (path, rows)
 from executor_sft.metrics.answer import normalize_answer
@@ -98,7 +97,7 @@ def _verified_answer(
     if run.get("counterfactual_of") is not None:
         report.excluded["counterfactual"] += 1
         return None
-    failure = correctness_failure(RunView.parse(run, where, path), require_judge=require_judge)
+    failure = parse_run(run, where, path).correctness_failure(require_judge=require_judge)
     if failure is not None:
         report.excluded[failure] += 1
         return None

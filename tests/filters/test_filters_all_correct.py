@@ -7,7 +7,6 @@ from filters_helpers import episode, run
 
 from executor_sft.filters import (
     ALL_CORRECT,
-    EpisodeView,
     FilterConfig,
     classify_episode,
     filter_episodes,
@@ -16,8 +15,10 @@ from executor_sft.testing.doubles import assistant, tool_call
 
 
 def decide(runs, **cfg) -> dict[str, str]:
-    view = EpisodeView.parse(episode("e1", runs))
-    return {d.run.run_id: d.stratum or d.reason for d in classify_episode(view, FilterConfig(**cfg))}
+    return {
+        d.run.run_id: d.stratum or d.reason
+        for d in classify_episode(episode("e1", runs), FilterConfig(**cfg))
+    }
 
 
 def test_keeps_every_correct_run_whatever_the_searches_and_counterfactuals():

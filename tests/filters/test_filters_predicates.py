@@ -1,4 +1,4 @@
-"""Correctness, counterfactual and corrected-turn predicates on dicts, schema models and views."""
+"""Correctness, counterfactual and corrected-turn predicates on dicts and schema models."""
 
 from __future__ import annotations
 
@@ -6,22 +6,33 @@ import pytest
 from filters_helpers import conversation, run
 
 from executor_sft.filters import (
-    RunView,
     correctness_failure,
     is_correct,
     is_counterfactual,
     malformed_turn,
     needs_correction,
+    parse_run,
 )
 from executor_sft.testing.doubles import assistant, tool_call
 
 
-@pytest.mark.parametrize("as_type", ["model", "dict", "view"])
+@pytest.mark.parametrize("as_type", ["model", "dict", "parsed"])
 def test_correct_run_accepted_in_every_form(as_type):
     r = run("t1", "teacher")
-    obj = {"model": r, "dict": r.model_dump(mode="json"), "view": RunView.parse(r)}[as_type]
+    obj = {"model": r, "dict": r.model_dump(mode="json"), "parsed": parse_run(r.model_dump(mode="json"))}[
+        as_type
+    ]
     assert is_correct(obj)
     assert correctness_failure(obj) is None
+
+
+def test_predicates_are_the_typed_records_rule():
+    """The filter's correctness is `ExecutorRun.correctness_failure`, read from a record's dict."""
+    for kwargs in ({}, {"judge": None}, {"em": 0.0}, {"finish": "turn_budget"}, {"outcome": False}):
+        r = run("t1", "teacher", **kwargs)
+        parsed = parse_run(r.model_dump(mode="json"))
+        assert correctness_failure(r.model_dump(mode="json")) == r.correctness_failure()
+        assert parsed.correctness_failure(require_judge=False) == r.correctness_failure(require_judge=False)
 
 
 @pytest.mark.parametrize(

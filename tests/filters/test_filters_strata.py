@@ -9,11 +9,11 @@ from executor_sft.filters import (
     INFO_GAIN_MULTI_SEARCH,
     SINGLE_SEARCH,
     EpisodeContext,
-    EpisodeView,
     FilterConfig,
     classify_episode,
     filter_episodes,
     info_gain_multi_search,
+    parse_episode,
     single_search,
 )
 from executor_sft.testing.doubles import assistant, tool_call
@@ -21,8 +21,10 @@ from executor_sft.testing.doubles import assistant, tool_call
 
 def decide(runs, **cfg) -> dict[str, str]:
     """run_id -> stratum (kept) or exclusion reason."""
-    view = EpisodeView.parse(episode("e1", runs))
-    return {d.run.run_id: d.stratum or d.reason for d in classify_episode(view, FilterConfig(**cfg))}
+    return {
+        d.run.run_id: d.stratum or d.reason
+        for d in classify_episode(episode("e1", runs), FilterConfig(**cfg))
+    }
 
 
 def test_student_single_search_always_kept():
@@ -219,7 +221,7 @@ def test_corrected_run_with_unparseable_arguments_cannot_become_a_row():
 
 
 def test_stratum_functions_usable_alone():
-    ep = EpisodeView.parse(
+    (record,) = as_dicts(
         episode(
             "e",
             [
@@ -229,6 +231,7 @@ def test_stratum_functions_usable_alone():
             ],
         )
     )
+    ep = parse_episode(record)
     ctx = EpisodeContext.build(ep, FilterConfig())
     s, t, _ = ep.runs
     assert single_search(s, ctx) is None
@@ -264,7 +267,7 @@ def test_every_run_gets_exactly_one_outcome():
 def test_config_validation():
     with pytest.raises(ValueError, match="teacher_single_search"):
         FilterConfig(teacher_single_search="some")
-    with pytest.raises(ValueError, match="unknown strata"):
+    with pytest.raises(ValueError, match="unknown filter stratum 'multi'"):
         FilterConfig(strata=["multi"])
     with pytest.raises(ValueError, match="min_searches"):
         FilterConfig(min_searches=1)
