@@ -19,6 +19,7 @@ LAYERS = {
     "jsonl": 0,
     "errors": 0,
     "registry": 0,
+    "store": 0,
     "data": 1,
     "retrieval": 1,
     "llm": 1,

@@ -33,9 +33,9 @@ from executor_sft.llm.config import ModelConfig, build_chat_model
 from executor_sft.llm.pool import ModelPool as BaseModelPool
 from executor_sft.llm.request_cache import RequestCache, cache_models, model_identity
 from executor_sft.retrieval.base import Retriever
-from executor_sft.rollout.store import EpisodeStore
 from executor_sft.schema import Episode, Question
 from executor_sft.schema import episode_id as make_episode_id
+from executor_sft.store import EpisodeStore
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from executor_sft.data.selection import QuestionSource as BaseQuestionSource
 from executor_sft.llm.config import ModelConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
-from executor_sft.rollout.store import check_jsonl
 from executor_sft.schema import Question, Role, episode_id
+from executor_sft.store import check_jsonl
 
 
 class CollectQuestionSource(BaseQuestionSource):

@@ -35,10 +35,10 @@ from executor_sft.llm.request_cache import RequestCache, cache_models, model_ide
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig, CounterfactualConfig
-from executor_sft.rollout.store import EpisodeStore, read_episodes
 from executor_sft.rollout.summary import CollectionStats, collection_stats, render_summary
 from executor_sft.schema import Episode, Question, Role, Usage
 from executor_sft.schema import episode_id as make_episode_id
+from executor_sft.store import EpisodeStore, read_episodes
 
 logger = logging.getLogger(__name__)
 

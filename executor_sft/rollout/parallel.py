@@ -34,9 +34,9 @@ from executor_sft.rollout.engine import (
     merge_rollouts,
     select_questions,
 )
-from executor_sft.rollout.store import EpisodeStore, read_episodes
 from executor_sft.rollout.summary import CollectionStats, collection_stats
 from executor_sft.schema import Episode, Question
+from executor_sft.store import EpisodeStore, read_episodes
 
 ModelsFactory = Callable[[list[Question]], Mapping[str, ChatModel]]
 """Builds a worker's role -> model map from the worker's questions (must be picklable)."""

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from executor_sft.rollout import CollectConfig, collect
-from executor_sft.rollout.store import read_episodes
+from executor_sft.store import read_episodes
 from executor_sft.synthetic import scripted_models
 
 ROLES = ("backbone", "answerer", "teacher", "student")
