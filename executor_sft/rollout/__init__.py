@@ -10,8 +10,8 @@ from executor_sft.rollout.collect import (
 )
 from executor_sft.rollout.config import (
     CollectConfig,
+    CollectQuestionSource,
     CounterfactualConfig,
-    QuestionSource,
     load_collect_config,
 )
 from executor_sft.rollout.parallel import collect_parallel, merge_parts
@@ -19,10 +19,10 @@ from executor_sft.rollout.summary import CollectionStats, collection_stats, rend
 
 __all__ = [
     "CollectConfig",
+    "CollectQuestionSource",
     "CollectResult",
     "CollectionStats",
     "CounterfactualConfig",
-    "QuestionSource",
     "add_counterfactuals",
     "collect",
     "collect_parallel",

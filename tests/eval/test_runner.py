@@ -9,12 +9,12 @@ from eval_helpers import scripted, scripted_factory
 
 from executor_sft.eval import (
     EvalConfig,
-    ModelPool,
     QuestionSource,
     load_eval_config,
     run_eval,
     select_questions,
 )
+from executor_sft.llm import ModelPool
 
 
 @pytest.fixture(scope="module")
