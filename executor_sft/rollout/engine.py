@@ -1,9 +1,10 @@
 """The collection engine in one process: episodes for every (question, sample), counterfactual re-runs, resume.
 
-The engine is I/O bound, so it keeps `concurrency` episodes in flight on one event loop; each
-episode runs its sub-queries and executor roles concurrently as well. Model calls are awaited,
-retrieval runs in worker threads (`Retriever.asearch`) and the durable write of a finished
-episode runs in a thread too, so nothing blocks the loop. A finished episode is written with
+The engine is I/O bound, so it keeps `concurrency` episodes in flight on one event loop
+(`executor_sft.episode_runner`, which evaluation runs through too); each episode runs its
+sub-queries and executor roles concurrently as well. Model calls are awaited, retrieval runs
+in worker threads (`Retriever.asearch`) and the durable write of finished episodes runs in a
+thread too, so nothing blocks the loop. A finished episode is written with
 its counterfactual runs in one record, so a kill never leaves half-labelled work behind, and
 a restart skips every episode id already in the file.
 """
