@@ -19,6 +19,8 @@ LAYERS = {
     "jsonl": 0,
     "errors": 0,
     "registry": 0,
+    "store": 0,
+    "episode_runner": 0,
     "data": 1,
     "retrieval": 1,
     "llm": 1,

@@ -3,8 +3,7 @@
 Collection (`executor_sft.rollout`) and evaluation (`executor_sft.eval`) read the same
 `questions:` mapping; only two defaults differ with the purpose. The defaults here are
 evaluation's (`EvalConfig.questions` uses this class as it is); collection's config declares
-its own in a subclass (`executor_sft.rollout.config.CollectQuestionSource`, exported as
-`executor_sft.rollout.QuestionSource`):
+its own in a subclass (`executor_sft.rollout.CollectQuestionSource`):
 
 | field | evaluation | collection for training |
 |---|---|---|

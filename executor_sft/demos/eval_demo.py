@@ -16,10 +16,11 @@ import argparse
 import logging
 from pathlib import Path
 
-from executor_sft.eval.runner import ModelPool, ensure_index
+from executor_sft.eval.runner import ensure_index
 from executor_sft.eval.sweep import SweepConfig, SweepResult, run_sweep
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.config import ModelConfig, build_chat_model
+from executor_sft.llm.pool import ModelPool
 
 SYNTHETIC = "synthetic:"
 

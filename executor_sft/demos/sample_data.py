@@ -117,10 +117,10 @@ def collect_into(
 ) -> int:
     """Append episodes for `questions` to `rollouts` (one at a time, so the file order is fixed)."""
     from executor_sft.retrieval import RetrieverConfig
-    from executor_sft.rollout import CollectConfig, QuestionSource, collect
+    from executor_sft.rollout import CollectConfig, CollectQuestionSource, collect
 
     config = CollectConfig(
-        questions=QuestionSource(path=str(questions_path)),
+        questions=CollectQuestionSource(path=str(questions_path)),
         retriever=RetrieverConfig(index=str(index_dir), k=pipeline.top_k),
         pipeline=pipeline,
         output_dir=str(rollouts.parent),

@@ -14,7 +14,7 @@ from executor_sft.eval.eval_set import EvalSet, EvalSetConfig, build_eval_set, l
 from executor_sft.eval.idlist import read_ids
 from executor_sft.eval.plots import Point, pareto_front, plot_capacity, plot_pareto, plot_summary
 from executor_sft.eval.report import results_markdown, sweep_markdown
-from executor_sft.eval.runner import EvalRun, ModelPool, ensure_index, run_eval, select_questions
+from executor_sft.eval.runner import EvalRun, ensure_index, run_eval, select_questions
 from executor_sft.eval.sweep import SweepConfig, SweepResult, build_cells, load_sweep_config, run_sweep
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "EvalRun",
     "GroupResult",
     "MetricsConfig",
-    "ModelPool",
     "Point",
     "QuestionSource",
     "SingleAgentConfig",

@@ -33,8 +33,8 @@ from executor_sft.metrics.aggregate import mean_at_k, weighted_mean
 from executor_sft.metrics.answer import Normalization, cover_exact_match, exact_match, f1_score
 from executor_sft.metrics.cer import episode_cer_c
 from executor_sft.metrics.tokens import search_histogram, subagent_tokens, system_runs
-from executor_sft.rollout.store import read_episodes
 from executor_sft.schema import Episode
+from executor_sft.store import read_episodes
 
 AVG = "avg"
 MACRO = "macro"

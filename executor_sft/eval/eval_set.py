@@ -27,12 +27,13 @@ from executor_sft.eval.aggregate import has_subquery
 from executor_sft.eval.config import JUDGE_ROLE, EvalConfig
 from executor_sft.eval.idlist import ids_digest
 from executor_sft.eval.report import write_markdown
-from executor_sft.eval.runner import EPISODES_FILE, ModelPool, run_eval, select_questions
+from executor_sft.eval.runner import EPISODES_FILE, run_eval, select_questions
 from executor_sft.llm.config import ModelConfig
+from executor_sft.llm.pool import ModelPool
 from executor_sft.retrieval.base import Retriever
-from executor_sft.rollout.store import read_episodes
 from executor_sft.schema import Episode
 from executor_sft.schema import episode_id as make_episode_id
+from executor_sft.store import read_episodes
 
 EVAL_SET_JSON = "eval_set.json"
 EVAL_SET_MD = "eval_set.md"

@@ -16,26 +16,22 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from executor_sft.data.selection import select_questions
+from executor_sft.episode_runner import RunReport, WorkItem, run_episodes, work_items
 from executor_sft.eval.aggregate import EvalResults, summarize
 from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
 from executor_sft.eval.idlist import ids_digest
 from executor_sft.eval.report import results_markdown, write_markdown
 from executor_sft.llm.base import ChatModel
-from executor_sft.llm.config import ModelConfig, build_chat_model
-from executor_sft.llm.pool import ModelPool as BaseModelPool
-from executor_sft.llm.request_cache import RequestCache, cache_models
+from executor_sft.llm.pool import ModelPool, build_models
 from executor_sft.retrieval.base import Retriever
-from executor_sft.rollout.store import EpisodeStore
 from executor_sft.schema import Episode, Question
-from executor_sft.schema import episode_id as make_episode_id
+from executor_sft.store import EpisodeStore
 
 logger = logging.getLogger(__name__)
 
@@ -65,14 +61,6 @@ def ensure_index(index_dir: str | Path, corpus: str | Path) -> Path:
     except OSError:  # another process finished first: keep its index
         shutil.rmtree(tmp, ignore_errors=True)
     return index_dir
-
-
-class ModelPool(BaseModelPool):
-    """`executor_sft.llm.ModelPool`, whose default factory is this module's `build_chat_model`
-    (looked up when the pool is made, so a test can patch it here)."""
-
-    def __init__(self, factory: Callable[[ModelConfig], ChatModel] | None = None) -> None:
-        super().__init__(factory or build_chat_model)
 
 
 def system_record(config: EvalConfig) -> dict[str, Any]:
@@ -157,59 +145,33 @@ def _load_tokenizer(spec: str | None) -> Any:
     return load(spec)
 
 
-async def _run_pending(
-    config: EvalConfig,
-    pending: list[tuple[Question, int]],
-    store: EpisodeStore,
-    models: Mapping[str, ChatModel],
-    retriever: Retriever,
-    progress: bool,
-) -> list[str]:
+def _make_run_one(
+    config: EvalConfig, models: Mapping[str, ChatModel], retriever: Retriever
+) -> Callable[[WorkItem], Awaitable[Episode]]:
+    """`run_one` for the episode runner: the pipeline, or the single agent, on one (question, sample)."""
     from executor_sft.agents import run_episode, run_single_agent
     from executor_sft.metrics.judge import LLMJudge
 
     judge = None
     if JUDGE_ROLE in models:
-        cache = config.judge_cache or str(config.out / "judge_cache.jsonl")
-        judge = LLMJudge(models[JUDGE_ROLE], cache_path=cache)
-    single_agent_settings = config.single_agent.executor_settings(config.pipeline.prompts)
-    sem = asyncio.Semaphore(config.concurrency)
-    failed: list[str] = []
-    bar = tqdm(total=len(pending), desc=config.name, unit="ep", disable=not progress)
+        judge = LLMJudge(
+            models[JUDGE_ROLE], cache_path=config.judge_cache or str(config.out / "judge_cache.jsonl")
+        )
+    single_agent = config.single_agent.executor_settings(config.pipeline.prompts)
 
-    async def one(question: Question, sample: int) -> None:
-        async with sem:
-            try:
-                if config.mode == "single_agent":
-                    episode = await run_single_agent(
-                        models[SINGLE_AGENT_ROLE],
-                        retriever,
-                        question,
-                        single_agent_settings,
-                        sample_index=sample,
-                        judge=judge,
-                    )
-                else:
-                    episode = await run_episode(
-                        question, models, retriever, config.pipeline, sample, judge=judge
-                    )
-            except Exception:  # a bug, not model output: keep going, report, let a rerun retry
-                logger.exception("%s#%d: episode failed", question.id, sample)
-                failed.append(make_episode_id(question.id, sample))
-            else:
-                store.append(episode)
-            finally:
-                bar.update(1)
+    async def run_one(item: WorkItem) -> Episode:
+        if config.mode == "single_agent":
+            return await run_single_agent(
+                models[SINGLE_AGENT_ROLE],
+                retriever,
+                item.question,
+                single_agent,
+                sample_index=item.sample,
+                judge=judge,
+            )
+        return await run_episode(item.question, models, retriever, config.pipeline, item.sample, judge=judge)
 
-    try:
-        await asyncio.gather(*(one(q, s) for q, s in pending))
-    finally:
-        bar.close()
-    return failed
-
-
-def _episode_id(question: Question, sample: int) -> str:
-    return make_episode_id(question.id, sample)
+    return run_one
 
 
 def run_eval(
@@ -238,13 +200,11 @@ def run_eval(
             config.samples,
         )
     questions = select_questions(config.questions)
-    work = [(q, s) for q in questions for s in range(config.samples)]
-    wanted = {_episode_id(q, s) for q, s in work}
-    store = EpisodeStore(out / EPISODES_FILE)
-    failed: list[str] = []
-    try:
-        pending = [(q, s) for q, s in work if _episode_id(q, s) not in store]
-        skipped = len(work) - len(pending)
+    work = work_items(questions, config.samples)
+    wanted = {item.episode_id for item in work}
+    with EpisodeStore(out / EPISODES_FILE) as store:
+        pending = sum(item.episode_id not in store for item in work)
+        report = RunReport(skipped=len(work) - pending)
         if pending:
             if retriever is None:
                 from executor_sft.retrieval.config import build_retriever
@@ -253,17 +213,18 @@ def run_eval(
                     ensure_index(config.retriever.index, config.build_index_from)
                 retriever = build_retriever(config.retriever)
             if models is None:
-                models = (pool or ModelPool()).build(config.models)
-                if (cache := config.llm_cache_file()) is not None:
-                    # a resumed evaluation replays its greedy requests instead of sending them again
-                    keys = {role: cfg.identity() for role, cfg in config.models.items()}
-                    models = cache_models(
-                        models, RequestCache(cache), skip_roles=(JUDGE_ROLE,), model_keys=keys
-                    )
-            failed = asyncio.run(_run_pending(config, pending, store, models, retriever, progress))
+                models = build_models(config.models, cache_file=config.llm_cache_file(), pool=pool)
+            report = asyncio.run(
+                run_episodes(
+                    work,
+                    _make_run_one(config, models, retriever),
+                    store,
+                    concurrency=config.concurrency,
+                    progress={"desc": config.name} if progress else None,
+                )
+            )
         episodes = [e for e in store if e.episode_id in wanted]
-    finally:
-        store.close()
+    failed = [episode_id for episode_id, _ in report.failed]
     results = summarize(
         episodes,
         config.name,
@@ -282,8 +243,8 @@ def run_eval(
     return EvalRun(
         results=results,
         output_dir=out,
-        ran=len(pending) - len(failed),
-        skipped=skipped,
+        ran=report.written,
+        skipped=report.skipped,
         failed=failed,
         seconds=time.perf_counter() - start,
     )

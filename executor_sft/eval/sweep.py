@@ -24,8 +24,9 @@ from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
 from executor_sft.eval.idlist import ids_digest, read_ids
 from executor_sft.eval.plots import Point, plot_capacity, plot_pareto
 from executor_sft.eval.report import sweep_markdown, write_markdown
-from executor_sft.eval.runner import RESULTS_JSON, ModelPool, run_eval
+from executor_sft.eval.runner import RESULTS_JSON, run_eval
 from executor_sft.llm.config import ModelConfig
+from executor_sft.llm.pool import ModelPool
 from executor_sft.retrieval.base import Retriever
 
 logger = logging.getLogger(__name__)

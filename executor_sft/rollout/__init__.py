@@ -1,4 +1,4 @@
-"""Rollout collection: episodes per question, counterfactual re-runs, crash-safe store, shards."""
+"""Rollout collection: episodes per question, counterfactual re-runs, resume, shards and worker processes."""
 
 from executor_sft.rollout.collect import (
     CollectResult,
@@ -10,21 +10,19 @@ from executor_sft.rollout.collect import (
 )
 from executor_sft.rollout.config import (
     CollectConfig,
+    CollectQuestionSource,
     CounterfactualConfig,
-    QuestionSource,
     load_collect_config,
 )
 from executor_sft.rollout.parallel import collect_parallel, merge_parts
-from executor_sft.rollout.store import EpisodeStore, read_episodes, recover_jsonl
 from executor_sft.rollout.summary import CollectionStats, collection_stats, render_summary
 
 __all__ = [
     "CollectConfig",
+    "CollectQuestionSource",
     "CollectResult",
     "CollectionStats",
     "CounterfactualConfig",
-    "EpisodeStore",
-    "QuestionSource",
     "add_counterfactuals",
     "collect",
     "collect_parallel",
@@ -33,8 +31,6 @@ __all__ = [
     "load_collect_config",
     "merge_parts",
     "merge_rollouts",
-    "read_episodes",
-    "recover_jsonl",
     "render_summary",
     "select_questions",
 ]

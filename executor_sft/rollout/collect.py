@@ -13,8 +13,8 @@ from executor_sft.rollout.config import CollectConfig
 from executor_sft.rollout.engine import (
     CollectResult,
     add_counterfactuals,
-    build_models,
     collect_in_process,
+    collection_models,
     finish_collection,
     format_result,
     merge_rollouts,
@@ -26,7 +26,7 @@ from executor_sft.schema import Question
 __all__ = [
     "CollectResult",
     "add_counterfactuals",
-    "build_models",
+    "collection_models",
     "collect",
     "collect_in_process",
     "finish_collection",

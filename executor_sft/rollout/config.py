@@ -13,11 +13,12 @@ from executor_sft.configfile import load_config
 from executor_sft.data.questions import Duplicates
 from executor_sft.data.selection import LimitPer
 from executor_sft.data.selection import QuestionSource as BaseQuestionSource
+from executor_sft.episode_runner import WorkItem, work_items
 from executor_sft.llm.config import ModelConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
-from executor_sft.rollout.store import check_jsonl
-from executor_sft.schema import Question, Role, episode_id
+from executor_sft.schema import Question, Role
+from executor_sft.store import check_jsonl
 
 
 class CollectQuestionSource(BaseQuestionSource):
@@ -30,10 +31,6 @@ class CollectQuestionSource(BaseQuestionSource):
 
     duplicates: Duplicates = "drop"
     limit_per: LimitPer = "source"
-
-
-QuestionSource = CollectQuestionSource
-"""The name collection code has always used (`executor_sft.rollout.QuestionSource`)."""
 
 
 class CounterfactualConfig(BaseModel):
@@ -108,15 +105,9 @@ class CollectConfig(BaseModel):
             return list(self.pipeline.executor_roles)
         return [None]
 
-    def episode_keys(self, questions: Iterable[Question]) -> list[tuple[Question, int, str | None, str]]:
-        """(question, sample, driver, episode id) of every episode this config collects, in order."""
-        drivers = self.drivers()
-        return [
-            (q, s, d, episode_id(q.id, s, d))
-            for q in questions
-            for s in range(self.samples_per_question)
-            for d in drivers
-        ]
+    def work_items(self, questions: Iterable[Question]) -> list[WorkItem]:
+        """Every episode this config collects over `questions`, in order."""
+        return work_items(questions, self.samples_per_question, self.drivers())
 
     def llm_cache_file(self) -> Path | None:
         """Where the request cache lives, or None when `llm_cache` is off."""

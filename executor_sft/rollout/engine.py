@@ -1,9 +1,10 @@
 """The collection engine in one process: episodes for every (question, sample), counterfactual re-runs, resume.
 
-The engine is I/O bound, so it keeps `concurrency` episodes in flight on one event loop; each
-episode runs its sub-queries and executor roles concurrently as well. Model calls are awaited,
-retrieval runs in worker threads (`Retriever.asearch`) and the durable write of a finished
-episode runs in a thread too, so nothing blocks the loop. A finished episode is written with
+The engine is I/O bound, so it keeps `concurrency` episodes in flight on one event loop
+(`executor_sft.episode_runner`, which evaluation runs through too); each episode runs its
+sub-queries and executor roles concurrently as well. Model calls are awaited, retrieval runs
+in worker threads (`Retriever.asearch`) and the durable write of finished episodes runs in a
+thread too, so nothing blocks the loop. A finished episode is written with
 its counterfactual runs in one record, so a kill never leaves half-labelled work behind, and
 a restart skips every episode id already in the file.
 """
@@ -19,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from executor_sft.agents.config import PipelineConfig
 from executor_sft.agents.pipeline import (
     add_outcome_usage,
@@ -29,21 +28,19 @@ from executor_sft.agents.pipeline import (
     run_episode,
 )
 from executor_sft.data import select_questions as select_sources
-from executor_sft.filters.predicates import is_correct
+from executor_sft.episode_runner import WorkItem, run_episodes
 from executor_sft.llm.base import ChatModel
-from executor_sft.llm.request_cache import RequestCache, cache_models
+from executor_sft.llm.pool import build_models
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig, CounterfactualConfig
-from executor_sft.rollout.store import EpisodeStore, read_episodes
 from executor_sft.rollout.summary import CollectionStats, collection_stats, render_summary
 from executor_sft.schema import Episode, Question, Role, Usage
-from executor_sft.schema import episode_id as make_episode_id
+from executor_sft.store import EpisodeStore, read_episodes
 
 logger = logging.getLogger(__name__)
 
 COUNTERFACTUAL_ANSWERER_USAGE = Role.ANSWERER_OUTCOMES
-_CORRECTNESS_FIELDS = {"run_id", "role", "round", "sub_query_index", "n_searches", "finish", "outcome"}
 MERGE_CHUNK = 256
 """Records per write + fsync when merging (an fsync per record made merging slower than collecting)."""
 
@@ -95,8 +92,7 @@ async def add_counterfactuals(
         if run.role == settings.role
         and run.counterfactual_of is None
         and run.n_searches >= settings.min_searches
-        # only the fields correctness reads: dumping whole runs (every call record) was a hot spot
-        and is_correct(run.model_dump(mode="json", include=_CORRECTNESS_FIELDS), require_judge=require_judge)
+        and run.is_correct(require_judge=require_judge)
     ]
     new_runs = await asyncio.gather(
         *(
@@ -121,23 +117,13 @@ async def add_counterfactuals(
     return len(new_runs)
 
 
-def build_models(config: CollectConfig) -> dict[str, ChatModel]:
-    """The config's models through `ModelPool`: roles with identical settings share one model
-    object (one copy of in-process weights); with `config.llm_cache` (default) each is wrapped
-    in a `CachedChatModel` over `config.llm_cache_file()`."""
-    from executor_sft.llm.pool import ModelPool
-
+def collection_models(config: CollectConfig) -> dict[str, ChatModel]:
+    """The config's models (`executor_sft.llm.pool.build_models`, with its request cache unless
+    `llm_cache` is off); a role the collection needs but `models` lacks is an error before any loads."""
     missing = [r for r in config.required_roles() if r not in config.models]
     if missing:
         raise ValueError(f"config.models has no entry for role(s) {missing}")
-    models = ModelPool().build(config.models)
-    cache_file = config.llm_cache_file()
-    if cache_file is None:
-        return models
-    # Greedy requests answered before (a resumed run) are replayed, not sent again; the judge
-    # keeps its own verdict cache.
-    keys = {role: cfg.identity() for role, cfg in config.models.items()}
-    return cache_models(models, RequestCache(cache_file), skip_roles=(Role.JUDGE,), model_keys=keys)
+    return build_models(config.models, cache_file=config.llm_cache_file())
 
 
 def _postfix(stats: CollectionStats, failed: int) -> dict[str, str]:
@@ -145,6 +131,22 @@ def _postfix(stats: CollectionStats, failed: int) -> dict[str, str]:
     shown = {role: f"{t / 1000:.0f}k" for role, t in sorted(tokens.items())}
     runs = sum(s.runs for s in stats.roles.values())
     return {"runs": str(runs), **shown, "errors": str(stats.episode_errors + failed)}
+
+
+def _judge(config: CollectConfig, models: Mapping[str, ChatModel]) -> LLMJudge | None:
+    if Role.JUDGE not in models:
+        return None
+    # Verdicts persist beside the rollouts, so a resumed or repeated run never re-judges.
+    cache = config.rollouts_path.with_name(config.rollouts_path.stem + ".judge_cache.jsonl")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    return LLMJudge(models[Role.JUDGE], cache_path=cache)
+
+
+def _prior_stats(store: EpisodeStore) -> CollectionStats:
+    """What a previous run left in the file: the summary covers the whole file, not only this run."""
+    if not len(store):
+        return CollectionStats()
+    return collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))
 
 
 async def collect_in_process(
@@ -160,7 +162,7 @@ async def collect_in_process(
 ) -> CollectResult:
     """`collect` in this process (what each worker of `collect_parallel` runs)."""
     start = time.perf_counter()
-    models = dict(models) if models is not None else build_models(config)
+    models = dict(models) if models is not None else collection_models(config)
     missing = [r for r in config.required_roles() if r not in models]
     if missing:
         raise ValueError(f"no model for role(s) {missing}")
@@ -168,100 +170,43 @@ async def collect_in_process(
         from executor_sft.retrieval.config import build_retriever
 
         retriever = build_retriever(config.retriever)
-    if judge is None and Role.JUDGE in models:
-        # Verdicts persist beside the rollouts, so a resumed or repeated run never re-judges.
-        cache = config.rollouts_path.with_name(config.rollouts_path.stem + ".judge_cache.jsonl")
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        judge = LLMJudge(models[Role.JUDGE], cache_path=cache)
+    judge = judge if judge is not None else _judge(config, models)
     questions = list(questions) if questions is not None else select_questions(config)
-
-    store = EpisodeStore(config.rollouts_path)
-    skip = set(skip_ids)
-    keys = config.episode_keys(questions)
-    todo = [(q, s, d) for q, s, d, eid in keys if eid not in store and eid not in skip]
-    skipped = len(keys) - len(todo)
-    # The summary covers the whole file: what a previous run left there, plus what this run writes.
-    stats = (
-        collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))
-        if len(store)
-        else CollectionStats()
-    )
     # The same for every episode of this collection (of one driver): dumped once, not per episode.
     pipelines = {d: config.pipeline if d is None else config.pipeline.for_driver(d) for d in config.drivers()}
     config_records = {d: episode_config_record(p, models, retriever, judge) for d, p in pipelines.items()}
-    written = 0
-    failed: list[tuple[str, str]] = []
-    queue: asyncio.Queue[tuple[Question, int, str | None]] = asyncio.Queue()
-    for item in todo:
-        queue.put_nowait(item)
-    finished: asyncio.Queue[Episode | None] = asyncio.Queue()
-    bar = tqdm(
-        **{"total": len(todo), "desc": "episodes", "unit": "ep", "dynamic_ncols": True, **(progress or {})},
-        disable=not show_progress,
+
+    async def run_one(item: WorkItem) -> Episode:
+        pipeline = pipelines[item.driver]
+        episode = await run_episode(
+            item.question,
+            models,
+            retriever,
+            pipeline,
+            sample_index=item.sample,
+            judge=judge,
+            config_record=config_records[item.driver],
+            separate=item.driver is not None,
+        )
+        await add_counterfactuals(episode, models, retriever, pipeline, config.counterfactual, judge)
+        return episode
+
+    bar = {"desc": "episodes", "dynamic_ncols": True, **(progress or {})} if show_progress else None
+    with EpisodeStore(config.rollouts_path) as store:
+        stats = _prior_stats(store)
+        report = await run_episodes(
+            config.work_items(questions),
+            run_one,
+            store,
+            concurrency=config.concurrency,
+            skip_ids=skip_ids,
+            on_written=stats.add,
+            progress=bar,
+            postfix=lambda failed: _postfix(stats, failed),
+        )
+    return finish_collection(
+        config, stats, report.written, report.skipped, report.failed, elapsed_s=time.perf_counter() - start
     )
-
-    async def worker() -> None:
-        while True:
-            try:
-                question, sample, driver = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            episode_id = make_episode_id(question.id, sample, driver)
-            pipeline = pipelines[driver]
-            try:
-                episode = await run_episode(
-                    question,
-                    models,
-                    retriever,
-                    pipeline,
-                    sample_index=sample,
-                    judge=judge,
-                    config_record=config_records[driver],
-                    separate=driver is not None,
-                )
-                await add_counterfactuals(episode, models, retriever, pipeline, config.counterfactual, judge)
-            except Exception as exc:  # a bug or an outage: keep going, leave it for the resume
-                logger.warning("episode %s failed: %s: %s", episode_id, type(exc).__name__, exc)
-                failed.append((episode_id, f"{type(exc).__name__}: {exc}"))
-                bar.update(1)
-                continue
-            finished.put_nowait(episode)
-
-    async def writer() -> None:
-        """Group commit: write every episode finished since the last write with one fsync."""
-        nonlocal written
-        while True:
-            batch = [await finished.get()]
-            while not finished.empty():
-                batch.append(finished.get_nowait())
-            episodes = [e for e in batch if e is not None]
-            if episodes:
-                try:
-                    written += await asyncio.to_thread(store.append_many, episodes)
-                except Exception as exc:  # e.g. disk full: not written, so a re-run redoes them
-                    logger.warning(
-                        "writing %d episodes failed: %s: %s", len(episodes), type(exc).__name__, exc
-                    )
-                    failed.extend((e.episode_id, f"write: {type(exc).__name__}: {exc}") for e in episodes)
-                else:
-                    for episode in episodes:
-                        stats.add(episode)
-                bar.update(len(episodes))
-                if show_progress:
-                    bar.set_postfix(_postfix(stats, len(failed)), refresh=False)
-            if None in batch:
-                return
-
-    writing = asyncio.create_task(writer())
-    try:
-        await asyncio.gather(*(worker() for _ in range(min(config.concurrency, max(1, len(todo))))))
-    finally:
-        finished.put_nowait(None)
-        await writing
-        bar.close()
-        store.close()
-
-    return finish_collection(config, stats, written, skipped, failed, elapsed_s=time.perf_counter() - start)
 
 
 def finish_collection(

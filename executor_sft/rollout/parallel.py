@@ -28,15 +28,15 @@ from executor_sft.llm.base import ChatModel
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig
 from executor_sft.rollout.engine import (
-    build_models,
     collect_in_process,
+    collection_models,
     finish_collection,
     merge_rollouts,
     select_questions,
 )
-from executor_sft.rollout.store import EpisodeStore, read_episodes
 from executor_sft.rollout.summary import CollectionStats, collection_stats
 from executor_sft.schema import Episode, Question
+from executor_sft.store import EpisodeStore, read_episodes
 
 ModelsFactory = Callable[[list[Question]], Mapping[str, ChatModel]]
 """Builds a worker's role -> model map from the worker's questions (must be picklable)."""
@@ -78,7 +78,7 @@ def _worker_main(
     """Runs in a spawned process: build models and retriever, wait for the others, collect."""
     try:
         config = CollectConfig.model_validate_json(config_json)
-        models = models_factory(questions) if models_factory else build_models(config)
+        models = models_factory(questions) if models_factory else collection_models(config)
         if retriever_factory is not None:
             retriever = retriever_factory()
         else:
@@ -109,7 +109,7 @@ def _worker_main(
         raise
     # The part file was created by this run, so it holds exactly the episodes written now.
     failed = {eid for eid, _ in result.failed}
-    keys = {eid for *_, eid in config.episode_keys(questions)}
+    keys = {item.episode_id for item in config.work_items(questions)}
     keys -= skip_ids | failed
     results.put(
         {
@@ -205,7 +205,7 @@ def _run_workers(
     procs = []
     for i in range(workers):
         mine = questions[i::workers]
-        ids = {eid for *_, eid in config.episode_keys(mine)} & done
+        ids = {item.episode_id for item in config.work_items(mine)} & done
         args = (
             _worker_config(config, i, workers).model_dump_json(),
             mine,

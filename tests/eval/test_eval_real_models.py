@@ -14,8 +14,9 @@ import yaml
 from eval_helpers import scripted, scripted_factory
 from PIL import Image
 
-from executor_sft.eval import EvalResults, ModelPool, run_sweep
+from executor_sft.eval import EvalResults, run_sweep
 from executor_sft.eval.sweep import SweepConfig
+from executor_sft.llm import ModelPool
 from executor_sft.llm.config import build_chat_model
 from executor_sft.testing.paths import REPO_ROOT
 

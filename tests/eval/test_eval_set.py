@@ -10,7 +10,6 @@ from eval_helpers import picky, scripted, scripted_factory
 
 from executor_sft.eval import (
     EvalConfig,
-    ModelPool,
     QuestionSource,
     build_eval_set,
     read_ids,
@@ -20,6 +19,7 @@ from executor_sft.eval import (
 )
 from executor_sft.eval.eval_set import EvalSetConfig, decide
 from executor_sft.eval.sweep import SweepConfig
+from executor_sft.llm import ModelPool
 from executor_sft.schema import Episode, Question
 
 SOURCE = {"split": "dev", "limit": 3}

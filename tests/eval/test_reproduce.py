@@ -19,7 +19,7 @@ import yaml
 from eval_helpers import scripted_factory
 
 from executor_sft.eval import QuestionSource, select_questions
-from executor_sft.eval import runner as eval_runner
+from executor_sft.llm import pool as model_pool
 from executor_sft.testing.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared_data]
@@ -82,7 +82,7 @@ def test_doc_commands_run_with_scripted_models(
     def factory(cfg):
         return inner(cfg.model_copy(update={"model": f"scripted:{policies[cfg.label()]}"}))
 
-    monkeypatch.setattr(eval_runner, "build_chat_model", factory)
+    monkeypatch.setattr(model_pool, "build_chat_model", factory)  # what every ModelPool builds with
     eval_set = tmp_path / "eval_set" / "eval_set.json"
     data = [f"base.questions.0.{k}={v}" for k, v in source.items()]
     data += [f"base.questions.0.ids_file={eval_set}", f"base.retriever.index={minibench_bm25_dir}"]

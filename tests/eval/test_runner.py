@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 
 import pytest
 from eval_helpers import scripted, scripted_factory
 
 from executor_sft.eval import (
     EvalConfig,
-    ModelPool,
     QuestionSource,
     load_eval_config,
     run_eval,
     select_questions,
 )
+from executor_sft.llm import ModelPool
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +129,32 @@ def test_refuses_to_mix_systems_and_reports_failures(
     )
     with pytest.raises(ValueError, match=r"different system \(changed: models\)"):
         run_eval(other, models=models, retriever=minibench_bm25, progress=False)
+
+
+def test_episodes_are_fsynced_off_the_event_loop(
+    tmp_path, monkeypatch, minibench_questions_path, minibench_bm25_dir, minibench_bm25, dev_questions
+):
+    """An fsync takes milliseconds; on the event loop it would stall every episode in flight."""
+    gold = {q.question: q.golden_answers[0] for q in dev_questions}
+    cfg = _config(tmp_path, minibench_questions_path, minibench_bm25_dir, samples=2)
+    fsync = os.fsync
+    calls: list[tuple[int, bool]] = []
+
+    def recording_fsync(fd: int) -> None:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        calls.append((os.fstat(fd).st_ino, on_loop))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    run = run_eval(cfg, pool=ModelPool(scripted_factory(gold, [])), retriever=minibench_bm25, progress=False)
+    assert (run.ran, run.failed) == (6, [])
+    episodes = (cfg.out / "episodes.jsonl").stat().st_ino
+    store_calls = [on_loop for inode, on_loop in calls if inode == episodes]
+    assert store_calls and not any(store_calls)
 
 
 def test_config_errors_name_the_field(tmp_path):

@@ -7,9 +7,10 @@ import json
 import pytest
 from eval_helpers import scripted, scripted_factory
 
-from executor_sft.eval import ModelPool, QuestionSource, pareto_front, run_sweep, select_questions
+from executor_sft.eval import QuestionSource, pareto_front, run_sweep, select_questions
 from executor_sft.eval.plots import Point
 from executor_sft.eval.sweep import SweepConfig
+from executor_sft.llm import ModelPool
 
 
 def _sweep(tmp_path, questions_path, index_dir) -> SweepConfig:

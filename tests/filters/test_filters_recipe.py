@@ -11,7 +11,7 @@ import pytest
 from filters_helpers import episode, run
 
 from executor_sft.filters import FilterConfig, filter_episodes, iter_jsonl
-from executor_sft.rollout.store import EpisodeStore
+from executor_sft.store import EpisodeStore
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "filter_trajectories.py"
 

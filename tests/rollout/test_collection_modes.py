@@ -9,7 +9,8 @@ import zlib
 from collections import Counter
 
 from executor_sft.filters import FilterConfig, filter_episodes
-from executor_sft.rollout import CollectConfig, collect, read_episodes, render_summary
+from executor_sft.rollout import CollectConfig, collect, render_summary
+from executor_sft.store import read_episodes
 from executor_sft.synthetic import (
     ScriptedAnswerer,
     ScriptedBackbone,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from executor_sft.rollout import load_collect_config
-from executor_sft.rollout.collect import build_models, select_questions
+from executor_sft.rollout.collect import collection_models, select_questions
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "recipes" / "configs").glob("collect_*.yaml"))
@@ -81,6 +81,6 @@ def test_identical_model_settings_share_one_model(tmp_path):
         "  student: {model: small, base_urls: 'http://127.0.0.1:9/v1'}\n"
         "  answerer: {model: big, base_urls: 'http://127.0.0.1:9/v1'}\n"
     )
-    models = build_models(load_collect_config(path))
+    models = collection_models(load_collect_config(path))
     assert models["backbone"] is models["teacher"] is models["answerer"]
     assert models["student"] is not models["teacher"]

@@ -17,7 +17,8 @@ from fastapi.responses import JSONResponse
 
 from executor_sft.llm.config import ModelConfig, build_chat_model
 from executor_sft.llm.server import BackgroundServer, create_app
-from executor_sft.rollout import CollectConfig, collect, read_episodes
+from executor_sft.rollout import CollectConfig, collect
+from executor_sft.store import read_episodes
 from executor_sft.synthetic import scripted_models
 
 TIMEOUT_S = 1.0

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from executor_sft.retrieval import BM25Retriever, CachedRetriever, load_corpus
-from executor_sft.rollout import CollectConfig, collect, collect_parallel, read_episodes
+from executor_sft.rollout import CollectConfig, collect, collect_parallel
 from executor_sft.rollout.parallel import parts_dir
+from executor_sft.store import read_episodes
 from executor_sft.synthetic import load_world, scripted_models
 
 

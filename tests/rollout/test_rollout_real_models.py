@@ -19,7 +19,8 @@ from executor_sft.filters import FilterConfig, filter_episodes
 from executor_sft.filters.predicates import is_correct
 from executor_sft.llm import TransformersChatModel
 from executor_sft.metrics.answer import exact_match, f1_score
-from executor_sft.rollout import CollectConfig, collect, read_episodes
+from executor_sft.rollout import CollectConfig, collect
+from executor_sft.store import read_episodes
 from executor_sft.synthetic import scripted_models
 
 pytestmark = pytest.mark.slow

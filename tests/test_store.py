@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from executor_sft.rollout.store import EpisodeStore, read_episodes
 from executor_sft.schema import Episode, Question
+from executor_sft.store import EpisodeStore, read_episodes
 
 
 def _episode(i: int, padding: int = 0) -> Episode:
@@ -50,7 +50,7 @@ def test_truncated_last_line_is_recovered(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from executor_sft.rollout.store import EpisodeStore
+    from executor_sft.store import EpisodeStore
     from executor_sft.schema import Episode, Question
     store = EpisodeStore(sys.argv[1])
     i = 0
@@ -113,7 +113,7 @@ def test_episode_lines_hold_the_same_json_values_as_to_dict(tmp_path):
 
 
 def test_check_jsonl_names_a_damaged_middle_line_and_allows_a_torn_tail(tmp_path):
-    from executor_sft.rollout.store import check_jsonl
+    from executor_sft.store import check_jsonl
 
     path = tmp_path / "rollouts.jsonl"
     path.write_bytes(b'{"episode_id": "a"}\n{"episode_id": "b"\n{"episode_id": "c"}\n')
