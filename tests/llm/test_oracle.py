@@ -9,7 +9,7 @@ from executor_sft.agents.backbone import BackboneSession
 from executor_sft.llm.config import ModelConfig, build_chat_model
 from executor_sft.llm.oracle import OracleBackbone, fill_references
 from executor_sft.rollout.config import CollectConfig
-from executor_sft.rollout.engine import build_models
+from executor_sft.rollout.engine import collection_models
 from executor_sft.schema import Question, Report
 
 MUSIQUE = Question(
@@ -126,7 +126,7 @@ async def test_oracle_configs_that_answer_differently_share_no_cache_entry(tmp_p
                 "llm_cache_path": str(tmp_path / "shared.llm_cache.jsonl"),
             }
         )
-        return build_models(config)["backbone"]
+        return collection_models(config)["backbone"]
 
     wrong = [Report(answer="Mozart"), Report(answer="Salzburg")]
     report = await _play(backbone(mode="report"), MUSIQUE, wrong)
