@@ -14,12 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from executor_sft.errors import UserError
 from executor_sft.schema import Message
 
 _MISSING = object()
 
 
-class RecordError(ValueError):
+class RecordError(UserError, ValueError):
     """A record lacks a field the filter needs (or has it with the wrong type)."""
 
     def __init__(self, where: str, field_path: str, problem: str):

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from executor_sft.jsonl import InputError
 from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.schema import Message, Question, TokenUsage
 
@@ -136,7 +137,7 @@ class OracleBackbone:
 
         questions = load_questions(path, duplicates="keep")
         if not questions:
-            raise ValueError(f"{path}: no questions for the oracle backbone")
+            raise InputError(f"{path}: no questions for the oracle backbone")
         return cls(questions, mode=mode, name=name)
 
     def find(self, text: str) -> Question | None:

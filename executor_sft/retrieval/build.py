@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from executor_sft.errors import UserError
 from executor_sft.retrieval.bm25 import BM25Retriever
 from executor_sft.retrieval.corpus import Corpus, CorpusFormatError, file_fingerprint
 from executor_sft.retrieval.dense import INDEX_TYPES, apply_search_params, make_faiss_index
@@ -129,7 +130,7 @@ def load_shards(shard_dir: Path, n_docs: int, shard_size: int) -> np.ndarray:
     return emb
 
 
-class IndexBuildError(ValueError):
+class IndexBuildError(UserError, ValueError):
     """A build that cannot go ahead as asked (output location, options); the message says what to do."""
 
 

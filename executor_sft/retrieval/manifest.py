@@ -15,6 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from executor_sft.errors import UserError
+from executor_sft.jsonl import MissingFileError
+
 MANIFEST_NAME = "manifest.json"
 MANIFEST_SCHEMA = "executor_sft.index/v1"
 
@@ -31,7 +34,7 @@ DENSE_LIBRARIES = (
 """Distributions whose version decides a dense index's vectors and FAISS structure."""
 
 
-class IndexMismatchError(ValueError):
+class IndexMismatchError(UserError, ValueError):
     """The index directory was built with options other than the ones requested."""
 
 
@@ -106,7 +109,7 @@ class Manifest(BaseModel):
     def load(cls, directory: str | Path) -> Manifest:
         path = Path(directory) / MANIFEST_NAME
         if not path.exists():
-            raise FileNotFoundError(f"{path} not found: is {directory} an index built by build_index?")
+            raise MissingFileError(f"{path} not found: is {directory} an index built by build_index?")
         return cls.model_validate_json(path.read_text(encoding="utf-8"))
 
 
@@ -130,7 +133,7 @@ def check_corpus(manifest: Manifest, corpus_path: str | Path, directory: str | P
 
     p = Path(corpus_path)
     if not p.exists():
-        raise FileNotFoundError(f"corpus not found: {p}")
+        raise MissingFileError(f"corpus not found: {p}")
     info = manifest.corpus
     size = p.stat().st_size
     if size != info.size_bytes or file_fingerprint(p) != info.fingerprint:

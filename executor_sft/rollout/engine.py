@@ -29,6 +29,7 @@ from executor_sft.agents.pipeline import (
     run_episode,
 )
 from executor_sft.data import select_questions as select_sources
+from executor_sft.errors import ConfigError
 from executor_sft.filters.predicates import is_correct
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.request_cache import RequestCache, cache_models, model_identity
@@ -129,7 +130,7 @@ def build_models(config: CollectConfig) -> dict[str, ChatModel]:
 
     missing = [r for r in config.required_roles() if r not in config.models]
     if missing:
-        raise ValueError(f"config.models has no entry for role(s) {missing}")
+        raise ConfigError(f"config.models has no entry for role(s) {missing}")
     models = ModelPool().build(config.models)
     cache_file = config.llm_cache_file()
     if cache_file is None:

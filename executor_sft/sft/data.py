@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from executor_sft.jsonl import MalformedLineError, RowError, iter_records
+from executor_sft.jsonl import MalformedLineError, MissingFileError, RowError, iter_records
 from executor_sft.llm.parsing import parse_tool_call
 
 # The embedded default's data: the project's own sample, produced by its synthetic pipeline.
@@ -106,7 +106,7 @@ def find_composition_report(source: str | Path, given: str | Path | None = None)
         if c.exists():
             return json.loads(c.read_text(encoding="utf-8"))
     if given:
-        raise FileNotFoundError(f"composition report not found: {given}")
+        raise MissingFileError(f"composition report not found: {given}")
     return None
 
 
