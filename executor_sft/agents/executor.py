@@ -146,8 +146,8 @@ async def run_executor(
             messages.extend(_correction(reply, text))
 
     # Built once from locals: attribute writes on a pydantic record cost more than the validation.
-    # Usage and the extras (calls, n_corrections, error) are stored as computed, unvalidated, as
-    # the attribute writes stored them; the extras keep the order they were always written in.
+    # Usage and the extras (calls, n_corrections, error) are stored as computed, unvalidated; the
+    # extras' keyword order is their key order in the record.
     usage = Usage.model_construct(
         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, calls=n_calls
     )

@@ -1,4 +1,4 @@
-"""Composable trajectory filters and the two training strata (DESIGN.md, "Filter strata").
+"""Composable trajectory filters and the two training strata (docs/architecture.md, "Filter strata").
 
 Quick use::
 

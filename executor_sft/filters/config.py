@@ -16,7 +16,7 @@ ABLATION_STRATA: tuple[str] = (ALL_CORRECT,)
 
 @dataclass
 class FilterConfig:
-    """Thresholds and role names of the trajectory filter (defaults = DESIGN.md "Filter strata")."""
+    """Thresholds and role names of the trajectory filter (defaults: docs/architecture.md, "Filter strata")."""
 
     require_judge: bool = field(
         default=True,

@@ -1,4 +1,4 @@
-"""Executor runs -> TRL conversational SFT rows (DESIGN.md, "SFT rows").
+"""Executor runs -> TRL conversational SFT rows (docs/filters.md, "SFT rows").
 
 A row is `{"messages", "tools": [SEARCH_TOOL], "stratum", "source_run_id", "question_id",
 "dataset"}`. Messages are taken from the run as recorded (system prompt, sub-query, assistant

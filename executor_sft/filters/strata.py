@@ -1,4 +1,4 @@
-"""The two training strata and the per-run decision (DESIGN.md, "Filter strata").
+"""The two training strata and the per-run decision (docs/architecture.md, "Filter strata").
 
 `all_correct` is an ablation baseline beside them (naive distillation: every correct run), not
 a paper stratum; with it selected, a correct student or teacher run is kept whatever its

@@ -38,7 +38,7 @@ QuestionSource = CollectQuestionSource
 
 
 class CounterfactualConfig(BaseModel):
-    """Re-run correct multi-search teacher runs with a smaller search budget (DESIGN: counterfactual)."""
+    """Re-run correct multi-search teacher runs with a smaller search budget (docs/rollout.md, "Counterfactual semantics")."""
 
     model_config = ConfigDict(extra="forbid")
 
