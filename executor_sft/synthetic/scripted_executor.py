@@ -23,7 +23,7 @@ from typing import Any
 from executor_sft.agents.tools import SEARCH_TOOL_NAME
 from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.llm.parsing import parse_tool_call
-from executor_sft.schema import Message
+from executor_sft.schema import Message, content_text
 from executor_sft.synthetic._chat import (
     SeenPassage,
     first_user,
@@ -31,7 +31,6 @@ from executor_sft.synthetic._chat import (
     outside_info,
     parse_passages,
     result,
-    text_of,
     unit_draw,
 )
 from executor_sft.synthetic.relations import ParsedSubQuery, parse_subquery
@@ -95,7 +94,7 @@ class ScriptedTeacherExecutor:
         passages: list[SeenPassage] = []
         saw_tool = saw_info = False
         for m in messages:
-            role, text = m.get("role"), text_of(m)
+            role, text = m.get("role"), content_text(m.get("content"))
             if role == "assistant":
                 for call in m.get("tool_calls") or []:
                     parsed = parse_tool_call(call)
@@ -109,7 +108,7 @@ class ScriptedTeacherExecutor:
                 for block in info_blocks(text):
                     saw_info = True
                     passages += parse_passages(block)
-        system = next((text_of(m) for m in messages if m.get("role") == "system"), "")
+        system = next((content_text(m.get("content")) for m in messages if m.get("role") == "system"), "")
         offered = any((t.get("function") or {}).get("name") == SEARCH_TOOL_NAME for t in tools or [])
         last = messages[-1] if messages else {}
         if offered or saw_tool:
@@ -118,8 +117,8 @@ class ScriptedTeacherExecutor:
             can_search = offered and not (saw_tool and last.get("role") == "user")
         elif saw_info or "<search>" in system:
             protocol = "tag"
-            if last.get("role") == "user" and info_blocks(text_of(last)):
-                can_search = not outside_info(text_of(last))
+            if last.get("role") == "user" and info_blocks(content_text(last.get("content"))):
+                can_search = not outside_info(content_text(last.get("content")))
             else:
                 can_search = not saw_info
         else:
