@@ -42,10 +42,10 @@ def main(argv: list[str] | None = None):
     script_args, training_args, model_args = parse_args(argv)
     try:
         check_sft_data(script_args.dataset_name)
+        return train_executor(script_args, training_args, model_args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    return train_executor(script_args, training_args, model_args)
 
 
 if __name__ == "__main__":

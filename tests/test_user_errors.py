@@ -70,6 +70,7 @@ RECIPES = {
         "executor_sft.grpo.data:grpo_examples_from_rollouts",
         lambda t: ["--rollouts", "data/rollouts.jsonl", "--output", str(t / "grpo.jsonl")],
     ),
+    "sft_executor": ("executor_sft.sft.train:train_executor", lambda t: ["--output_dir", str(t / "model")]),
     "demo": ("executor_sft.demos.demo:run_demo", lambda t: ["--out", str(t)]),
     "make_sample_data": ("executor_sft.demos.sample_data:make_sample_data", lambda t: ["--out", str(t)]),
 }

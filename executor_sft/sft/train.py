@@ -20,6 +20,8 @@ from typing import Any
 from tqdm.auto import tqdm
 from trl import ScriptArguments, SFTTrainer
 
+from executor_sft.errors import ConfigError
+from executor_sft.jsonl import InputError
 from executor_sft.sft.card import executor_card_section, model_card
 from executor_sft.sft.compile import compile_decoder_layers
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
@@ -127,7 +129,7 @@ def prepare_dataset(
         input_ids.append(fit.example["input_ids"])
         labels.append(fit.example["labels"])
     if not input_ids:
-        raise ValueError(f"no trainable rows: {report.summary()}")
+        raise InputError(f"no trainable rows: {report.summary()}; raise max_length or shorten the rows")
     return Dataset.from_dict({"input_ids": input_ids, "labels": labels}), report
 
 
@@ -304,7 +306,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     if model_args.attn_implementation == VARLEN_ATTENTION and not (
         training_args.packing or training_args.padding_free
     ):
-        raise ValueError(f"attn_implementation={VARLEN_ATTENTION} needs packing=true or padding_free=true")
+        raise ConfigError(f"attn_implementation={VARLEN_ATTENTION} needs packing=true or padding_free=true")
     if not script_args.fresh and (done := _finished(script_args, training_args)):
         return done
     tokenizer, model = load_tokenizer_and_model(model_args, training_args)
