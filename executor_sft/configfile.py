@@ -15,13 +15,15 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from executor_sft.errors import ConfigError
+
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(
+        raise ConfigError(
             f"{path}: config file not found; check the path (recipes run from the repository root)"
         )
     try:
@@ -29,9 +31,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
-        raise ValueError(f"{path}{line}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise ConfigError(f"{path}{line}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
+        raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
 
 
@@ -53,14 +55,14 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
     for item in overrides or []:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. samples=4")
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. samples=4")
         parts = key.split(".")
         node: Any = data
         for depth, part in enumerate(parts, start=1):
             if not isinstance(node, (dict, list)):
-                raise ValueError(f"--set {key}: cannot descend into '{part}' (not a mapping or list)")
+                raise ConfigError(f"--set {key}: cannot descend into '{part}' (not a mapping or list)")
             if isinstance(node, list) and not (part.isdigit() and int(part) < len(node)):
-                raise ValueError(f"--set {key}: '{part}' is not an index of a {len(node)}-item list")
+                raise ConfigError(f"--set {key}: '{part}' is not an index of a {len(node)}-item list")
             index: Any = int(part) if isinstance(node, list) else part
             if depth == len(parts):
                 node[index] = yaml.safe_load(raw)
@@ -76,17 +78,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
 
 
 def add_option(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> argparse.Action:
-    """Add `--name` spelled with underscores, as TRL and HfArgumentParser spell every flag.
-
-    The dashed spelling (`--output-dir` for `output_dir`) is added as a hidden alias, so commands
-    written before the flags were renamed keep working; `--help` shows the underscore form.
-    """
-    action = parser.add_argument(f"--{name}", **kwargs)
-    dashed = name.replace("_", "-")
-    if dashed != name:
-        alias = {k: v for k, v in kwargs.items() if k in ("action", "type", "nargs", "const", "choices")}
-        parser.add_argument(f"--{dashed}", dest=action.dest, help=argparse.SUPPRESS, **alias)
-    return action
+    """Add `--name` spelled with underscores, as TRL and HfArgumentParser spell every flag."""
+    return parser.add_argument(f"--{name}", **kwargs)
 
 
 def config_recipe_parser(description: str | None, config_help: str) -> argparse.ArgumentParser:
@@ -121,14 +114,14 @@ def load_config(
 ) -> ConfigT:
     """Read `path`, apply `--set` items then top-level overrides (None = not given), validate as `cls`.
 
-    Raises `ValueError` / `FileNotFoundError` whose message is the one line a recipe prints.
+    Raises `ConfigError` whose message is the one line a recipe prints.
     """
     data = apply_overrides(read_yaml(path), sets)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
-        raise ValueError(validation_message(path, exc)) from None
+        raise ConfigError(validation_message(path, exc)) from None
 
 
 def _key_lines(path: Path) -> dict[str, int]:
@@ -166,7 +159,7 @@ def parse_trl_args(types: tuple[type, ...], argv: list[str] | None, default_conf
     if config is not None:
         try:
             data = read_yaml(config)
-        except (FileNotFoundError, ValueError) as exc:
+        except ConfigError as exc:
             fail(str(exc))
         known = {a.dest for a in parser._actions} | {"env"}
         lines = _key_lines(Path(config))

@@ -24,7 +24,11 @@ logger = logging.getLogger(__name__)
 
 
 class InputError(UserError, ValueError):
-    """Input the user can get wrong; the message is the one line to print (`file[:line]: what to do`)."""
+    """An input file or its content that cannot be used; the message is `file[:line]: what to do`."""
+
+
+class MissingFileError(UserError, FileNotFoundError):
+    """A file the user named (a flag, a config field) does not exist; the message says how to get it."""
 
 
 class MalformedLineError(InputError):
@@ -38,7 +42,7 @@ class MalformedLineError(InputError):
         super().__init__(f"{path}:{line}: {problem}")
 
 
-class RowError(ValueError):
+class RowError(UserError, ValueError):
     """A row that cannot be used for training: its message says where and why.
 
     `RowError(message)` for a malformed SFT row (the message names the file, line and field);
@@ -56,6 +60,34 @@ class Located(NamedTuple):
 
     where: str
     record: dict[str, Any]
+
+
+def require_file(path: str | Path, flag: str) -> Path:
+    """Fail with a one-line `InputError` when the input file `flag` names does not exist."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: {flag} file not found; check the path")
+    return path
+
+
+def refuse_overwrite(inputs: Iterable[str | Path], outputs: Iterable[str | Path | None]) -> None:
+    """Fail before anything is read when an output is one of the inputs (same file, any spelling)."""
+    existing = [Path(p) for p in inputs if p is not None and Path(p).exists()]
+    seen: list[Path] = []
+    for out in (Path(o) for o in outputs if o is not None):
+        for other in [*existing, *seen]:
+            if _same_file(out, other):
+                raise InputError(
+                    f"{out}: output is the same file as {other}; writing it would destroy that data, "
+                    "choose another output path"
+                )
+        seen.append(out)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def iter_records(

@@ -52,6 +52,18 @@ def _absent(value: Any) -> bool:
 
 
 Message = dict[str, Any]
+
+
+def content_text(content: Any) -> str:
+    """A message's `content` as text: a string as is, OpenAI content parts joined by their `text`.
+
+    None (a tool-call-only turn) is ""; parts without a string `text` (an image) add nothing.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return str(content)
 """An OpenAI-style chat message: role, content, optional tool_calls / reasoning_content / tool_call_id."""
 
 Finish = Literal["report", "turn_budget", "invalid", "error"]

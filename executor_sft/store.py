@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from executor_sft.jsonl import iter_records
+from executor_sft.jsonl import InputError, iter_records
 from executor_sft.schema import Episode
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def check_jsonl(path: str | Path) -> int:
             json.loads(raw.decode("utf-8"))
         except ValueError as exc:
             problem = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "invalid JSON"
-            raise ValueError(
+            raise InputError(
                 f"{path}:{i}: {problem}; only a killed writer's last line can be cut short, so this "
                 "file is damaged: repair or delete that line, or move the file away to start over"
             ) from None

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 
 from executor_sft.configfile import parse_trl_args
+from executor_sft.errors import report_user_errors
 from executor_sft.grpo.data import GRPODataReport, grpo_examples_from_rollouts, write_jsonl
 
 
@@ -56,4 +57,5 @@ def main(argv: list[str] | None = None) -> GRPODataReport:
 
 
 if __name__ == "__main__":
-    main()
+    outcome = report_user_errors(main)
+    sys.exit(outcome if isinstance(outcome, int) else 0)

@@ -15,6 +15,7 @@ import logging
 import sys
 
 from executor_sft.configfile import add_option
+from executor_sft.errors import report_user_errors
 from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts
 from executor_sft.rollout.config import check_inputs
 
@@ -26,9 +27,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--inputs", nargs="+", required=True)
         parser.add_argument("--output", required=True)
         args = parser.parse_args(argv[1:])
-        written, duplicates = merge_rollouts(args.inputs, args.output)
-        print(f"merged {written} episodes into {args.output} ({duplicates} duplicates skipped)")
-        return 0
+
+        def merge() -> int:
+            written, duplicates = merge_rollouts(args.inputs, args.output)
+            print(f"merged {written} episodes into {args.output} ({duplicates} duplicates skipped)")
+            return 0
+
+        return report_user_errors(merge)
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -44,15 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     overrides = {k: v for k, v in vars(args).items() if k != "config"}
-    try:
+
+    def run() -> int:
         config = load_collect_config(args.config, overrides)
         check_inputs(config)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    result = asyncio.run(collect(config))
-    print(format_result(result))
-    return 1 if result.failed else 0
+        result = asyncio.run(collect(config))
+        print(format_result(result))
+        return 1 if result.failed else 0
+
+    return report_user_errors(run)
 
 
 if __name__ == "__main__":

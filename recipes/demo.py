@@ -17,6 +17,7 @@ from pathlib import Path
 
 from executor_sft.configfile import add_option
 from executor_sft.demos.demo import DemoConfig, load_config, run_demo
+from executor_sft.errors import report_user_errors
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "demo.yaml"
 
@@ -37,11 +38,15 @@ def parse_args(argv: list[str] | None = None) -> DemoConfig:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
-    cfg = parse_args(argv)
-    result = run_demo(cfg)
-    print(result.markdown)
-    print(f"wrote {Path(cfg.out) / 'results.md'} and results.json", file=sys.stderr)
-    return 0
+
+    def demo() -> int:
+        cfg = parse_args(argv)
+        result = run_demo(cfg)
+        print(result.markdown)
+        print(f"wrote {Path(cfg.out) / 'results.md'} and results.json", file=sys.stderr)
+        return 0
+
+    return report_user_errors(demo)
 
 
 if __name__ == "__main__":

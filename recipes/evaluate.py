@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from executor_sft.configfile import config_recipe_parser, parse_config_recipe_args
+from executor_sft.errors import report_user_errors
 from executor_sft.eval import load_eval_config, run_eval
 
 
@@ -32,16 +33,16 @@ def main(argv: list[str] | None = None) -> int:
         }.items()
         if v is not None
     }
-    try:
+
+    def evaluate() -> int:
         config = load_eval_config(args.config, overrides, sets=args.set)
         if args.limit is not None:
             config.questions = [q.model_copy(update={"limit": args.limit}) for q in config.questions]
         run = run_eval(config, progress=not args.no_progress)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(run.summary())
-    return 1 if run.failed else 0
+        print(run.summary())
+        return 1 if run.failed else 0
+
+    return report_user_errors(evaluate)
 
 
 if __name__ == "__main__":

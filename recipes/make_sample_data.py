@@ -17,6 +17,7 @@ from pathlib import Path
 
 from executor_sft.configfile import add_option
 from executor_sft.demos.sample_data import SampleConfig, make_sample_data
+from executor_sft.errors import report_user_errors
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
 
@@ -42,10 +43,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, SampleConfig]:
 
 def main(argv: list[str] | None = None) -> int:
     out, cfg = parse_args(argv)
-    result = make_sample_data(out, cfg)
-    print(json.dumps({"config": asdict(cfg), "strata": result.strata}, indent=None))
-    print(result.summary(), file=sys.stderr)
-    return 0
+
+    def make() -> int:
+        result = make_sample_data(out, cfg)
+        print(json.dumps({"config": asdict(cfg), "strata": result.strata}, indent=None))
+        print(result.summary(), file=sys.stderr)
+        return 0
+
+    return report_user_errors(make)
 
 
 if __name__ == "__main__":

@@ -35,16 +35,17 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None):
     """Check the data, then train; a bad data file ends with one line and exit 2, before any model loads."""
-    from executor_sft.sft.data import RowError, check_sft_data
+    from executor_sft.errors import UserError
+    from executor_sft.sft.data import check_sft_data
     from executor_sft.sft.train import train_executor
 
     script_args, training_args, model_args = parse_args(argv)
     try:
         check_sft_data(script_args.dataset_name)
-    except RowError as exc:
+        return train_executor(script_args, training_args, model_args)
+    except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    return train_executor(script_args, training_args, model_args)
 
 
 if __name__ == "__main__":

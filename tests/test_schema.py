@@ -1,4 +1,15 @@
-from executor_sft.schema import Episode, ExecutorRun, Outcome, Question, Report, Round, SearchRecord
+import pytest
+
+from executor_sft.schema import (
+    Episode,
+    ExecutorRun,
+    Outcome,
+    Question,
+    Report,
+    Round,
+    SearchRecord,
+    content_text,
+)
 
 
 def test_episode_round_trip_keeps_contract_names_and_extra_fields():
@@ -82,3 +93,19 @@ def test_episode_ids_have_one_format():
     from executor_sft.schema import episode_id
 
     assert episode_id("hotpotqa-7", 3) == "hotpotqa-7#3"
+
+
+@pytest.mark.parametrize(
+    ("content", "text"),
+    [
+        (None, ""),
+        ("", ""),
+        ("a report", "a report"),
+        ([{"type": "text", "text": "a "}, {"type": "text", "text": "report"}], "a report"),
+        ([{"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "seen"}], "seen"),
+        ([{"type": "text", "text": None}, "stray", {"type": "text"}], ""),
+        ([], ""),
+    ],
+)
+def test_content_text(content, text) -> None:
+    assert content_text(content) == text

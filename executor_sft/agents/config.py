@@ -125,7 +125,7 @@ class PipelineConfig(BaseModel):
     """Give every non-driver run its own outcome (by `outcome.mode`; substitution: one answerer call each)."""
     outcome: OutcomeConfig = Field(default_factory=OutcomeConfig, exclude_if=_default_outcome)
     """Outcome mode of shadow and counterfactual runs; left out of dumps (episode `config`
-    records) when it is the default, so records keep the shape they had before it existed."""
+    records) when it is the default, so default-mode records carry no `outcome` key."""
 
     @model_validator(mode="after")
     def _check(self) -> PipelineConfig:

@@ -194,8 +194,8 @@ class _ExecutorLoop:
 
     def record(self, header: dict, counterfactual_of: str | None, index_id: str) -> ExecutorRun:
         # Built once from locals: attribute writes on a pydantic record cost more than the validation.
-        # Usage and the extras (calls, n_corrections, error) are stored as computed, unvalidated, as
-        # the attribute writes stored them; the extras keep the order they were always written in.
+        # Usage and the extras (calls, n_corrections, error) are stored as computed, unvalidated; the
+        # extras' keyword order is their key order in the record.
         usage = Usage.model_construct(
             prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens, calls=self.n_calls
         )

@@ -12,31 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from executor_sft.agents.tools import SEARCH_TOOL_NAME
-from executor_sft.llm.parsing import decode_tool_arguments
+from executor_sft.llm.parsing import decode_tool_arguments, strip_think
 from executor_sft.schema import Message, Report
 
 _FLAGS = re.IGNORECASE | re.DOTALL
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", _FLAGS)
-_THINK_TAIL = re.compile(
-    r"^.*?</think>", _FLAGS
-)  # template pre-filled "<think>": only the close tag is generated
-_THINK_OPEN = re.compile(r"<think>.*\Z", _FLAGS)  # thinking cut off by max_tokens
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", _FLAGS)
 _EVIDENCE = re.compile(r"<evidence>(.*?)(?:</evidence>|\Z)", _FLAGS)
 _SUBQUERY = re.compile(r"<subquery>(.*?)</subquery>", _FLAGS)
 _STOP = re.compile(r"<\s*stop\s*/?\s*>", re.IGNORECASE)
 _SEARCH_OPEN = re.compile(r"<search>", re.IGNORECASE)
 _SEARCH_CLOSE = re.compile(r"</search>", re.IGNORECASE)
-
-
-def strip_reasoning(text: str | None) -> str:
-    """Visible content without thinking: drop `<think>..</think>`, a dangling `..</think>` and an unclosed `<think>..`."""
-    if not text:
-        return ""
-    text = _THINK_BLOCK.sub("", text)
-    if "</think>" in text.lower():
-        text = _THINK_TAIL.sub("", text, count=1)
-    return _THINK_OPEN.sub("", text).strip()
 
 
 def _squash(text: str) -> str:
@@ -48,7 +33,7 @@ def parse_report(text: str | None) -> Report | None:
 
     An empty answer is no report. An unclosed `<evidence>` runs to the end of the text.
     """
-    visible = strip_reasoning(text)
+    visible = strip_think(text)
     answers = [_squash(a) for a in _ANSWER.findall(visible)]
     answers = [a for a in answers if a]
     if not answers:
@@ -86,7 +71,7 @@ def parse_subqueries(text: str | None, max_parallel: int | None = None) -> Backb
     Empty tags are ignored, duplicates (after whitespace folding, case-insensitive) kept once,
     and at most `max_parallel` are dispatched; the rest are counted in `dropped`.
     """
-    visible = strip_reasoning(text)
+    visible = strip_think(text)
     explicit_stop = bool(_STOP.search(visible))
     seen: set[str] = set()
     unique: list[str] = []
@@ -107,7 +92,7 @@ def parse_subqueries(text: str | None, max_parallel: int | None = None) -> Backb
 
 def parse_final_answer(text: str | None) -> str:
     """The answerer's answer: the last `<answer>` tag, else the whole visible reply stripped."""
-    visible = strip_reasoning(text)
+    visible = strip_think(text)
     answers = [_squash(a) for a in _ANSWER.findall(visible)]
     answers = [a for a in answers if a]
     if answers:
@@ -186,7 +171,7 @@ def _classify_native(message: Message, callable_now: Mapping[str, bool]) -> Exec
 def _classify_tag(message: Message, search_allowed: bool) -> ExecutorAction:
     raw = message.get("content")
     raw = raw if isinstance(raw, str) else ""
-    visible = strip_reasoning(raw)
+    visible = strip_think(raw)
     search = _SEARCH_OPEN.search(visible)
     answer = _ANSWER.search(visible)
     if search and (answer is None or search.start() < answer.start()):

@@ -1,6 +1,6 @@
 """One episode of the role-factorised agent: backbone rounds, executors per role, answerer.
 
-Collection semantics (DESIGN.md): every sub-query is executed by every executor role
+Collection semantics (docs/architecture.md, "Collection semantics"): every sub-query is executed by every executor role
 concurrently; only the driver role's reports reach the backbone and the answerer; the other
 roles are "shadow" runs in the same state. A run's outcome is the final answer the answerer
 gives when that run's report replaces the driver's at its position (`answer_with_substitution`).

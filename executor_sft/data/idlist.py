@@ -6,12 +6,14 @@ import hashlib
 import json
 from pathlib import Path
 
+from executor_sft.jsonl import InputError, MissingFileError
+
 
 def read_ids(path: str | Path) -> list[str]:
     """The ids of an evaluation set, in file order; errors name the file and what to do."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"{path}: evaluation set not found; build it first with recipes/build_eval_set.py"
         )
     text = path.read_text(encoding="utf-8")
@@ -19,14 +21,14 @@ def read_ids(path: str | Path) -> list[str]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+            raise InputError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
         ids = data.get("ids") if isinstance(data, dict) else None
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise ValueError(f"{path}: expected an object with 'ids': [string, ...] (an eval_set.json)")
+            raise InputError(f"{path}: expected an object with 'ids': [string, ...] (an eval_set.json)")
     else:
         ids = [line.strip() for line in text.splitlines() if line.strip()]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"{path}: repeated ids; an evaluation set lists each question once")
+        raise InputError(f"{path}: repeated ids; an evaluation set lists each question once")
     return ids
 
 

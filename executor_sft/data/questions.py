@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from executor_sft.errors import UserError
 from executor_sft.jsonl import MalformedLineError, iter_records
 from executor_sft.schema import Question
 
@@ -33,7 +34,7 @@ Duplicates = Literal["keep", "drop"]
 REPEAT_SEP = "~"
 
 
-class QuestionFormatError(ValueError):
+class QuestionFormatError(UserError, ValueError):
     """A question row that cannot be read; the message names the file, the line and the field."""
 
     def __init__(self, source: str, line: int, field: str, problem: str):

@@ -20,6 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from executor_sft.jsonl import InputError
 from executor_sft.data.idlist import read_ids
 from executor_sft.data.questions import Duplicates, load_questions
 from executor_sft.schema import Question
@@ -64,7 +65,7 @@ def _restrict_to_ids(questions: list[Question], src: QuestionSource) -> list[Que
     present = {q.id for q in questions}
     missing = [i for i in wanted if i not in present]
     if missing:
-        raise ValueError(
+        raise InputError(
             f"{src.ids_file}: {len(missing)} id(s) not in {src.path} after filtering (e.g. {missing[0]!r}); "
             "build the evaluation set from the same question source (path, split, datasets, duplicates)"
         )
@@ -104,7 +105,7 @@ def select_questions(sources: QuestionSource | Sequence[QuestionSource]) -> list
             seen.add(q.id)
             out.append(q)
         if not counted:
-            raise ValueError(
+            raise InputError(
                 f"{src.path}: no questions left after filtering (split={src.split}, datasets={src.datasets})"
             )
     return out

@@ -2,6 +2,7 @@
 tables, sweep model pairs, plot."""
 
 from executor_sft.configfile import apply_overrides
+from executor_sft.data.idlist import read_ids
 from executor_sft.eval.aggregate import EvalResults, GroupResult, Stat, summarize, summarize_file
 from executor_sft.eval.config import (
     EvalConfig,
@@ -11,7 +12,6 @@ from executor_sft.eval.config import (
     load_eval_config,
 )
 from executor_sft.eval.eval_set import EvalSet, EvalSetConfig, build_eval_set, load_eval_set_config
-from executor_sft.eval.idlist import read_ids
 from executor_sft.eval.plots import Point, pareto_front, plot_capacity, plot_pareto, plot_summary
 from executor_sft.eval.report import results_markdown, sweep_markdown
 from executor_sft.eval.runner import EvalRun, ensure_index, run_eval, select_questions

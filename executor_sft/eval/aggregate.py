@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from executor_sft.jsonl import InputError
 from executor_sft.metrics.aggregate import mean_at_k, weighted_mean
 from executor_sft.metrics.answer import Normalization, cover_exact_match, exact_match, f1_score
 from executor_sft.metrics.cer import episode_cer_c
@@ -268,7 +269,7 @@ def summarize_file(path: str | Path, name: str | None = None, **kwargs: Any) -> 
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
-            raise ValueError(f"{path}:{i}: field '{where}': {err['msg']} (not an episode record)") from None
+            raise InputError(f"{path}:{i}: field '{where}': {err['msg']} (not an episode record)") from None
     return summarize(episodes, name or path.parent.name, **kwargs)
 
 

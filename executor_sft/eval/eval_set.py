@@ -23,11 +23,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from executor_sft.configfile import load_config, read_yaml, validation_message
+from executor_sft.data.idlist import ids_digest
+from executor_sft.errors import ConfigError, UserError
 from executor_sft.eval.aggregate import has_subquery
 from executor_sft.eval.config import JUDGE_ROLE, EvalConfig
-from executor_sft.eval.idlist import ids_digest
 from executor_sft.eval.report import write_markdown
 from executor_sft.eval.runner import EPISODES_FILE, run_eval, select_questions
+from executor_sft.jsonl import InputError
 from executor_sft.llm.config import ModelConfig
 from executor_sft.llm.pool import ModelPool
 from executor_sft.retrieval.base import Retriever
@@ -118,7 +120,7 @@ def reference_config(config: EvalSetConfig) -> EvalConfig:
     try:
         return EvalConfig.model_validate(data)
     except ValidationError as exc:
-        raise ValueError(validation_message(f"eval set {config.name}, reference run", exc)) from None
+        raise ConfigError(validation_message(f"eval set {config.name}, reference run", exc)) from None
 
 
 def decide(questions, episodes: list[Episode], name: str = "eval-set") -> EvalSet:
@@ -131,7 +133,7 @@ def decide(questions, episodes: list[Episode], name: str = "eval-set") -> EvalSe
     for q in questions:
         eps = by_question.get(q.id)
         if not eps:
-            raise ValueError(f"question {q.id}: no reference episode; rerun to finish the reference run")
+            raise InputError(f"question {q.id}: no reference episode; rerun to finish the reference run")
         c = counts[q.dataset]
         c["total"] += 1
         errored = any(e.stop_reason == "error" for e in eps)
@@ -160,7 +162,7 @@ def build_eval_set(
     reference = reference_config(config)
     run = run_eval(reference, pool=pool, retriever=retriever, progress=progress)
     if run.failed:
-        raise ValueError(
+        raise UserError(
             f"{reference.out}: {len(run.failed)} reference episode(s) failed; rerun the same command to retry"
         )
     questions = select_questions(reference.questions)

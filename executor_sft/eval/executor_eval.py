@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from executor_sft.agents.executor import run_executor
 from executor_sft.agents.settings import ExecutorSettings
 from executor_sft.data import load_questions
+from executor_sft.jsonl import InputError
 from executor_sft.llm.base import ChatModel
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.retrieval.base import Retriever
@@ -152,7 +153,7 @@ def load_subqueries(path: str | Path, limit: int | None = None) -> list[Question
     """Sub-query rows (any file `load_questions` reads), the first `limit` of them."""
     rows = load_questions(path)
     if not rows:
-        raise ValueError(f"{path}: no sub-queries")
+        raise InputError(f"{path}: no sub-queries")
     return rows[:limit] if limit is not None else rows
 
 

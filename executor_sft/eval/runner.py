@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from executor_sft.data.idlist import ids_digest
 from executor_sft.data.selection import select_questions
 from executor_sft.episode_runner import RunReport, WorkItem, run_episodes, work_items
+from executor_sft.errors import ConfigError
 from executor_sft.eval.aggregate import EvalResults, summarize
 from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
-from executor_sft.eval.idlist import ids_digest
 from executor_sft.eval.report import results_markdown, write_markdown
+from executor_sft.jsonl import MissingFileError
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.pool import ModelPool, build_models
 from executor_sft.retrieval.base import Retriever
@@ -50,7 +52,7 @@ def ensure_index(index_dir: str | Path, corpus: str | Path) -> Path:
     from executor_sft.retrieval.build import build_index
 
     if not Path(corpus).exists():
-        raise FileNotFoundError(f"build_index_from: corpus not found: {corpus}")
+        raise MissingFileError(f"build_index_from: corpus not found: {corpus}")
     tmp = index_dir.with_name(f"{index_dir.name}.tmp-{os.getpid()}")
     logger.info("building a BM25 index over %s into %s", corpus, index_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -85,7 +87,7 @@ def _check_system(out: Path, config: EvalConfig) -> None:
         stored = json.loads(path.read_text(encoding="utf-8"))
         if stored != record:
             changed = sorted(k for k in set(stored) | set(record) if stored.get(k) != record.get(k))
-            raise ValueError(
+            raise ConfigError(
                 f"{out}: holds episodes of a different system (changed: {', '.join(changed)}); "
                 f"use a new output_dir or delete {path} and {out / EPISODES_FILE}"
             )

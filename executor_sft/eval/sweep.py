@@ -19,9 +19,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from executor_sft.configfile import load_config, read_yaml, validation_message
+from executor_sft.data.idlist import ids_digest, read_ids
+from executor_sft.errors import ConfigError
 from executor_sft.eval.aggregate import EvalResults
 from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
-from executor_sft.eval.idlist import ids_digest, read_ids
 from executor_sft.eval.plots import Point, plot_capacity, plot_pareto
 from executor_sft.eval.report import sweep_markdown, write_markdown
 from executor_sft.eval.runner import RESULTS_JSON, run_eval
@@ -114,12 +115,12 @@ def build_cells(sweep: SweepConfig) -> list[Cell]:
         try:
             return EvalConfig.model_validate(data)
         except ValidationError as exc:
-            raise ValueError(validation_message(f"sweep {sweep.name}, cell {name}", exc)) from None
+            raise ConfigError(validation_message(f"sweep {sweep.name}, cell {name}", exc)) from None
 
     for b, e in sweep.grid():
         if sweep.answerer == "base":
             if "answerer" not in base_models:
-                raise ValueError("sweep: answerer='base' but the base config has no answerer model")
+                raise ConfigError("sweep: answerer='base' but the base config has no answerer model")
             answerer = base_models["answerer"]
         elif sweep.answerer == "backbone":
             answerer = sweep.backbones[b]

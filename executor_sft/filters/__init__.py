@@ -12,17 +12,6 @@ The pieces (predicates, strata, dedupe, row building, report) are exported for c
 
 from executor_sft.filters.config import FilterConfig
 from executor_sft.filters.dedupe import Deduper, canonical_key, canonical_messages
-from executor_sft.filters.io import (
-    InputError,
-    Located,
-    MalformedLineError,
-    atomic_open,
-    iter_jsonl,
-    refuse_overwrite,
-    require_file,
-    write_json,
-    write_jsonl,
-)
 from executor_sft.filters.pipeline import EpisodeFilter, FilterResult, filter_episodes
 from executor_sft.filters.predicates import (
     correctness_failure,
@@ -51,6 +40,17 @@ from executor_sft.filters.stratum import (
     STRATA,
     Stratum,
     resolve_stratum,
+)
+from executor_sft.jsonl import (
+    InputError,
+    Located,
+    MalformedLineError,
+    atomic_open,
+    iter_jsonl,
+    refuse_overwrite,
+    require_file,
+    write_json,
+    write_jsonl,
 )
 
 __all__ = [

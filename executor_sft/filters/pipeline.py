@@ -10,11 +10,11 @@ from typing import Any
 
 from executor_sft.filters.config import FilterConfig
 from executor_sft.filters.dedupe import Deduper
-from executor_sft.filters.io import Located
 from executor_sft.filters.records import RecordError, parse_episode
 from executor_sft.filters.report import CompositionReport
 from executor_sft.filters.rows import RowError, SFTRow, to_sft_row
 from executor_sft.filters.strata import classify_episode
+from executor_sft.jsonl import Located
 
 CAPPED = "question_stratum_cap"
 """Exclusion reason of a row beyond `max_records_per_question_stratum` for its (question, stratum)."""

@@ -1,4 +1,4 @@
-"""Executor runs -> TRL conversational SFT rows (DESIGN.md, "SFT rows").
+"""Executor runs -> TRL conversational SFT rows (docs/filters.md, "SFT rows").
 
 A row is `{"messages", "tools": [SEARCH_TOOL], "stratum", "source_run_id", "question_id",
 "dataset"}`. Messages are taken from the run as recorded (system prompt, sub-query, assistant
@@ -18,7 +18,7 @@ from typing import Any, Literal, TypedDict
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.jsonl import RowError
 from executor_sft.llm.parsing import parse_tool_call
-from executor_sft.schema import Message
+from executor_sft.schema import Message, content_text
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -33,14 +33,9 @@ class SFTRow(TypedDict):
 
 
 def _content(value: Any, i: int) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):  # OpenAI content parts
-        texts = [p.get("text", "") for p in value if isinstance(p, dict) and p.get("type") == "text"]
-        if len(texts) == len(value):
-            return "".join(texts)
+    text_parts = isinstance(value, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in value)
+    if value is None or isinstance(value, str) or text_parts:
+        return content_text(value)
     raise RowError("malformed_messages", f"messages[{i}].content is not text")
 
 

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from executor_sft.agents.prompting import Prompts, fill
 from executor_sft.filters.records import RecordError, parse_run
-from executor_sft.jsonl import iter_jsonl, iter_records
+from executor_sft.jsonl import MissingFileError, iter_jsonl, iter_records
 from executor_sft.jsonl import write_jsonl as write_jsonl  # the package's one writer, (path, rows)
 from executor_sft.metrics.answer import normalize_answer
 from executor_sft.schema import Message, Role
@@ -187,7 +187,7 @@ def grpo_examples_from_rollouts(
     report = report if report is not None else GRPODataReport()
     for p in paths:
         if not p.is_file():
-            raise FileNotFoundError(f"rollouts file not found: {p}")
+            raise MissingFileError(f"rollouts file not found: {p}")
 
     def episodes():
         for p in paths:

@@ -26,7 +26,7 @@ from executor_sft.agents.parsing import parse_report
 from executor_sft.agents.prompting import Prompts
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.registry import Registry
-from executor_sft.schema import Message, Report
+from executor_sft.schema import Message, Report, content_text
 
 RewardFunc = Callable[..., Any]
 """A TRL reward function: `(prompts, completions, **columns) -> list[float | None]`, sync or async.
@@ -81,7 +81,7 @@ def count_tool_calls(completion: Any, refusal: str | None = None) -> int:
     messages = _as_messages(completion)
     calls = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
     refused = sum(
-        1 for m in messages if m.get("role") == "tool" and _text(m.get("content")).strip() == notice
+        1 for m in messages if m.get("role") == "tool" and content_text(m.get("content")).strip() == notice
     )
     return max(0, calls - refused)
 
@@ -89,12 +89,6 @@ def count_tool_calls(completion: Any, refusal: str | None = None) -> int:
 @functools.cache
 def _default_refusal() -> str:
     return Prompts().search_budget_spent
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, list):  # content blocks
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content if isinstance(content, str) else ""
 
 
 def final_report(completion: Any) -> Report | None:
@@ -106,10 +100,7 @@ def final_report(completion: Any) -> Report | None:
     turns = [m for m in _as_messages(completion) if m.get("role") == "assistant"]
     if not turns or turns[-1].get("tool_calls"):
         return None
-    content = turns[-1].get("content")
-    if isinstance(content, list):  # content blocks
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return parse_report(content)
+    return parse_report(content_text(turns[-1].get("content")))
 
 
 def _aliases(reference: str | Sequence[str] | None) -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from executor_sft.cache import cache_dir, cache_key
+from executor_sft.errors import ConfigError
 
 QWEN3_SPECIAL_TOKENS: tuple[str, ...] = (
     "<|endoftext|>",
@@ -302,14 +303,14 @@ def offline_model(alias: str) -> OfflineModel:
     try:
         return OFFLINE_MODELS[alias]
     except KeyError:
-        raise ValueError(f"unknown offline model {alias!r}; known: {', '.join(OFFLINE_MODELS)}") from None
+        raise ConfigError(f"unknown offline model {alias!r}; known: {', '.join(OFFLINE_MODELS)}") from None
 
 
 def load_offline(alias: str, dtype: str = "float32") -> tuple[Any, Any]:
     """(model, tokenizer) for an `offline:` alias."""
     entry = offline_model(alias)
     if entry.load is None:
-        raise ValueError(
+        raise ConfigError(
             f"{alias} is a tokenizer only; models: {[a for a, m in OFFLINE_MODELS.items() if m.load]}"
         )
     return entry.load(dtype)

@@ -39,8 +39,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from executor_sft.jsonl import InputError
 from executor_sft.llm.base import ChatResult, SamplingParams
-from executor_sft.schema import Message, Question, TokenUsage
+from executor_sft.schema import Message, Question, TokenUsage, content_text
 
 logger = logging.getLogger(__name__)
 
@@ -53,13 +54,6 @@ QUESTION_PREFIX = "Question:"
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 _SUBQUERY = re.compile(r"<subquery>(.*?)</subquery>", re.IGNORECASE | re.DOTALL)
 _REF = re.compile(r"#(\d+)")
-
-
-def _text(message: Message) -> str:
-    content = message.get("content") or ""
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return str(content)
 
 
 def _squash(text: str) -> str:
@@ -103,8 +97,8 @@ def report_answers(messages: Sequence[Message]) -> list[str | None]:
         if feedback is None or feedback.get("role") != "user":
             out.append(None)
             continue
-        text = _text(feedback)
-        dispatched = [_squash(q) for q in _SUBQUERY.findall(_text(message))]
+        text = content_text(feedback.get("content"))
+        dispatched = [_squash(q) for q in _SUBQUERY.findall(content_text(message.get("content")))]
         start = text.find(dispatched[0]) if dispatched else -1
         found = _ANSWER.findall(text[start:] if start >= 0 else text)
         answer = _squash(found[0]) if found else ""
@@ -136,7 +130,7 @@ class OracleBackbone:
 
         questions = load_questions(path, duplicates="keep")
         if not questions:
-            raise ValueError(f"{path}: no questions for the oracle backbone")
+            raise InputError(f"{path}: no questions for the oracle backbone")
         return cls(questions, mode=mode, name=name)
 
     def find(self, text: str) -> Question | None:
@@ -151,7 +145,7 @@ class OracleBackbone:
 
     def reply(self, messages: Sequence[Message]) -> str:
         """The next backbone reply for this conversation (`<subquery>...</subquery>` or `<stop/>`)."""
-        first = next((_text(m) for m in messages if m.get("role") == "user"), "")
+        first = next((content_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
         done = sum(1 for m in messages if m.get("role") == "assistant")
         question = self.find(first)
         hops = hops_of(question) if question is not None else []

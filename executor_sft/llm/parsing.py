@@ -44,6 +44,25 @@ def make_tool_call(name: str, arguments: str, call_id: str | None = None) -> dic
     }
 
 
+_THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.IGNORECASE | re.DOTALL)
+
+
+def strip_think(text: str | None) -> str:
+    """The visible text of a reply, with every thought removed, wherever the model put it.
+
+    Drops each `<think>...</think>` block and an unclosed `<think>...` (generation cut off), then
+    everything up to the last `</think>` left (a template that prefilled `<think>`); any case.
+    Unlike `split_think`, which backends use to keep a leading thought, nothing here is kept.
+    """
+    if not text:
+        return ""
+    text = _THINK_BLOCK.sub("", text)
+    close = text.lower().rfind(THINK_CLOSE)
+    if close >= 0:
+        text = text[close + len(THINK_CLOSE) :]
+    return text.strip()
+
+
 def split_think(text: str, think_open: bool = False) -> tuple[str | None, str]:
     """Split `<think>...</think>` reasoning from the answer: returns (reasoning or None, content).
 

@@ -26,12 +26,12 @@ from pathlib import Path
 
 from executor_sft.jsonl import iter_records
 from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
+from executor_sft.llm.parsing import strip_think
 
 logger = logging.getLogger(__name__)
 
 _TRUE = {"true", "yes", "correct"}
 _FALSE = {"false", "no", "incorrect", "wrong"}
-_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.IGNORECASE | re.DOTALL)
 _LABEL = re.compile(
     r"^(?:final\s+)?(?:verdict|answer|judgement|judgment|result|output)\s*[:=\-]\s*", re.IGNORECASE
 )
@@ -46,11 +46,9 @@ def default_judge_prompt() -> str:
 
 def parse_verdict(text: str | None) -> bool | None:
     """Read a judge reply as True/False, or None when it is not a clear verdict."""
+    text = strip_think(text)
     if not text:
         return None
-    text = _THINK.sub("", text)
-    if "</think>" in text.lower():
-        text = text[text.lower().rfind("</think>") + len("</think>") :]
     text = _DECOR.sub(" ", text).strip()
     text = _LABEL.sub("", text).strip()
     match = re.match(r"[A-Za-z]+", text)

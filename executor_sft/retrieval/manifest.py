@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from executor_sft.errors import UserError
+from executor_sft.jsonl import MissingFileError
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_SCHEMA = "executor_sft.index/v1"
@@ -36,10 +37,6 @@ DENSE_LIBRARIES = (
 
 class IndexMismatchError(UserError, ValueError):
     """The index directory was built with options other than the ones requested."""
-
-
-class IndexFileNotFoundError(UserError, FileNotFoundError):
-    """An index directory or corpus file that is not where the user said."""
 
 
 class CorpusInfo(BaseModel):
@@ -116,7 +113,7 @@ class Manifest(BaseModel):
     def load(cls, directory: str | Path) -> Manifest:
         path = Path(directory) / MANIFEST_NAME
         if not path.exists():
-            raise IndexFileNotFoundError(f"{path} not found: is {directory} an index built by build_index?")
+            raise MissingFileError(f"{path} not found: is {directory} an index built by build_index?")
         return cls.model_validate_json(path.read_text(encoding="utf-8"))
 
 
@@ -140,7 +137,7 @@ def check_corpus(manifest: Manifest, corpus_path: str | Path, directory: str | P
 
     p = Path(corpus_path)
     if not p.exists():
-        raise IndexFileNotFoundError(f"corpus not found: {p}")
+        raise MissingFileError(f"corpus not found: {p}")
     info = manifest.corpus
     size = p.stat().st_size
     if size != info.size_bytes or file_fingerprint(p) != info.fingerprint:

@@ -14,6 +14,7 @@ from executor_sft.data.questions import Duplicates
 from executor_sft.data.selection import LimitPer
 from executor_sft.data.selection import QuestionSource as BaseQuestionSource
 from executor_sft.episode_runner import WorkItem, work_items
+from executor_sft.jsonl import MissingFileError
 from executor_sft.llm.config import ModelConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
@@ -34,7 +35,7 @@ class CollectQuestionSource(BaseQuestionSource):
 
 
 class CounterfactualConfig(BaseModel):
-    """Re-run correct multi-search teacher runs with a smaller search budget (DESIGN: counterfactual)."""
+    """Re-run correct multi-search teacher runs with a smaller search budget (docs/rollout.md, "Counterfactual semantics")."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -134,19 +135,19 @@ def check_inputs(config: CollectConfig) -> None:
     """Check what a run reads besides the config before any model or index loads.
 
     The index manifest (it exists, and names the config's corpus) and the rollouts file a
-    resume appends to (no damaged line before the last); raises ValueError naming the file.
+    resume appends to (no damaged line before the last); raises a `UserError` naming the file.
     """
     index = config.retriever.index
     if index is not None:
         manifest_path = Path(index) / MANIFEST_NAME
         if not manifest_path.is_file():
-            raise ValueError(
+            raise MissingFileError(
                 f"{manifest_path}: index not found (retriever.index); build it with "
                 f"recipes/build_index.py --corpus CORPUS --output {index} --bm25"
             )
         if config.retriever.corpus is not None:
             corpus = Path(config.retriever.corpus)
             if not corpus.is_file():
-                raise ValueError(f"{corpus}: corpus not found (retriever.corpus); check the path")
+                raise MissingFileError(f"{corpus}: corpus not found (retriever.corpus); check the path")
             check_corpus(Manifest.load(index), corpus, index)
     check_jsonl(config.rollouts_path)

@@ -29,6 +29,7 @@ from executor_sft.agents.pipeline import (
 )
 from executor_sft.data import select_questions as select_sources
 from executor_sft.episode_runner import WorkItem, run_episodes
+from executor_sft.errors import ConfigError
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.pool import build_models
 from executor_sft.metrics.judge import LLMJudge
@@ -122,7 +123,7 @@ def collection_models(config: CollectConfig) -> dict[str, ChatModel]:
     `llm_cache` is off); a role the collection needs but `models` lacks is an error before any loads."""
     missing = [r for r in config.required_roles() if r not in config.models]
     if missing:
-        raise ValueError(f"config.models has no entry for role(s) {missing}")
+        raise ConfigError(f"config.models has no entry for role(s) {missing}")
     return build_models(config.models, cache_file=config.llm_cache_file())
 
 

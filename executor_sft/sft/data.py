@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from executor_sft.jsonl import MalformedLineError, RowError, iter_records
+from executor_sft.jsonl import MalformedLineError, MissingFileError, RowError, iter_records
 from executor_sft.llm.parsing import parse_tool_call
 
 # The embedded default's data: the project's own sample, produced by its synthetic pipeline.
@@ -23,29 +23,9 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
     messages = row.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RowError(f"{where}: field 'messages' must be a non-empty list")
-    n_assistant = 0
     for i, m in enumerate(messages):
-        field = f"messages[{i}]"
-        if not isinstance(m, dict) or m.get("role") not in _ROLES:
-            raise RowError(f"{where}: field {field}.role must be one of {sorted(_ROLES)}")
-        content = m.get("content")
-        if content is not None and not isinstance(content, str):
-            raise RowError(f"{where}: field {field}.content must be a string")
-        if m["role"] == "assistant":
-            n_assistant += 1
-            for j, call in enumerate(m.get("tool_calls") or []):
-                parsed = parse_tool_call(call)
-                if parsed is None or not isinstance(parsed.name, str):
-                    raise RowError(f"{where}: field {field}.tool_calls[{j}].function.name is missing")
-                if parsed.error is not None:
-                    raise RowError(
-                        f"{where}: field {field}.tool_calls[{j}].function.arguments is not JSON: {parsed.error}"
-                    )
-                if not isinstance(parsed.raw, str | dict):
-                    raise RowError(
-                        f"{where}: field {field}.tool_calls[{j}].function.arguments must be a JSON string"
-                    )
-    if n_assistant == 0:
+        _check_message(m, f"{where}: field messages[{i}]")
+    if not any(m["role"] == "assistant" for m in messages):
         raise RowError(f"{where}: field 'messages' has no assistant message, so nothing would be trained")
     tools = row.get("tools")
     if tools is not None and not isinstance(tools, list):
@@ -53,10 +33,29 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
     return row
 
 
+def _check_message(m: Any, field: str) -> None:
+    """One message of a row; `field` is `<where>: field messages[i]`."""
+    if not isinstance(m, dict) or m.get("role") not in _ROLES:
+        raise RowError(f"{field}.role must be one of {sorted(_ROLES)}")
+    content = m.get("content")
+    if content is not None and not isinstance(content, str):
+        raise RowError(f"{field}.content must be a string")
+    if m["role"] != "assistant":
+        return
+    for j, call in enumerate(m.get("tool_calls") or []):
+        parsed = parse_tool_call(call)
+        if parsed is None or not isinstance(parsed.name, str):
+            raise RowError(f"{field}.tool_calls[{j}].function.name is missing")
+        if parsed.error is not None:
+            raise RowError(f"{field}.tool_calls[{j}].function.arguments is not JSON: {parsed.error}")
+        if not isinstance(parsed.raw, str | dict):
+            raise RowError(f"{field}.tool_calls[{j}].function.arguments must be a JSON string")
+
+
 def read_sft_jsonl(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: SFT data file not found (--dataset_name); check the path")
+        raise MissingFileError(f"{path}: SFT data file not found (--dataset_name); check the path")
     try:
         rows = [validate_row(row, f"{path}:{i}") for i, row in iter_records(path, require_object=False)]
     except MalformedLineError as exc:
@@ -86,14 +85,10 @@ def load_sft_rows(
 def check_sft_data(source: str | Path) -> None:
     """Read and validate a local data file so a bad path or row fails before any model loads.
 
-    Raises `RowError` naming the file (and line, and field); Hub datasets are checked when loaded.
+    Raises a `UserError` naming the file (and line, and field); Hub datasets are checked when loaded.
     """
-    if not is_local(source):
-        return
-    try:
+    if is_local(source):
         read_sft_jsonl(source)
-    except FileNotFoundError as exc:
-        raise RowError(str(exc)) from None
 
 
 def find_composition_report(source: str | Path, given: str | Path | None = None) -> dict[str, Any] | None:
@@ -106,7 +101,7 @@ def find_composition_report(source: str | Path, given: str | Path | None = None)
         if c.exists():
             return json.loads(c.read_text(encoding="utf-8"))
     if given:
-        raise FileNotFoundError(f"composition report not found: {given}")
+        raise MissingFileError(f"composition report not found: {given}")
     return None
 
 

@@ -87,6 +87,27 @@ def _cap_lines(lengths: list[int], excess: int, floor: list[int], mark: int) -> 
     return lo
 
 
+def _cut_lines(
+    messages: list[dict[str, Any]],
+    tool_lines: list[tuple[int, int, str]],
+    ids: list[list[int]],
+    keep: list[int],
+    mark: int,
+    tokenizer,
+) -> int:
+    """Rewrite the tool messages with each line cut to its `keep` tokens (plus the mark); return how many were cut."""
+    contents: dict[int, list[str]] = {}
+    truncated = 0
+    for (i, _j, line), line_ids, k in zip(tool_lines, ids, keep, strict=True):
+        if len(line_ids) > k + mark:
+            line = tokenizer.decode(line_ids[:k]).rstrip() + TRUNCATION_MARK
+            truncated += 1
+        contents.setdefault(i, []).append(line)
+    for i, lines in contents.items():
+        messages[i] = {**messages[i], "content": "\n".join(lines)}
+    return truncated
+
+
 def fit_row(
     row: dict[str, Any],
     tokenizer,
@@ -127,16 +148,7 @@ def fit_row(
         cap = _cap_lines([len(x) for x in ids], excess, floor, mark)
         if cap is None:
             cap = 0  # every line at its floor: the last try, then give up
-        contents: dict[int, list[str]] = {}
-        truncated = 0
-        for (i, _j, line), line_ids, f in zip(tool_lines, ids, floor, strict=True):
-            keep = max(cap, f)
-            if len(line_ids) > keep + mark:
-                line = tokenizer.decode(line_ids[:keep]).rstrip() + TRUNCATION_MARK
-                truncated += 1
-            contents.setdefault(i, []).append(line)
-        for i, lines in contents.items():
-            messages[i] = {**messages[i], "content": "\n".join(lines)}
+        truncated = _cut_lines(messages, tool_lines, ids, [max(cap, f) for f in floor], mark, tokenizer)
         example = _tokenize(messages, tools, tokenizer, enable_thinking, chat_template)
         if len(example["input_ids"]) <= max_length:
             return FitResult(

@@ -20,6 +20,8 @@ from typing import Any
 from tqdm.auto import tqdm
 from trl import ScriptArguments, SFTTrainer
 
+from executor_sft.errors import ConfigError
+from executor_sft.jsonl import InputError
 from executor_sft.sft.card import executor_card_section, model_card
 from executor_sft.sft.compile import compile_decoder_layers
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
@@ -127,7 +129,7 @@ def prepare_dataset(
         input_ids.append(fit.example["input_ids"])
         labels.append(fit.example["labels"])
     if not input_ids:
-        raise ValueError(f"no trainable rows: {report.summary()}")
+        raise InputError(f"no trainable rows: {report.summary()}; raise max_length or shorten the rows")
     return Dataset.from_dict({"input_ids": input_ids, "labels": labels}), report
 
 
@@ -268,6 +270,33 @@ def _config_record(script_args, training_args, model_args) -> dict[str, Any]:
     }
 
 
+def _finished(script_args: SFTScriptArguments, training_args) -> TrainResult | None:
+    """The result of a finished run already in `output_dir` (said once, on rank 0), or None."""
+    done = finished_run(training_args.output_dir, training_args.max_steps, training_args.num_train_epochs)
+    if not done:
+        return None
+    loss = next((h["train_loss"] for h in reversed(done.get("log_history", [])) if "train_loss" in h), None)
+    if training_args.process_index == 0:
+        print(
+            f"[executor_sft] {training_args.output_dir} already holds a finished run "
+            f"(step {done['global_step']}, train_loss={loss}); nothing to do. "
+            "Pass --fresh true to train again."
+        )
+    report = LengthReport(max_length=training_args.max_length, policy=script_args.overflow)
+    return TrainResult(training_args.output_dir, {"train_loss": loss}, report, None)
+
+
+def _push(trainer, script_args: SFTScriptArguments, training_args, rows: list[dict[str, Any]], name: str) -> None:
+    """The model (`push_to_hub`) and the rows it was trained on (`push_dataset_to_hub`) to the Hub."""
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=str(script_args.dataset_name))
+    if script_args.push_dataset_to_hub and trainer.is_world_process_zero():
+        from datasets import Dataset
+
+        repo = script_args.hub_dataset_id or f"{trainer.hub_model_id or name}-sft-data"
+        Dataset.from_list(rows).push_to_hub(repo, private=bool(training_args.hub_private_repo))
+
+
 def train_executor(script_args: SFTScriptArguments, training_args, model_args) -> TrainResult:
     """Load rows, tokenise with passage masks, train, save (model, inference-template tokenizer, card)."""
     from transformers import set_seed
@@ -277,23 +306,9 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     if model_args.attn_implementation == VARLEN_ATTENTION and not (
         training_args.packing or training_args.padding_free
     ):
-        raise ValueError(f"attn_implementation={VARLEN_ATTENTION} needs packing=true or padding_free=true")
-    if not script_args.fresh and (
-        done := finished_run(
-            training_args.output_dir, training_args.max_steps, training_args.num_train_epochs
-        )
-    ):
-        loss = next(
-            (h["train_loss"] for h in reversed(done.get("log_history", [])) if "train_loss" in h), None
-        )
-        if training_args.process_index == 0:
-            print(
-                f"[executor_sft] {training_args.output_dir} already holds a finished run "
-                f"(step {done['global_step']}, train_loss={loss}); nothing to do. "
-                "Pass --fresh true to train again."
-            )
-        report = LengthReport(max_length=training_args.max_length, policy=script_args.overflow)
-        return TrainResult(training_args.output_dir, {"train_loss": loss}, report, None)
+        raise ConfigError(f"attn_implementation={VARLEN_ATTENTION} needs packing=true or padding_free=true")
+    if not script_args.fresh and (done := _finished(script_args, training_args)):
+        return done
     tokenizer, model = load_tokenizer_and_model(model_args, training_args)
     model_args.model_name_or_path = model_args.model_name_or_path or "offline:smollm2"
     # Saved with the model: the template whose turn prompts are the prefixes trained on.
@@ -358,13 +373,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     trainer.save_state()
     name = (training_args.hub_model_id or Path(training_args.output_dir).name).split("/")[-1]
     trainer.create_model_card(model_name=name, base_model=model_args.model_name_or_path, first_row=rows[0])
-    if training_args.push_to_hub:
-        trainer.push_to_hub(dataset_name=str(script_args.dataset_name))
-    if script_args.push_dataset_to_hub and trainer.is_world_process_zero():
-        from datasets import Dataset
-
-        repo = script_args.hub_dataset_id or f"{trainer.hub_model_id or name}-sft-data"
-        Dataset.from_list(rows).push_to_hub(repo, private=bool(training_args.hub_private_repo))
+    _push(trainer, script_args, training_args, rows, name)
     if trainer.is_world_process_zero():
         print(
             f"[executor_sft] trained {model_args.model_name_or_path} on {len(dataset)} rows "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from executor_sft.llm.base import ChatResult
-from executor_sft.schema import Message, TokenUsage
+from executor_sft.schema import Message, TokenUsage, content_text
 
 _DOC_LINE = re.compile(r"^Doc \d+ \(Title: (?P<title>.*?)\) (?P<text>.*)$")
 _INFO = re.compile(r"<information>(.*?)</information>", re.S)
@@ -32,15 +32,8 @@ def result(message: Message, request: list[Message], model: str) -> ChatResult:
     return ChatResult(message=message, usage=usage, latency_s=0.0, model=model)
 
 
-def text_of(message: Message) -> str:
-    content = message.get("content") or ""
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return str(content)
-
-
 def first_user(messages: list[Message]) -> str:
-    return next((text_of(m) for m in messages if m.get("role") == "user"), "")
+    return next((content_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
 
 
 def parse_passages(block: str) -> list[SeenPassage]:

@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from executor_sft.llm.base import ChatResult, SamplingParams
-from executor_sft.schema import Message
-from executor_sft.synthetic._chat import answers_after, first_user, result, text_of
+from executor_sft.schema import Message, content_text
+from executor_sft.synthetic._chat import answers_after, first_user, result
 from executor_sft.synthetic.relations import RELATIONS, render_subject
 from executor_sft.synthetic.world import Hop, World, WorldQuestion
 
@@ -64,8 +64,8 @@ class ScriptedBackbone:
             return _dispatch([hops[0].question])
         # The feedback for the previous round is the last user message; read the answer to
         # the sub-query this backbone dispatched last.
-        feedback = text_of(next(m for m in reversed(messages) if m.get("role") == "user"))
-        dispatched = _subqueries(text_of(rounds[-1]))
+        feedback = content_text(next(m for m in reversed(messages) if m.get("role") == "user").get("content"))
+        dispatched = _subqueries(content_text(rounds[-1].get("content")))
         answers = answers_after(feedback, dispatched) if dispatched else []
         answer = (answers[-1] if answers else None) or ""
         if answer.strip().lower() in _NO_ANSWER:

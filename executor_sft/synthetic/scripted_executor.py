@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from executor_sft.agents.tools import SEARCH_TOOL_NAME
 from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.llm.parsing import parse_tool_call
-from executor_sft.schema import Message
+from executor_sft.schema import Message, content_text
 from executor_sft.synthetic._chat import (
     SeenPassage,
     first_user,
@@ -31,7 +31,6 @@ from executor_sft.synthetic._chat import (
     outside_info,
     parse_passages,
     result,
-    text_of,
     unit_draw,
 )
 from executor_sft.synthetic.relations import ParsedSubQuery, parse_subquery
@@ -49,6 +48,52 @@ class _State:
     passages: list[SeenPassage]
     protocol: str
     can_search: bool
+
+
+@dataclass
+class _History:
+    """What the conversation so far holds: the queries searched, the passages seen, and how."""
+
+    queries: list[str] = field(default_factory=list)
+    passages: list[SeenPassage] = field(default_factory=list)
+    saw_tool: bool = False
+    saw_info: bool = False
+
+    @classmethod
+    def read(cls, messages: list[Message]) -> _History:
+        h = cls()
+        for m in messages:
+            role, text = m.get("role"), content_text(m.get("content"))
+            if role == "assistant":
+                for call in m.get("tool_calls") or []:
+                    parsed = parse_tool_call(call)
+                    args = parsed.arguments if parsed else None
+                    h.queries.append(str(args.get("query", "")) if isinstance(args, dict) else "")
+                h.queries += [q.strip() for q in _SEARCH_TAG.findall(text)]
+            elif role == "tool":
+                h.saw_tool = True
+                h.passages += parse_passages(text)
+            elif role == "user":
+                for block in info_blocks(text):
+                    h.saw_info = True
+                    h.passages += parse_passages(block)
+        return h
+
+
+def _protocol(
+    messages: list[Message], tools: list[dict[str, Any]] | None, system: str, history: _History
+) -> tuple[str, bool]:
+    """The protocol the conversation uses ("native" or "tag") and whether this turn may search."""
+    offered = any((t.get("function") or {}).get("name") == SEARCH_TOOL_NAME for t in tools or [])
+    last = messages[-1] if messages else {}
+    if offered or history.saw_tool:
+        # A user message after a tool result is the runtime asking for the report.
+        return "native", offered and not (history.saw_tool and last.get("role") == "user")
+    if history.saw_info or "<search>" in system:
+        if last.get("role") == "user" and info_blocks(content_text(last.get("content"))):
+            return "tag", not outside_info(content_text(last.get("content")))
+        return "tag", not history.saw_info
+    return "native", False
 
 
 class ScriptedTeacherExecutor:
@@ -91,44 +136,14 @@ class ScriptedTeacherExecutor:
     # --- reading the conversation --------------------------------------------------------
     def _state(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> _State:
         sub_query = first_user(messages)
-        queries: list[str] = []
-        passages: list[SeenPassage] = []
-        saw_tool = saw_info = False
-        for m in messages:
-            role, text = m.get("role"), text_of(m)
-            if role == "assistant":
-                for call in m.get("tool_calls") or []:
-                    parsed = parse_tool_call(call)
-                    args = parsed.arguments if parsed else None
-                    queries.append(str(args.get("query", "")) if isinstance(args, dict) else "")
-                queries += [q.strip() for q in _SEARCH_TAG.findall(text)]
-            elif role == "tool":
-                saw_tool = True
-                passages += parse_passages(text)
-            elif role == "user":
-                for block in info_blocks(text):
-                    saw_info = True
-                    passages += parse_passages(block)
-        system = next((text_of(m) for m in messages if m.get("role") == "system"), "")
-        offered = any((t.get("function") or {}).get("name") == SEARCH_TOOL_NAME for t in tools or [])
-        last = messages[-1] if messages else {}
-        if offered or saw_tool:
-            protocol = "native"
-            # A user message after a tool result is the runtime asking for the report.
-            can_search = offered and not (saw_tool and last.get("role") == "user")
-        elif saw_info or "<search>" in system:
-            protocol = "tag"
-            if last.get("role") == "user" and info_blocks(text_of(last)):
-                can_search = not outside_info(text_of(last))
-            else:
-                can_search = not saw_info
-        else:
-            protocol, can_search = "native", False
+        history = _History.read(messages)
+        system = next((content_text(m.get("content")) for m in messages if m.get("role") == "system"), "")
+        protocol, can_search = _protocol(messages, tools, system, history)
         budget = _BUDGET.search(system)
-        if budget is not None and len(queries) >= int(budget.group(1)):
+        if budget is not None and len(history.queries) >= int(budget.group(1)):
             can_search = False  # the instructions' search budget is spent
         parsed = parse_subquery(sub_query, self.world.types_of)
-        return _State(sub_query, parsed, queries, passages, protocol, can_search)
+        return _State(sub_query, parsed, history.queries, history.passages, protocol, can_search)
 
     # --- policy ------------------------------------------------------------------------------
     def _plan(self, parsed: ParsedSubQuery | None, sub_query: str) -> list[str]:

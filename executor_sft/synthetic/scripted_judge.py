@@ -12,8 +12,8 @@ from typing import Any
 
 from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.metrics.answer import exact_match
-from executor_sft.schema import Message
-from executor_sft.synthetic._chat import result, text_of
+from executor_sft.schema import Message, content_text
+from executor_sft.synthetic._chat import result
 
 _GOLD = re.compile(r"^Gold answer\(s\):[ \t]*(.*)$", re.M)
 _PRED = re.compile(r"^Predicted answer:[ \t]*(.*)$", re.M)
@@ -35,7 +35,7 @@ class ScriptedJudge:
         return result({"role": "assistant", "content": self.verdict(messages)}, messages, self.name)
 
     def verdict(self, messages: list[Message]) -> str:
-        text = "\n".join(text_of(m) for m in messages if m.get("role") == "user")
+        text = "\n".join(content_text(m.get("content")) for m in messages if m.get("role") == "user")
         gold, pred = _GOLD.search(text), _PRED.search(text)
         if gold is None or pred is None:
             return "False"

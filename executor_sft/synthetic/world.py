@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,72 +186,75 @@ class World:
     # --- passages -------------------------------------------------------------------------
     def sentences(self, e: Entity) -> list[str]:
         """The passage of an entity, one fact-bearing sentence at a time."""
+        if e.type == "person":
+            return self._person_sentences(e)
+        if e.type == "city":
+            return self._city_sentences(e)
         f, n = e.facts, e.name
         name_of = lambda key: self.by_id[f[key]].name  # noqa: E731
-        if e.type == "person":
-            out = [f"{n} is {_a(e.descriptor)} born in {name_of('born_in')} in {f['birth_year']}."]
-            works = e.extra.get("works", [])
-            if e.kind == "core":
-                listed = (
-                    " and ".join(works) if len(works) <= 2 else ", ".join(works[:-1]) + " and " + works[-1]
-                )
-                verb = {
-                    "film director": "directed the films",
-                    "novelist": "wrote the novels",
-                    "singer": "sings lead vocals for",
-                    "entrepreneur": "founded",
-                }[e.descriptor]
-                out.append(f"{n} {verb} {listed}.")
-                out.append(
-                    f"Over a career of {e.extra['decades']} decades, this {e.descriptor} "
-                    "received several regional awards."
-                )
-            else:
-                out.append(f"{n} is known for {_OCCUPATION_WORK.get(e.descriptor, 'a long career')}.")
-            return out
-        if e.type == "city":
-            out = [
-                f"{n} is a city in the country of {name_of('located_in')}.",
-                f"{n} was founded in {f['city_founded']} and has a population of {f['population']:,}.",
-            ]
-            if e.extra.get("capital_of"):
-                out.append(f"{n} is the capital of {e.extra['capital_of']}.")
-            if e.kind == "core":
-                out.append(f"{n} is known for its {e.extra['feature']}.")
-            return out
-        if e.type == "country":
-            form = e.extra["form"]
-            return [
-                f"{n}, officially the {form} of {n}, is a country whose capital is {name_of('capital')}.",
+        two_sentences = {
+            "country": lambda: (
+                f"{n}, officially the {e.extra['form']} of {n}, is a country whose capital is "
+                f"{name_of('capital')}.",
                 f"{n} was established as a state in {f['established']}.",
-            ]
-        if e.type == "film":
-            return [
+            ),
+            "film": lambda: (
                 f"{n} is a {e.extra['genre']} film directed by {name_of('directed_by')}.",
                 f"{n} was released in {f['release_year']} and runs {e.extra['minutes']} minutes.",
-            ]
-        if e.type == "book":
-            return [
+            ),
+            "book": lambda: (
                 f"{n} is a novel written by {name_of('written_by')}.",
                 f"{n} was first published in {f['published_year']}.",
-            ]
-        if e.type == "band":
-            return [
+            ),
+            "band": lambda: (
                 f"{n} is a {e.extra['genre']} band formed in {name_of('formed_in')} in {f['formed_year']}.",
                 f"The lead singer of {n} is {name_of('lead_singer')}.",
-            ]
-        if e.type == "company":
-            return [
+            ),
+            "company": lambda: (
                 f"{n} is a {e.extra['industry']} company founded by {name_of('founded_by')} in "
                 f"{f['company_founded']}.",
                 f"{n} is headquartered in {name_of('headquartered_in')}.",
-            ]
-        if e.type == "river":
-            return [
+            ),
+            "river": lambda: (
                 f"The {n} is a river that flows through {name_of('flows_through')}.",
                 f"The {n} has a length of {f['length']:,} km.",
-            ]
-        raise ValueError(f"unknown entity type {e.type!r} ({e.id})")
+            ),
+        }
+        if e.type not in two_sentences:
+            raise ValueError(f"unknown entity type {e.type!r} ({e.id})")
+        return list(two_sentences[e.type]())
+
+    def _person_sentences(self, e: Entity) -> list[str]:
+        n = e.name
+        born_in = self.by_id[e.facts["born_in"]].name
+        out = [f"{n} is {_a(e.descriptor)} born in {born_in} in {e.facts['birth_year']}."]
+        if e.kind != "core":
+            return [*out, f"{n} is known for {_OCCUPATION_WORK.get(e.descriptor, 'a long career')}."]
+        works = e.extra.get("works", [])
+        listed = " and ".join(works) if len(works) <= 2 else ", ".join(works[:-1]) + " and " + works[-1]
+        verb = {
+            "film director": "directed the films",
+            "novelist": "wrote the novels",
+            "singer": "sings lead vocals for",
+            "entrepreneur": "founded",
+        }[e.descriptor]
+        return [
+            *out,
+            f"{n} {verb} {listed}.",
+            f"Over a career of {e.extra['decades']} decades, this {e.descriptor} received several regional awards.",
+        ]
+
+    def _city_sentences(self, e: Entity) -> list[str]:
+        f, n = e.facts, e.name
+        out = [
+            f"{n} is a city in the country of {self.by_id[f['located_in']].name}.",
+            f"{n} was founded in {f['city_founded']} and has a population of {f['population']:,}.",
+        ]
+        if e.extra.get("capital_of"):
+            out.append(f"{n} is the capital of {e.extra['capital_of']}.")
+        if e.kind == "core":
+            out.append(f"{n} is known for its {e.extra['feature']}.")
+        return out
 
     def passage_text(self, e: Entity) -> str:
         return " ".join(self.sentences(e))
@@ -350,89 +354,16 @@ class _Builder:
         n_river, n_film, n_book = max(3, n // 30), max(4, n // 12), max(4, n // 14)
         n_band, n_company = max(3, n // 20), max(3, n // 20)
 
-        countries = [
-            self.add("country", self.forge.word(2, 3), extra={"form": rng.choice(_STATE_FORMS)})
-            for _ in range(n_country)
-        ]
-        for c in countries:
-            c.facts["established"] = rng.randint(1650, 1990)
-            c.extra["aliases"] = [f"{c.extra['form']} of {c.name}"]
+        countries = self._countries(n_country)
+        cities, core_cities = self._cities(countries, n_city)
+        self._capitals(countries, cities, core_cities)
 
-        # Cities: some names are shared by a notable city and `namesakes` small towns elsewhere.
-        # Only cities with a name of their own are reached by bridge hops; shared ones are compared.
-        n_groups = max(1, round(n_city * cfg.ambiguity / 8))
-        cities: list[Entity] = []
-        shared: list[Entity] = []
-        while len(cities) < n_city:
-            name = self.forge.word(2, 3)
-            group = len(shared) < n_groups
-            homes = (
-                rng.sample(countries, min(len(countries), 1 + cfg.namesakes))
-                if group
-                else [rng.choice(countries)]
-            )
-            taken: dict[str, set[int]] = {"city_founded": set(), "population": set()}
-            for j, country in enumerate(homes):
-                city = self.add("city", name, descriptor=country.name, kind="core" if j == 0 else "namesake")
-                city.facts["located_in"] = country.id
-                # Namesakes never share a fact with each other: a wrong-city answer is always wrong.
-                for key, draw in (
-                    ("city_founded", lambda: rng.randint(900, 1900)),
-                    ("population", lambda: rng.randint(8, 2500) * 1000 + rng.randint(0, 999)),
-                ):
-                    value = draw()
-                    while value in taken[key]:
-                        value = draw()
-                    taken[key].add(value)
-                    city.facts[key] = value
-                city.extra["feature"] = rng.choice(_CITY_FEATURES)
-                cities.append(city)
-                if group:
-                    shared.append(city)
-        shared_ids = {c.id for c in shared}
-        core_cities = [c for c in cities if c.id not in shared_ids]
-        for country in countries:
-            home = [c for c in core_cities if c.facts["located_in"] == country.id]
-            if not home:  # every country needs a capital of its own
-                home = [self.add("city", self.forge.word(2, 3), descriptor=country.name)]
-                home[0].extra["feature"] = rng.choice(_CITY_FEATURES)
-                home[0].facts.update(
-                    located_in=country.id,
-                    city_founded=rng.randint(900, 1900),
-                    population=rng.randint(200, 3000) * 1000,
-                )
-                cities.append(home[0])
-                core_cities.append(home[0])
-            capital = rng.choice(home)
-            country.facts["capital"] = capital.id
-            capital.extra["capital_of"] = country.name
+        directors = self._people("film director", math.ceil(n_film / 2), core_cities)
+        novelists = self._people("novelist", math.ceil(n_book / 2), core_cities)
+        singers = self._people("singer", n_band, core_cities)
+        founders = self._people("entrepreneur", math.ceil(n_company / 1.5), core_cities)
 
-        def make_people(occupation: str, count: int) -> list[Entity]:
-            people = []
-            for _ in range(count):
-                p = self.add("person", self.person_name(), descriptor=occupation)
-                p.facts.update(born_in=rng.choice(core_cities).id, birth_year=rng.randint(1900, 1985))
-                p.extra.update(works=[], decades=rng.randint(2, 5))
-                people.append(p)
-            return people
-
-        directors = make_people("film director", math.ceil(n_film / 2))
-        novelists = make_people("novelist", math.ceil(n_book / 2))
-        singers = make_people("singer", n_band)
-        founders = make_people("entrepreneur", math.ceil(n_company / 1.5))
-
-        def make_works(etype: str, count: int, creators: list[Entity], rel: str, year_key: str, extra):
-            works = []
-            for i in range(count):
-                creator = creators[i] if i < len(creators) else rng.choice(creators)
-                w = self.add(etype, self.forge.title(rng.choice([1, 2])), extra=extra())
-                w.facts[rel] = creator.id
-                w.facts[year_key] = min(2023, creator.facts["birth_year"] + rng.randint(22, 60))
-                creator.extra["works"].append(w.name)
-                works.append(w)
-            return works
-
-        make_works(
+        self._works(
             "film",
             n_film,
             directors,
@@ -440,13 +371,13 @@ class _Builder:
             "release_year",
             lambda: {"genre": rng.choice(_FILM_GENRES), "minutes": rng.randint(80, 170)},
         )
-        make_works("book", n_book, novelists, "written_by", "published_year", dict)
-        bands = make_works(
+        self._works("book", n_book, novelists, "written_by", "published_year", dict)
+        bands = self._works(
             "band", n_band, singers, "lead_singer", "formed_year", lambda: {"genre": rng.choice(_BAND_GENRES)}
         )
         for b in bands:
             b.facts["formed_in"] = rng.choice(core_cities).id
-        companies = make_works(
+        companies = self._works(
             "company",
             n_company,
             founders,
@@ -460,8 +391,122 @@ class _Builder:
             r = self.add("river", self.forge.word(2, 3))
             r.facts.update(flows_through=rng.choice(countries).id, length=rng.randint(40, 3200))
 
-        # Namesakes: other people with exactly the same name, other occupation/birthplace/year.
-        core_people = directors + novelists + singers + founders
+        self._namesakes(directors + novelists + singers + founders, cities)
+        # Fillers: unrelated people that make the corpus less regular.
+        for _ in range(max(0, n - len(self.entities))):
+            f = self.add(
+                "person", self.person_name(), descriptor=rng.choice(_FILLER_OCCUPATIONS), kind="filler"
+            )
+            f.facts.update(born_in=rng.choice(cities).id, birth_year=rng.randint(1900, 1990))
+        return self.entities
+
+    def _countries(self, count: int) -> list[Entity]:
+        rng = self.rng
+        countries = [
+            self.add("country", self.forge.word(2, 3), extra={"form": rng.choice(_STATE_FORMS)})
+            for _ in range(count)
+        ]
+        for c in countries:
+            c.facts["established"] = rng.randint(1650, 1990)
+            c.extra["aliases"] = [f"{c.extra['form']} of {c.name}"]
+        return countries
+
+    def _cities(self, countries: list[Entity], count: int) -> tuple[list[Entity], list[Entity]]:
+        """Every city, and the core ones (a name of their own).
+
+        Some names are shared by a notable city and `namesakes` small towns elsewhere. Only
+        cities with a name of their own are reached by bridge hops; shared ones are compared.
+        """
+        cfg, rng = self.cfg, self.rng
+        n_groups = max(1, round(count * cfg.ambiguity / 8))
+        cities: list[Entity] = []
+        shared: list[Entity] = []
+        while len(cities) < count:
+            name = self.forge.word(2, 3)
+            group = len(shared) < n_groups
+            homes = (
+                rng.sample(countries, min(len(countries), 1 + cfg.namesakes))
+                if group
+                else [rng.choice(countries)]
+            )
+            taken: dict[str, set[int]] = {"city_founded": set(), "population": set()}
+            for j, country in enumerate(homes):
+                city = self._city(name, country, "core" if j == 0 else "namesake", taken)
+                cities.append(city)
+                if group:
+                    shared.append(city)
+        shared_ids = {c.id for c in shared}
+        return cities, [c for c in cities if c.id not in shared_ids]
+
+    def _city(self, name: str, country: Entity, kind: str, taken: dict[str, set[int]]) -> Entity:
+        """One city of a same-name group; namesakes never share a fact, so a wrong-city answer is wrong."""
+        rng = self.rng
+        city = self.add("city", name, descriptor=country.name, kind=kind)
+        city.facts["located_in"] = country.id
+        for key, draw in (
+            ("city_founded", lambda: rng.randint(900, 1900)),
+            ("population", lambda: rng.randint(8, 2500) * 1000 + rng.randint(0, 999)),
+        ):
+            value = draw()
+            while value in taken[key]:
+                value = draw()
+            taken[key].add(value)
+            city.facts[key] = value
+        city.extra["feature"] = rng.choice(_CITY_FEATURES)
+        return city
+
+    def _capitals(self, countries: list[Entity], cities: list[Entity], core_cities: list[Entity]) -> None:
+        """A capital for every country, among its core cities (a new city where it has none)."""
+        rng = self.rng
+        for country in countries:
+            home = [c for c in core_cities if c.facts["located_in"] == country.id]
+            if not home:
+                home = [self.add("city", self.forge.word(2, 3), descriptor=country.name)]
+                home[0].extra["feature"] = rng.choice(_CITY_FEATURES)
+                home[0].facts.update(
+                    located_in=country.id,
+                    city_founded=rng.randint(900, 1900),
+                    population=rng.randint(200, 3000) * 1000,
+                )
+                cities.append(home[0])
+                core_cities.append(home[0])
+            capital = rng.choice(home)
+            country.facts["capital"] = capital.id
+            capital.extra["capital_of"] = country.name
+
+    def _people(self, occupation: str, count: int, core_cities: list[Entity]) -> list[Entity]:
+        rng = self.rng
+        people = []
+        for _ in range(count):
+            p = self.add("person", self.person_name(), descriptor=occupation)
+            p.facts.update(born_in=rng.choice(core_cities).id, birth_year=rng.randint(1900, 1985))
+            p.extra.update(works=[], decades=rng.randint(2, 5))
+            people.append(p)
+        return people
+
+    def _works(
+        self,
+        etype: str,
+        count: int,
+        creators: list[Entity],
+        rel: str,
+        year_key: str,
+        extra: Callable[[], dict[str, Any]],
+    ) -> list[Entity]:
+        rng = self.rng
+        works = []
+        for i in range(count):
+            creator = creators[i] if i < len(creators) else rng.choice(creators)
+            w = self.add(etype, self.forge.title(rng.choice([1, 2])), extra=extra())
+            w.facts[rel] = creator.id
+            w.facts[year_key] = min(2023, creator.facts["birth_year"] + rng.randint(22, 60))
+            creator.extra["works"].append(w.name)
+            works.append(w)
+        return works
+
+    def _namesakes(self, core_people: list[Entity], cities: list[Entity]) -> None:
+        """Other people with exactly the same name as some core people: other occupation, birthplace, year."""
+        cfg, rng = self.cfg, self.rng
         for p in rng.sample(core_people, round(cfg.ambiguity * len(core_people))):
             occupations = rng.sample(_FILLER_OCCUPATIONS, cfg.namesakes)
             for occ in occupations:
@@ -470,13 +515,6 @@ class _Builder:
                 d.facts["birth_year"] = rng.choice(
                     [y for y in range(1900, 1990) if y != p.facts["birth_year"]]
                 )
-        # Fillers: unrelated people that make the corpus less regular.
-        for _ in range(max(0, n - len(self.entities))):
-            f = self.add(
-                "person", self.person_name(), descriptor=rng.choice(_FILLER_OCCUPATIONS), kind="filler"
-            )
-            f.facts.update(born_in=rng.choice(cities).id, birth_year=rng.randint(1900, 1990))
-        return self.entities
 
 
 def _bridge(world: World, rng: random.Random, n_hops: int) -> WorldQuestion | None:
@@ -593,6 +631,22 @@ def _comparison(world: World, rng: random.Random) -> WorldQuestion | None:
 
 def _assign_splits(questions: list[WorldQuestion], rng: random.Random, test_share: float) -> None:
     """Hold out whole groups of questions that share a sub-query, so no test sub-query is trained on."""
+    order = _shared_subquery_groups(questions)
+    rng.shuffle(order)
+    target = round(test_share * len(questions))
+    n_test = 0
+    for g in order:
+        if n_test >= target:
+            break
+        if n_test + len(g) > target * 1.5:
+            continue
+        for i in g:
+            questions[i].split = "test"
+        n_test += len(g)
+
+
+def _shared_subquery_groups(questions: list[WorldQuestion]) -> list[list[int]]:
+    """Indices of questions linked by a shared sub-query (union-find), ordered by first index."""
     parent = list(range(len(questions)))
 
     def find(i: int) -> int:
@@ -611,18 +665,7 @@ def _assign_splits(questions: list[WorldQuestion], rng: random.Random, test_shar
     groups: dict[int, list[int]] = {}
     for i in range(len(questions)):
         groups.setdefault(find(i), []).append(i)
-    order = sorted(groups.values(), key=lambda g: g[0])
-    rng.shuffle(order)
-    target = round(test_share * len(questions))
-    n_test = 0
-    for g in order:
-        if n_test >= target:
-            break
-        if n_test + len(g) > target * 1.5:
-            continue
-        for i in g:
-            questions[i].split = "test"
-        n_test += len(g)
+    return sorted(groups.values(), key=lambda g: g[0])
 
 
 def generate_world(seed: int = 0, n_entities: int = 800, n_questions: int = 400, **options: Any) -> World:

@@ -12,8 +12,8 @@ from executor_sft.agents.parsing import (
     parse_report,
     parse_subqueries,
     parse_tool_arguments,
-    strip_reasoning,
 )
+from executor_sft.llm.parsing import strip_think
 from executor_sft.metrics.judge import parse_verdict
 from executor_sft.schema import Report
 
@@ -62,7 +62,7 @@ message = st.fixed_dictionaries(
 @settings(max_examples=150, deadline=None)
 @given(text)
 def test_text_parsers_never_raise(s):
-    assert isinstance(strip_reasoning(s), str)
+    assert isinstance(strip_think(s), str)
     r = parse_report(s)
     assert r is None or (isinstance(r, Report) and r.answer.strip())
     d = parse_subqueries(s, max_parallel=3)

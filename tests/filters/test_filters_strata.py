@@ -1,4 +1,4 @@
-"""Every inclusion and exclusion rule of the two strata (DESIGN.md, "Filter strata")."""
+"""Every inclusion and exclusion rule of the two strata (docs/architecture.md, "Filter strata")."""
 
 from __future__ import annotations
 
