@@ -20,6 +20,15 @@ CAPPED = "question_stratum_cap"
 """Exclusion reason of a row beyond `max_records_per_question_stratum` for its (question, stratum)."""
 
 
+def offered_tools(calls: Any) -> list[dict[str, Any]] | None:
+    """The tool schemas of a run's first model call, as recorded (None when not recorded)."""
+    if isinstance(calls, list) and calls and isinstance(calls[0], dict):
+        tools = calls[0].get("tools")
+        if isinstance(tools, list) and all(isinstance(t, dict) for t in tools):
+            return tools
+    return None
+
+
 def generated_chars(messages: list[dict[str, Any]]) -> int:
     """Characters the model generated in a row: assistant content, reasoning and tool-call arguments."""
     n = 0
@@ -72,6 +81,7 @@ class EpisodeFilter:
                     dataset=record.question.dataset,
                     keep_reasoning=cfg.keep_reasoning,
                     tool_arguments=cfg.tool_arguments,
+                    tools=offered_tools(run.calls),
                 )
             except RowError as exc:
                 self.report.add_exclusion(exc.reason)

@@ -104,11 +104,16 @@ def to_sft_row(
     dataset: str,
     keep_reasoning: bool = True,
     tool_arguments: Literal["dict", "json"] = "dict",
+    tools: list[dict[str, Any]] | None = None,
 ) -> SFTRow:
-    """Build one row; raises `RowError` (with its exclusion reason) for an unusable conversation."""
+    """Build one row; raises `RowError` (with its exclusion reason) for an unusable conversation.
+
+    `tools` are the schemas the run was offered (its first call record's); the row trains under
+    the same prompt only if it lists the same tools. None: the built-in search tool alone.
+    """
     return SFTRow(
         messages=normalize_messages(messages, keep_reasoning, tool_arguments),
-        tools=[copy.deepcopy(SEARCH_TOOL)],
+        tools=copy.deepcopy(tools) if tools else [copy.deepcopy(SEARCH_TOOL)],
         stratum=stratum,
         source_run_id=source_run_id,
         question_id=question_id,

@@ -92,3 +92,28 @@ def test_unknown_or_wrong_tool_names_are_config_errors(user_tools):
 def test_default_tools_stay_out_of_the_episode_config_record(user_tools):
     assert "tools" not in PipelineConfig().model_dump(mode="json")
     assert user_tools.model_dump(mode="json")["tools"] == ["search", f"{MODULE}:LOOKUP_TITLE"]
+
+
+async def test_the_sft_row_of_a_run_lists_every_tool_it_was_offered(user_tools, qwen3_tokenizer):
+    from executor_sft.filters.pipeline import offered_tools
+    from executor_sft.filters.rows import to_sft_row
+
+    settings = user_tools.executor_settings("teacher")
+    model = ScriptedChatModel([lookup("Tarsin"), search_call("Ada Krell"), report("Eldmark")])
+    run = await run_executor(model, ToyRetriever(), "Which province is Tarsin in?", settings, max_turns=3)
+    row = to_sft_row(
+        run.messages,
+        stratum="s",
+        source_run_id=run.run_id,
+        question_id="q",
+        dataset="d",
+        tools=offered_tools(run.calls),
+    )
+    assert [t["function"]["name"] for t in row["tools"]] == ["search", "lookup_title"]
+    # Trained under the prompt the model saw: the last request rendered with the row's tools.
+    last = model.requests[-1]
+    seen = render_prompt(qwen3_tokenizer, last["messages"], last["tools"], enable_thinking=False)
+    trained = render_prompt(
+        qwen3_tokenizer, row["messages"][: len(last["messages"])], row["tools"], enable_thinking=False
+    )
+    assert trained == seen
