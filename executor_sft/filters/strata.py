@@ -84,9 +84,15 @@ def single_search(run: RunView, ctx: EpisodeContext) -> str | None:
     return None
 
 
+UNKNOWN_CORRECTNESS = frozenset({"no_outcome", "judge_null"})
+"""Correctness failures that say nothing about the answer (never scored, or no verdict)."""
+
+
 def info_gain_multi_search(run: RunView, ctx: EpisodeContext) -> str | None:
-    """Teacher, >= `min_searches` searches, correct, and its budget-1 re-run exists and is not
-    correct (every re-run, if there are several; one that did not report is not correct)."""
+    """Teacher, >= `min_searches` searches, correct, and its budget-1 re-run exists and is known
+    to fail: every re-run, if there are several, did not report, has EM < `min_em` or a False
+    verdict. A re-run whose correctness is unknown (no outcome, or EM ok and no verdict) is not
+    a failure: the run is excluded as `counterfactual_unjudged`."""
     cfg = ctx.config
     if run.role != cfg.teacher_role:
         return "student_multi_search" if run.role == cfg.student_role else "role_not_trained"
@@ -99,6 +105,8 @@ def info_gain_multi_search(run: RunView, ctx: EpisodeContext) -> str | None:
         return "no_counterfactual"
     if any(is_correct(cf, cfg.require_judge, cfg.min_em) for cf in cfs):
         return "counterfactual_correct"
+    if any(_correct_reason(cf, cfg) in UNKNOWN_CORRECTNESS for cf in cfs):
+        return "counterfactual_unjudged"
     return None
 
 
@@ -115,7 +123,8 @@ def classify_run(run: RunView, ctx: EpisodeContext) -> Decision:
     """Decide one run. Check order (first failing check names the reason):
     counterfactual_role, role_not_trained, correctness (not_report, no_outcome, wrong_em,
     judge_null, judge_false), search count (no_search, below_single_searches, below_min_searches), stratum rule
-    (teacher_single_covered, student_multi_search, no_counterfactual, counterfactual_correct),
+    (teacher_single_covered, student_multi_search, no_counterfactual, counterfactual_correct,
+    counterfactual_unjudged),
     stratum_disabled, corrected_turn. With `all_correct` selected, the search-count and
     stratum-rule checks are skipped."""
     cfg = ctx.config
