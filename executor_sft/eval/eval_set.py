@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from executor_sft.configfile import load_config, read_yaml, validation_message
+from executor_sft.data.selection import QuestionSource
 from executor_sft.eval.aggregate import has_subquery
 from executor_sft.eval.config import JUDGE_ROLE, EvalConfig
 from executor_sft.eval.idlist import ids_digest
@@ -49,6 +50,9 @@ class EvalSetConfig(BaseModel):
     base: str | dict[str, Any]
     """An eval config (YAML path or mapping): its questions (without `ids_file`), pipeline and
     retriever are used; its name, output_dir, mode and samples are replaced."""
+    questions: list[QuestionSource] | None = None
+    """The original questions the set is cut from, in place of the base config's (e.g. the
+    4,125 originals when the base evaluates an already-cut split)."""
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     """The reference system's models by role, over the base config's (backbone, answerer, executor)."""
     samples: int = Field(1, ge=1)
@@ -103,7 +107,10 @@ def reference_config(config: EvalSetConfig) -> EvalConfig:
     pipeline = dict(base.get("pipeline") or {})
     driver = pipeline.get("driver", "executor")
     pipeline.update(executor_roles=[driver], driver=driver)
-    questions = [{**q, "ids_file": None} for q in base.get("questions") or []]
+    if config.questions is not None:
+        questions = [q.model_dump(mode="json") | {"ids_file": None} for q in config.questions]
+    else:
+        questions = [{**q, "ids_file": None} for q in base.get("questions") or []]
     data = {
         **base,
         "name": f"{config.name}-reference",

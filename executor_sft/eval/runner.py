@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from executor_sft.data.selection import select_questions
 from executor_sft.eval.aggregate import EvalResults, summarize
-from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
+from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
 from executor_sft.eval.idlist import ids_digest
 from executor_sft.eval.report import results_markdown, write_markdown
 from executor_sft.llm.base import ChatModel
@@ -79,9 +79,11 @@ def system_record(config: EvalConfig) -> dict[str, Any]:
     """What defines the evaluated system; episodes of different systems never share a store."""
     data = config.model_dump(mode="json", include={"mode", "models", "retriever"})
     data["models"] = {role: m for role, m in data["models"].items() if role != JUDGE_ROLE}
-    data["retriever"] = {
-        k: v for k, v in data["retriever"].items() if k not in ("cache", "timeout_s", "max_retries")
-    }
+    data["retriever"] = (
+        {k: v for k, v in (data["retriever"] or {}).items() if k not in ("cache", "timeout_s", "max_retries")}
+        if config.needs_retriever
+        else None
+    )
     data["system"] = (
         config.single_agent.model_dump(mode="json")
         if config.mode == "single_agent"
@@ -162,16 +164,17 @@ async def _run_pending(
     pending: list[tuple[Question, int]],
     store: EpisodeStore,
     models: Mapping[str, ChatModel],
-    retriever: Retriever,
+    retriever: Retriever | None,
     progress: bool,
 ) -> list[str]:
     from executor_sft.agents import run_episode, run_single_agent
+    from executor_sft.agents.no_retrieval import run_no_retrieval
     from executor_sft.metrics.judge import LLMJudge
 
     judge = None
     if JUDGE_ROLE in models:
         cache = config.judge_cache or str(config.out / "judge_cache.jsonl")
-        judge = LLMJudge(models[JUDGE_ROLE], cache_path=cache)
+        judge = LLMJudge(models[JUDGE_ROLE], prompt=config.pipeline.prompts.get("judge"), cache_path=cache)
     single_agent_settings = config.single_agent.executor_settings(config.pipeline.prompts)
     sem = asyncio.Semaphore(config.concurrency)
     failed: list[str] = []
@@ -186,6 +189,15 @@ async def _run_pending(
                         retriever,
                         question,
                         single_agent_settings,
+                        sample_index=sample,
+                        judge=judge,
+                    )
+                elif config.mode == "no_retrieval":
+                    episode = await run_no_retrieval(
+                        models[ANSWERER_ROLE],
+                        question,
+                        prompts=config.pipeline.prompts,
+                        sampling=config.pipeline.sampling_for(ANSWERER_ROLE),
                         sample_index=sample,
                         judge=judge,
                     )
@@ -246,7 +258,7 @@ def run_eval(
         pending = [(q, s) for q, s in work if _episode_id(q, s) not in store]
         skipped = len(work) - len(pending)
         if pending:
-            if retriever is None:
+            if retriever is None and config.needs_retriever:
                 from executor_sft.retrieval.config import build_retriever
 
                 if config.build_index_from is not None:
