@@ -117,9 +117,15 @@ def plot_capacity(
     return path
 
 
+def curve_gain(values: Sequence[float | None]) -> float | None:
+    """A curve's total gain: its last value minus its first (None values skipped)."""
+    present = [v for v in values if v is not None]
+    return present[-1] - present[0] if len(present) >= 2 else None
+
+
 def _delta_arrow(ax, xs: list[int], ys: list[float], color: str, label: str) -> None:
     """An arrow from a curve's first to its last point, labelled with the gain."""
-    if len(xs) < 2:
+    if curve_gain(ys) is None:
         return
     x0, y0, x1, y1 = xs[0], ys[0], xs[-1], ys[-1]
     ax.annotate(
@@ -157,7 +163,7 @@ def plot_role_curves(
     ax.set_ylabel(f"{metric} (%)")
     ax.set_title(title or "capacity sensitivity of each role", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="center left")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -105,7 +105,10 @@ def test_counterfactual_with_em_1_and_no_verdict_is_not_a_failure():
 
 def test_counterfactual_known_to_fail_despite_a_missing_verdict():
     # EM 0 fails whatever the judge; an unscored re-run (no outcome) is unknown
-    wrong = [run("t", "teacher", 2), run("b", "teacher_budget1", 1, em=0.0, judge=None, counterfactual_of="t")]
+    wrong = [
+        run("t", "teacher", 2),
+        run("b", "teacher_budget1", 1, em=0.0, judge=None, counterfactual_of="t"),
+    ]
     assert decide(wrong)["t"] == INFO_GAIN_MULTI_SEARCH
     unscored = [run("t", "teacher", 2), run("b", "teacher_budget1", 1, outcome=False, counterfactual_of="t")]
     assert decide(unscored)["t"] == "counterfactual_unjudged"
