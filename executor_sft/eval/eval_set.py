@@ -1,7 +1,7 @@
-"""Build the evaluation set once, as the paper does (App. E, Tab. 8), for every cell to share.
+"""Cut an evaluation set once from original questions, as the paper's App. E (Tab. 8), for every cell.
 
-A reference delegation system (backbone, executor, answerer) runs once over the question
-source. A question is removed when its reference episodes all answered without dispatching
+A reference delegation system (backbone, executor, answerer) runs once over the original
+questions (`EvalSetConfig.questions`, else the base config's). A question is removed when its reference episodes all answered without dispatching
 a single sub-query (such a question does not exercise the executor); an episode that ended
 in an error is no evidence of that, so its question stays. Every later cell, single-agent
 included, evaluates exactly the remaining ids (`questions[].ids_file`), so all cells of a
