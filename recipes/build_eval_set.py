@@ -5,7 +5,8 @@
 Writes <output_dir>/eval_set.json (the ids to evaluate and the ids removed: questions the
 reference run answered without any sub-query), eval_set.md (per-dataset counts) and the
 reference run in <output_dir>/reference/ (a rerun resumes). Point `questions[].ids_file` of
-every evaluation or sweep base config at eval_set.json.
+every evaluation or sweep base config at eval_set.json. Run it on original questions only:
+the shipped 3,869-question split already is the paper's remaining set (docs/reproduce.md).
 """
 
 from __future__ import annotations

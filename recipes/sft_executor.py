@@ -2,7 +2,7 @@
 
     # embedded default: SmolLM2-135M on the project's sample data/sft.jsonl, CPU, a few minutes
     accelerate launch recipes/sft_executor.py          # or: python recipes/sft_executor.py
-    # the paper's setting: Qwen3-1.7B, full fine-tune, 3 epochs, global batch 16
+    # our settings (the paper gives no SFT hyperparameters): Qwen3-1.7B, full fine-tune, 3 epochs, batch 16
     accelerate launch --config_file accelerate_configs/deepspeed_zero2.yaml \
         recipes/sft_executor.py --config recipes/configs/sft_qwen3_1.7b.yaml \
         --dataset_name runs/filter/sft.jsonl

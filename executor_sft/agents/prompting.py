@@ -2,7 +2,9 @@
 
 Every field is `None` (use the packaged prompt in `executor_sft/agents/prompts/`), literal
 text, or `file:<path>` to read a prompt from disk (relative paths resolve against the
-working directory). Prompts may use `{name}` placeholders; only the names a role passes
+working directory). `directory` swaps in a whole set at once: each `<name>.md` found there
+replaces the packaged prompt of that name. The packaged prompts are this project's own
+wording, not the paper's (its App. C and Fig. 5 prompts are figures its text does not give). Prompts may use `{name}` placeholders; only the names a role passes
 (e.g. `{max_searches}`, `{top_k}`) are replaced, so other braces in a prompt are left as is.
 """
 
@@ -49,6 +51,9 @@ class Prompts(BaseModel):
     answerer: str | None = None
     single_agent: str | None = None
     judge: str | None = None
+    directory: str | None = None
+    """A directory of prompt files named `<name>.md` (`backbone.md`, `executor_native.md`,
+    `judge.md`, ...): each one present replaces that packaged prompt; a field set above wins."""
 
     # Short runtime notices (the executor's defaults are in executor_text).
     search_budget_spent: str = SEARCH_BUDGET_SPENT
@@ -68,11 +73,21 @@ class Prompts(BaseModel):
                 raise ValueError(f"prompt {info.field_name}: file not found: {path}")
         return value
 
+    @field_validator("directory")
+    @classmethod
+    def _check_directory(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).expanduser().is_dir():
+            raise ValueError(f"prompts directory not found: {value}")
+        return value
+
     def get(self, name: str) -> str:
         """The prompt text for `name`: override text, override file contents, or the default."""
         if name not in PROMPT_NAMES:
             raise KeyError(f"unknown prompt {name!r}; expected one of {PROMPT_NAMES}")
         value = getattr(self, name)
+        if value is None and self.directory is not None:
+            own = Path(self.directory).expanduser() / f"{name}.md"
+            value = f"{FILE_PREFIX}{own}" if own.is_file() else None
         if value is None:
             return packaged_prompt(name)
         if value.startswith(FILE_PREFIX):

@@ -22,8 +22,11 @@ from executor_sft.llm.config import ModelConfig
 from executor_sft.metrics.answer import Normalization
 from executor_sft.retrieval.config import RetrieverConfig
 
-Mode = Literal["pipeline", "single_agent"]
+Mode = Literal["pipeline", "single_agent", "no_retrieval"]
+"""pipeline: backbone -> executors -> answerer; single_agent: the direct-tool baseline;
+no_retrieval: the answerer alone on the bare question (App. A's control, Tab. 6)."""
 SINGLE_AGENT_ROLE = "single_agent"
+ANSWERER_ROLE = "answerer"
 JUDGE_ROLE = "judge"
 
 # `questions:` entries are `executor_sft.data.QuestionSource` as it is: its defaults are
@@ -89,10 +92,11 @@ class EvalConfig(BaseModel):
     concurrency: int = Field(4, ge=1, description="episodes in flight at once")
     models: dict[str, ModelConfig]
     """Role -> model. Pipeline: backbone, answerer and every executor role; single agent:
-    `single_agent`. An optional `judge` enables the LLM judge."""
+    `single_agent`; no retrieval: `answerer`. An optional `judge` enables the LLM judge."""
     pipeline: PipelineConfig = Field(default_factory=_default_pipeline)
     single_agent: SingleAgentConfig = Field(default_factory=SingleAgentConfig)
-    retriever: RetrieverConfig
+    retriever: RetrieverConfig | None = None
+    """Required except in mode no_retrieval, which ignores it."""
     build_index_from: str | None = None
     """Corpus file: build a BM25 index into `retriever.index` when that directory has none."""
     judge_cache: str | None = None
@@ -118,7 +122,9 @@ class EvalConfig(BaseModel):
             raise ValueError(
                 f"models: unused role(s) {sorted(extra)} for mode={self.mode}; expected {needed}"
             )
-        if self.build_index_from is not None and self.retriever.index is None:
+        if self.retriever is None and self.needs_retriever:
+            raise ValueError(f"retriever: required for mode={self.mode}")
+        if self.build_index_from is not None and (self.retriever is None or self.retriever.index is None):
             raise ValueError("build_index_from needs retriever.index (the directory to build into)")
         # `pipeline.roles.<role>.sampling` keys over `models.<role>` sampling fields, not instead of them
         self.pipeline = self.pipeline.with_model_sampling({r: m.sampling() for r, m in self.models.items()})
@@ -131,7 +137,13 @@ class EvalConfig(BaseModel):
     def required_roles(self) -> list[str]:
         if self.mode == "single_agent":
             return [SINGLE_AGENT_ROLE]
-        return ["backbone", "answerer", *self.pipeline.executor_roles]
+        if self.mode == "no_retrieval":
+            return [ANSWERER_ROLE]
+        return ["backbone", ANSWERER_ROLE, *self.pipeline.executor_roles]
+
+    @property
+    def needs_retriever(self) -> bool:
+        return self.mode != "no_retrieval"
 
     @property
     def out(self) -> Path:

@@ -1,7 +1,7 @@
-"""Build the evaluation set once, as the paper does (App. E, Tab. 8), for every cell to share.
+"""Cut an evaluation set once from original questions, as the paper's App. E (Tab. 8), for every cell.
 
-A reference delegation system (backbone, executor, answerer) runs once over the question
-source. A question is removed when its reference episodes all answered without dispatching
+A reference delegation system (backbone, executor, answerer) runs once over the original
+questions (`EvalSetConfig.questions`, else the base config's). A question is removed when its reference episodes all answered without dispatching
 a single sub-query (such a question does not exercise the executor); an episode that ended
 in an error is no evidence of that, so its question stays. Every later cell, single-agent
 included, evaluates exactly the remaining ids (`questions[].ids_file`), so all cells of a
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from executor_sft.configfile import load_config, read_yaml, validation_message
 from executor_sft.data.idlist import ids_digest
+from executor_sft.data.selection import QuestionSource
 from executor_sft.errors import ConfigError, UserError
 from executor_sft.eval.aggregate import has_subquery
 from executor_sft.eval.config import JUDGE_ROLE, EvalConfig
@@ -52,6 +53,9 @@ class EvalSetConfig(BaseModel):
     base: str | dict[str, Any]
     """An eval config (YAML path or mapping): its questions (without `ids_file`), pipeline and
     retriever are used; its name, output_dir, mode and samples are replaced."""
+    questions: list[QuestionSource] | None = None
+    """The original questions the set is cut from, in place of the base config's (e.g. the
+    4,125 originals when the base evaluates an already-cut split)."""
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     """The reference system's models by role, over the base config's (backbone, answerer, executor)."""
     samples: int = Field(1, ge=1)
@@ -106,7 +110,10 @@ def reference_config(config: EvalSetConfig) -> EvalConfig:
     pipeline = dict(base.get("pipeline") or {})
     driver = pipeline.get("driver", "executor")
     pipeline.update(executor_roles=[driver], driver=driver)
-    questions = [{**q, "ids_file": None} for q in base.get("questions") or []]
+    if config.questions is not None:
+        questions = [q.model_dump(mode="json") | {"ids_file": None} for q in config.questions]
+    else:
+        questions = [{**q, "ids_file": None} for q in base.get("questions") or []]
     data = {
         **base,
         "name": f"{config.name}-reference",

@@ -1,4 +1,4 @@
-"""PNG plots (matplotlib, Agg backend: no display needed): Pareto and capacity curves."""
+"""PNG plots (matplotlib, Agg backend: no display needed): Pareto, capacity and role curves."""
 
 from __future__ import annotations
 
@@ -111,6 +111,59 @@ def plot_capacity(
         ax.legend(fontsize=7)
     left.set_ylabel(f"{metric} (%)")
     fig.suptitle(f"capacity: {metric} as one role's model varies")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def curve_gain(values: Sequence[float | None]) -> float | None:
+    """A curve's total gain: its last value minus its first (None values skipped)."""
+    present = [v for v in values if v is not None]
+    return present[-1] - present[0] if len(present) >= 2 else None
+
+
+def _delta_arrow(ax, xs: list[int], ys: list[float], color: str, label: str) -> None:
+    """An arrow from a curve's first to its last point, labelled with the gain."""
+    if curve_gain(ys) is None:
+        return
+    x0, y0, x1, y1 = xs[0], ys[0], xs[-1], ys[-1]
+    ax.annotate(
+        "", xy=(x1 + 0.15, y1), xytext=(x1 + 0.15, y0), arrowprops={"arrowstyle": "->", "color": color}
+    )
+    ax.annotate(f"{label} = {y1 - y0:+.1f}", (x1 + 0.2, (y0 + y1) / 2), color=color, fontsize=8, va="center")
+    ax.plot([x0, x1 + 0.15], [y0, y0], color=color, linestyle=":", linewidth=0.8)
+
+
+def plot_role_curves(
+    scale: Sequence[str],
+    decomposition: Sequence[float | None],
+    execution: Sequence[float | None],
+    path: str | Path,
+    metric: str = "accuracy",
+    title: str | None = None,
+) -> Path:
+    """One role varied at a time on a shared model axis: the decomposition curve (backbone varied,
+    red) and the execution curve (executor varied, blue), each with an arrow for its total gain
+    (Δ_D, Δ_E). Accuracies in [0, 1]; None marks a cell that has no result yet."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7.2, 4.4), dpi=110)
+    for values, color, name, delta in (
+        (decomposition, "tab:red", "scaling decomposition (backbone varied)", "Δ_D"),
+        (execution, "tab:blue", "scaling execution (executor varied)", "Δ_E"),
+    ):
+        xs = [i for i, v in enumerate(values) if v is not None]
+        ys = [100 * values[i] for i in xs]
+        ax.plot(xs, ys, marker="o", color=color, label=name)
+        _delta_arrow(ax, xs, ys, color, delta)
+    ax.set_xticks(range(len(scale)), list(scale), rotation=15, fontsize=8)
+    ax.set_xlim(-0.3, len(scale) - 0.3 + 0.8)
+    ax.set_xlabel("model in the varied role")
+    ax.set_ylabel(f"{metric} (%)")
+    ax.set_title(title or "capacity sensitivity of each role", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center left")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

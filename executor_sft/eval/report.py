@@ -115,13 +115,18 @@ SWEEP_HEADER = [
 ]
 
 
+METRIC_LABELS = {"em": "EM", "cover_em": "cover-EM", "f1": "F1", "judge": "judge"}
+
+
 def sweep_markdown(
-    cells: Sequence[tuple[str, str, str, EvalResults]], datasets: Sequence[str] | None = None
+    cells: Sequence[tuple[str, str, str, EvalResults]],
+    datasets: Sequence[str] | None = None,
+    metric: str = "em",
 ) -> str:
     """One row per (name, backbone, executor, results): averages over every question (the paper's
-    "Avg."), then EM per dataset."""
+    "Avg."), then `metric` (em, cover_em, f1 or judge) per dataset."""
     datasets = list(datasets) if datasets is not None else sorted({d for *_, r in cells for d in r.datasets})
-    header = SWEEP_HEADER + [f"EM {d}" for d in datasets]
+    header = SWEEP_HEADER + [f"{METRIC_LABELS[metric]} {d}" for d in datasets]
     rows = []
     for name, backbone, executor, r in cells:
         a = r.average
@@ -137,7 +142,7 @@ def sweep_markdown(
             _num(a.get("search_2plus"), digits=0),
             _num(a.get("cer_c")),
         ]
-        row += [_pct(r.datasets[d].em) if d in r.datasets else "–" for d in datasets]
+        row += [_pct(getattr(r.datasets[d], metric)) if d in r.datasets else "–" for d in datasets]
         rows.append(row)
     return _table(header, rows) + "\n"
 

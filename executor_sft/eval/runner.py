@@ -26,7 +26,7 @@ from executor_sft.data.selection import select_questions
 from executor_sft.episode_runner import RunReport, WorkItem, run_episodes, work_items
 from executor_sft.errors import ConfigError
 from executor_sft.eval.aggregate import EvalResults, summarize
-from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
+from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
 from executor_sft.eval.report import results_markdown, write_markdown
 from executor_sft.jsonl import MissingFileError
 from executor_sft.llm.base import ChatModel
@@ -69,9 +69,11 @@ def system_record(config: EvalConfig) -> dict[str, Any]:
     """What defines the evaluated system; episodes of different systems never share a store."""
     data = config.model_dump(mode="json", include={"mode", "models", "retriever"})
     data["models"] = {role: m for role, m in data["models"].items() if role != JUDGE_ROLE}
-    data["retriever"] = {
-        k: v for k, v in data["retriever"].items() if k not in ("cache", "timeout_s", "max_retries")
-    }
+    data["retriever"] = (
+        {k: v for k, v in (data["retriever"] or {}).items() if k not in ("cache", "timeout_s", "max_retries")}
+        if config.needs_retriever
+        else None
+    )
     data["system"] = (
         config.single_agent.model_dump(mode="json")
         if config.mode == "single_agent"
@@ -148,17 +150,17 @@ def _load_tokenizer(spec: str | None) -> Any:
 
 
 def _make_run_one(
-    config: EvalConfig, models: Mapping[str, ChatModel], retriever: Retriever
+    config: EvalConfig, models: Mapping[str, ChatModel], retriever: Retriever | None
 ) -> Callable[[WorkItem], Awaitable[Episode]]:
     """`run_one` for the episode runner: the pipeline, or the single agent, on one (question, sample)."""
     from executor_sft.agents import run_episode, run_single_agent
+    from executor_sft.agents.no_retrieval import run_no_retrieval
     from executor_sft.metrics.judge import LLMJudge
 
     judge = None
     if JUDGE_ROLE in models:
-        judge = LLMJudge(
-            models[JUDGE_ROLE], cache_path=config.judge_cache or str(config.out / "judge_cache.jsonl")
-        )
+        cache = config.judge_cache or str(config.out / "judge_cache.jsonl")
+        judge = LLMJudge(models[JUDGE_ROLE], prompt=config.pipeline.prompts.get("judge"), cache_path=cache)
     single_agent = config.single_agent.executor_settings(config.pipeline.prompts)
 
     async def run_one(item: WorkItem) -> Episode:
@@ -168,6 +170,15 @@ def _make_run_one(
                 retriever,
                 item.question,
                 single_agent,
+                sample_index=item.sample,
+                judge=judge,
+            )
+        if config.mode == "no_retrieval":
+            return await run_no_retrieval(
+                models[ANSWERER_ROLE],
+                item.question,
+                prompts=config.pipeline.prompts,
+                sampling=config.pipeline.sampling_for(ANSWERER_ROLE),
                 sample_index=item.sample,
                 judge=judge,
             )
@@ -208,7 +219,7 @@ def run_eval(
         pending = sum(item.episode_id not in store for item in work)
         report = RunReport(skipped=len(work) - pending)
         if pending:
-            if retriever is None:
+            if retriever is None and config.needs_retriever:
                 from executor_sft.retrieval.config import build_retriever
 
                 if config.build_index_from is not None:

@@ -1,9 +1,10 @@
-"""Sweep a grid of (backbone, executor) model pairs plus single-agent baselines.
+"""Sweep a grid of (backbone, executor) model pairs plus single-agent and no-retrieval baselines.
 
-Every cell is a normal evaluation (`run_eval`) in `<output_dir>/cells/<cell>/`, so cells
-resume independently; a finished cell whose config is unchanged is loaded from its
-`results.json` without building any model. Loaded models are shared across cells. The
-combined table and JSON are rewritten after every cell, the Pareto / capacity plots at the end.
+Every cell is a normal evaluation (`run_eval`) in `<cells_dir>/<cell>/` (default
+`<output_dir>/cells/`), so cells resume independently; a finished cell whose config is
+unchanged is loaded from its `results.json` without building any model, also when another
+sweep sharing `cells_dir` ran it. Loaded models are shared across cells. The combined table
+and JSON are rewritten after every cell, the Pareto / capacity / role-curve plots at the end.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from executor_sft.configfile import load_config, read_yaml, validation_message
 from executor_sft.data.idlist import ids_digest, read_ids
 from executor_sft.errors import ConfigError
 from executor_sft.eval.aggregate import EvalResults
-from executor_sft.eval.config import JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
-from executor_sft.eval.plots import Point, plot_capacity, plot_pareto
+from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
+from executor_sft.eval.plots import Point, plot_capacity, plot_pareto, plot_role_curves
 from executor_sft.eval.report import sweep_markdown, write_markdown
 from executor_sft.eval.runner import RESULTS_JSON, run_eval
 from executor_sft.llm.config import ModelConfig
@@ -37,6 +38,29 @@ SWEEP_JSON = "sweep.json"
 SWEEP_MD = "sweep.md"
 PARETO_PNG = "pareto.png"
 CAPACITY_PNG = "capacity.png"
+ROLES_PNG = "roles.png"
+NO_RETRIEVAL_PREFIX = "no-retrieval:"
+
+Metric = Literal["judge", "em", "cover_em", "f1"]
+CellKind = Literal["pipeline", "single_agent", "no_retrieval"]
+
+
+class RoleCurves(BaseModel):
+    """Two one-role sweeps on one plot (the paper's Fig. 2): the decomposition curve varies the
+    backbone over `scale` with `fixed_executor`, the execution curve varies the executor over
+    `scale` under `fixed_backbone`; an arrow marks each curve's gain from first to last point."""
+
+    model_config = ConfigDict(extra="forbid")
+    scale: list[str] = Field(min_length=2)
+    """Model keys in x-axis order; each names a backbone and an executor of the sweep."""
+    fixed_backbone: str
+    fixed_executor: str
+
+    def decomposition(self) -> list[tuple[str, str]]:
+        return [(m, self.fixed_executor) for m in self.scale]
+
+    def execution(self) -> list[tuple[str, str]]:
+        return [(self.fixed_backbone, m) for m in self.scale]
 
 
 class SweepConfig(BaseModel):
@@ -50,12 +74,21 @@ class SweepConfig(BaseModel):
     backbones: dict[str, ModelConfig] = Field(default_factory=dict)
     executors: dict[str, ModelConfig] = Field(default_factory=dict)
     cells: list[tuple[str, str]] | None = None
-    """(backbone, executor) pairs to run; default: the full grid."""
+    """(backbone, executor) pairs to run, e.g. a diagonal; default: the full grid."""
+    cells_dir: str | None = None
+    """Where cells live (default `<output_dir>/cells`). Sweeps that share it share the cells both
+    run (same name, same config), so a row two tables have in common is run once."""
     answerer: Literal["base", "backbone"] | ModelConfig = "base"
     """The answerer of every cell: the base config's (fixed, as in the paper), the cell's backbone, or a model."""
     single_agents: dict[str, ModelConfig] = Field(default_factory=dict)
-    metric: Literal["judge", "em", "cover_em", "f1"] = "judge"
+    no_retrieval: dict[str, ModelConfig] = Field(default_factory=dict)
+    """name -> a model run as the answerer alone, with no retrieval (mode `no_retrieval`)."""
+    metric: Metric = "judge"
     """Accuracy on the plots' y axis; falls back to EM for cells without judge verdicts."""
+    per_dataset: Metric = "em"
+    """The metric of sweep.md's per-dataset columns."""
+    role_curves: RoleCurves | None = None
+    """Draw `roles.png` from these cells (every pair must be in the grid)."""
 
     @model_validator(mode="after")
     def _check(self) -> SweepConfig:
@@ -64,9 +97,20 @@ class SweepConfig(BaseModel):
                 raise ValueError(f"cells: unknown backbone {b!r}; known: {sorted(self.backbones)}")
             if e not in self.executors:
                 raise ValueError(f"cells: unknown executor {e!r}; known: {sorted(self.executors)}")
-        if not self.grid() and not self.single_agents:
-            raise ValueError("a sweep needs backbones and executors, or single_agents")
+        if not self.grid() and not self.single_agents and not self.no_retrieval:
+            raise ValueError("a sweep needs backbones and executors, single_agents or no_retrieval")
+        if self.role_curves is not None:
+            grid = set(self.grid())
+            missing = [
+                c for c in self.role_curves.decomposition() + self.role_curves.execution() if c not in grid
+            ]
+            if missing:
+                raise ValueError(f"role_curves: cells not in the sweep: {missing}")
         return self
+
+    @property
+    def cells_path(self) -> Path:
+        return Path(self.cells_dir) if self.cells_dir else Path(self.output_dir) / "cells"
 
     def grid(self) -> list[tuple[str, str]]:
         if self.cells is not None:
@@ -82,7 +126,7 @@ def load_sweep_config(path: str | Path, sets: list[str] | None = None) -> SweepC
 @dataclass
 class Cell:
     name: str
-    kind: Literal["pipeline", "single_agent"]
+    kind: CellKind
     backbone: str
     executor: str
     config: EvalConfig
@@ -106,7 +150,7 @@ def build_cells(sweep: SweepConfig) -> list[Cell]:
     pipeline = dict(base.get("pipeline") or {})
     driver = pipeline.get("driver", "executor")
     pipeline.update(executor_roles=[driver], driver=driver)
-    out = Path(sweep.output_dir) / "cells"
+    out = sweep.cells_path
     cells: list[Cell] = []
 
     def make(name: str, mode: str, models: dict[str, ModelConfig], extra: dict[str, Any]) -> EvalConfig:
@@ -134,6 +178,11 @@ def build_cells(sweep: SweepConfig) -> list[Cell]:
         cells.append(
             Cell(name, "single_agent", "", label, make(name, "single_agent", {SINGLE_AGENT_ROLE: model}, {}))
         )
+    for label, model in sweep.no_retrieval.items():
+        name = f"{NO_RETRIEVAL_PREFIX}{label}"
+        cells.append(
+            Cell(name, "no_retrieval", "", label, make(name, "no_retrieval", {ANSWERER_ROLE: model}, {}))
+        )
     return cells
 
 
@@ -157,7 +206,13 @@ class SweepResult:
 
     @property
     def files(self) -> dict[str, Path]:
-        names = {"json": SWEEP_JSON, "markdown": SWEEP_MD, "pareto": PARETO_PNG, "capacity": CAPACITY_PNG}
+        names = {
+            "json": SWEEP_JSON,
+            "markdown": SWEEP_MD,
+            "pareto": PARETO_PNG,
+            "capacity": CAPACITY_PNG,
+            "roles": ROLES_PNG,
+        }
         return {k: self.output_dir / v for k, v in names.items() if (self.output_dir / v).exists()}
 
     def summary(self) -> str:
@@ -223,7 +278,7 @@ def _is_finished(cell_dir: Path, fingerprint: str) -> bool:
 
 def _write_tables(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResults]]) -> None:
     rows = [(c.name, c.backbone, c.executor, r) for c, r in done]
-    write_markdown(f"## {sweep.name}\n\n" + sweep_markdown(rows), out / SWEEP_MD)
+    write_markdown(f"## {sweep.name}\n\n" + sweep_markdown(rows, metric=sweep.per_dataset), out / SWEEP_MD)
     payload = {
         "name": sweep.name,
         "metric": sweep.metric,
@@ -246,11 +301,15 @@ def _write_tables(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResu
 def _write_plots(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResults]]) -> None:
     points, used = [], set()
     for c, r in done:
+        if c.kind == "no_retrieval":  # no sub-agent at all: not a point of the trade-off
+            continue
         acc, metric = accuracy(r, sweep.metric)
         used.add(metric)
         tokens = r.average.get("subagent_tokens") or 0.0
         backbone, executor = (c.backbone, c.executor) if c.kind == "pipeline" else ("", "")
         points.append(Point(c.name, tokens, acc, backbone=backbone, executor=executor))
+    if not points:
+        return
     label = ("/".join(sorted(used)) or sweep.metric) + ", avg over questions"
     plot_pareto(points, out / PARETO_PNG, metric=label, title=f"{sweep.name}: accuracy vs sub-agent tokens")
     if any(p.backbone for p in points):
@@ -260,4 +319,16 @@ def _write_plots(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResul
             metric=label,
             backbones=list(sweep.backbones),
             executors=list(sweep.executors),
+        )
+    if sweep.role_curves is not None:
+        curves = sweep.role_curves
+        value = {(p.backbone, p.executor): p.accuracy for p in points if p.backbone}
+        plot_role_curves(
+            curves.scale,
+            decomposition=[value.get(cell) for cell in curves.decomposition()],
+            execution=[value.get(cell) for cell in curves.execution()],
+            path=out / ROLES_PNG,
+            metric=label,
+            title=f"{sweep.name}: backbone varied (executor {curves.fixed_executor}) vs "
+            f"executor varied (backbone {curves.fixed_backbone})",
         )

@@ -101,9 +101,15 @@ def single_search(run: ExecutorRun, ctx: EpisodeContext) -> str | None:
     return None
 
 
+UNKNOWN_CORRECTNESS = frozenset({"no_outcome", "judge_null"})
+"""Correctness failures that say nothing about the answer (never scored, or no verdict)."""
+
+
 def info_gain_multi_search(run: ExecutorRun, ctx: EpisodeContext) -> str | None:
-    """Teacher, >= `min_searches` searches, correct, and its budget-1 re-run exists and is not
-    correct (every re-run, if there are several; one that did not report is not correct)."""
+    """Teacher, >= `min_searches` searches, correct, and its budget-1 re-run exists and is known
+    to fail: every re-run, if there are several, did not report, has EM < `min_em` or a False
+    verdict. A re-run whose correctness is unknown (no outcome, or EM ok and no verdict) is not
+    a failure: the run is excluded as `counterfactual_unjudged`."""
     cfg = ctx.config
     if run.role != cfg.teacher_role:
         return "student_multi_search" if run.role == cfg.student_role else "role_not_trained"
@@ -116,6 +122,8 @@ def info_gain_multi_search(run: ExecutorRun, ctx: EpisodeContext) -> str | None:
         return "no_counterfactual"
     if any(cf.is_correct(cfg.require_judge, cfg.min_em) for cf in cfs):
         return "counterfactual_correct"
+    if any(_correct_reason(cf, cfg) in UNKNOWN_CORRECTNESS for cf in cfs):
+        return "counterfactual_unjudged"
     return None
 
 
@@ -171,7 +179,7 @@ def classify_run(run: ExecutorRun, ctx: EpisodeContext) -> Decision:
     """Decide one run. Check order (first failing check names the reason):
     counterfactual_role, role_not_trained, correctness (not_report, no_outcome, wrong_em,
     judge_null, judge_false), the claiming stratum's rule (teacher_single_covered,
-    student_multi_search, no_counterfactual, counterfactual_correct, ...), stratum_disabled,
+    student_multi_search, no_counterfactual, counterfactual_correct, counterfactual_unjudged, ...), stratum_disabled,
     the search count when no stratum claims the run (no_search, below_single_searches,
     below_min_searches), corrected_turn."""
     cfg = ctx.config

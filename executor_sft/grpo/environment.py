@@ -6,9 +6,11 @@ method's signature and docstring. `search` is built so that schema equals `SEARC
 exactly, and it answers with the runtime's text (`agents.executor_text.search_result`), so the
 prompt and every tool turn in GRPO render as in the rollouts and SFT rows.
 
-Differences from the runtime loop (executor_sft.agents): TRL cannot withhold a tool, so once
-`max_searches` is spent `search` answers with the runtime's "budget spent, report now" notice
-instead of passages; the number of turns is capped by `GRPOConfig.max_tool_calling_iterations`.
+Differences from the runtime loop (listed in docs/grpo.md): TRL's environment answers tool
+calls but cannot add a message, so the notice the runtime adds after the search that spends
+the budget is missing from GRPO's last turn; once `max_searches` is spent, a further `search`
+answers with that notice instead of passages. The number of turns is capped by
+`GRPOConfig.max_tool_calling_iterations`.
 """
 
 from __future__ import annotations

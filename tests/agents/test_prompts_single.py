@@ -35,6 +35,17 @@ async def test_override_from_text_and_file(tmp_path):
     )
 
 
+def test_a_directory_of_prompt_files_replaces_those_present(tmp_path):
+    (tmp_path / "backbone.md").write_text("MY BACKBONE: {max_parallel} at a time\n")
+    (tmp_path / "judge.md").write_text("MY JUDGE {question} {golden_answers} {prediction}\n")
+    prompts = Prompts(directory=str(tmp_path), judge="EXPLICIT JUDGE")
+    assert prompts.render("backbone", max_parallel=3) == "MY BACKBONE: 3 at a time"
+    assert prompts.get("judge") == "EXPLICIT JUDGE"  # a field set explicitly wins over the directory
+    assert prompts.get("answerer") == packaged_prompt("answerer")  # no answerer.md: packaged
+    with pytest.raises(ValueError, match="prompts directory not found"):
+        Prompts(directory=str(tmp_path / "nope"))
+
+
 def test_missing_prompt_file_names_the_field(tmp_path):
     with pytest.raises(ValueError, match="backbone.*not found"):
         Prompts(backbone=f"file:{tmp_path}/nope.md")

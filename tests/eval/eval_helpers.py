@@ -61,6 +61,15 @@ def _answerer(messages, tools):
     return f"<answer>{found[0] if found else 'unknown'}</answer>"
 
 
+def _both_roles(backbone, executor):
+    """One model in either role, as a paper table uses it: an executor when tools are offered."""
+
+    def reply(messages, tools):
+        return executor(messages, tools) if tools else backbone(messages, tools)
+
+    return reply
+
+
 def scripted_factory(gold: dict[str, str], built: list[str]):
     """A ModelPool factory: `scripted:<policy>` configs become request-driven doubles."""
 
@@ -74,6 +83,7 @@ def scripted_factory(gold: dict[str, str], built: list[str]):
             "ex-quick": _executor(1, gold),
             "ex-thorough": _executor(2, gold),
             "agent": _executor(2, gold),
+            "both": _both_roles(_backbone(2), _executor(2, gold)),
             "answerer": _answerer,
             "judge": lambda messages, tools: "False" if "unknown" in _first_user(messages) else "True",
         }

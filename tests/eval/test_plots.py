@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from PIL import Image
 
-from executor_sft.eval.plots import Point, pareto_front, plot_capacity, plot_pareto, point_labels
+from executor_sft.eval.plots import (
+    Point,
+    curve_gain,
+    pareto_front,
+    plot_capacity,
+    plot_pareto,
+    plot_role_curves,
+    point_labels,
+)
 
 
 def test_pareto_front_by_hand():
@@ -37,3 +45,16 @@ def test_plots_write_pngs(tmp_path):
 def test_coincident_points_share_one_label():
     pts = [Point("tiny+a", 500, 0.25), Point("tiny+b", 500, 0.25), Point("big", 900, 0.5)]
     assert sorted(point_labels(pts)) == [(500, 25.0, "tiny+a = tiny+b"), (900, 50.0, "big")]
+
+
+def test_role_curves_gain_is_the_papers_delta(tmp_path):
+    """Fig. 2's arrows on the paper's own EM (Tab. 2 backbones; Tab. 3's untuned executors)."""
+    scale = ["qwen3-1_7b", "qwen3-4b", "qwen3-8b", "qwen3-14b", "qwen3-32b", "v4-flash"]
+    decomposition = [0.2786, 0.2804, 0.2959, 0.3226, 0.3394, 0.3918]
+    execution = [0.3918, 0.4001, 0.4104, 0.4068, 0.4045, 0.4177]
+    assert round(100 * curve_gain(decomposition), 2) == 11.32  # Sec. 4.3: "more than eleven points"
+    assert round(100 * curve_gain(execution), 2) == 2.59  # Sec. 4.4-4.5: 2.59, "ΔEM ≈ 2.6"
+    assert curve_gain([None, 0.3, None, 0.5]) == 0.5 - 0.3 and curve_gain([0.3, None]) is None
+    path = plot_role_curves(scale, decomposition, [*execution[:-1], None], tmp_path / "roles.png", "EM")
+    with Image.open(path) as img:
+        assert img.format == "PNG" and img.size[0] > 300

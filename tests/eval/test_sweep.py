@@ -93,3 +93,70 @@ def test_sweep_grid_table_plots_and_cache(
         run_sweep(
             sweep, pool=ModelPool(scripted_factory(gold, built)), retriever=minibench_bm25, progress=False
         )
+
+
+def test_role_curves_must_be_cells_of_the_sweep(tmp_path):
+    """Fig. 2's two curves over keys that name a backbone and an executor each."""
+    model = scripted("bb-wide")
+    data = {
+        "output_dir": str(tmp_path / "sweep"),
+        "base": {},
+        "backbones": {"small": model, "large": model},
+        "executors": {"small": model, "large": model},
+        "role_curves": {"scale": ["small", "large"], "fixed_executor": "small", "fixed_backbone": "large"},
+    }
+    three = [("small", "small"), ("large", "small"), ("large", "large")]
+    curves = SweepConfig.model_validate({**data, "cells": three}).role_curves
+    assert curves.decomposition() == [("small", "small"), ("large", "small")]
+    assert curves.execution() == [("large", "small"), ("large", "large")]
+    with pytest.raises(ValueError, match=r"role_curves: cells not in the sweep: \[\('large', 'large'\)\]"):
+        SweepConfig.model_validate({**data, "cells": three[:2]})
+
+
+@pytest.mark.slow
+def test_no_retrieval_cells_and_the_judge_per_dataset(
+    tmp_path, minibench_questions_path, minibench_bm25_dir, minibench_bm25
+):
+    """Two no-retrieval cells beside a pipeline cell in a shared cells_dir; sweep.md shows the judge."""
+    questions = select_questions([QuestionSource(path=str(minibench_questions_path), split="dev", limit=1)])
+    gold = {q.question: q.golden_answers[0] for q in questions}
+    data = _sweep(tmp_path, minibench_questions_path, minibench_bm25_dir).model_dump()
+    data.update(
+        cells=[("wide", "thorough")],
+        single_agents={},
+        no_retrieval={"memory": scripted("answerer")},
+        per_dataset="judge",
+        cells_dir=str(tmp_path / "shared-cells"),
+    )
+    sweep = SweepConfig.model_validate(data)
+    built: list[str] = []
+    result = run_sweep(
+        sweep, pool=ModelPool(scripted_factory(gold, built)), retriever=minibench_bm25, progress=False
+    )
+    names = [c.name for c, _ in result.cells]
+    assert names == ["wide+thorough", "no-retrieval:memory"]
+    assert sorted(p.name for p in (tmp_path / "shared-cells").iterdir()) == [
+        "no-retrieval_memory",
+        "wide+thorough",
+    ]
+    memory = dict((c.name, r) for c, r in result.cells)["no-retrieval:memory"]
+    assert memory.meta["mode"] == "no_retrieval" and memory.average["no_subquery_share"] == 1.0
+    assert memory.average["judge"] == 0.0  # nothing to answer from: the scripted answerer says "unknown"
+    episodes = [
+        json.loads(line)
+        for line in (tmp_path / "shared-cells" / "no-retrieval_memory" / "episodes.jsonl").open()
+    ]
+    assert all(e["runs"] == [] and e["rounds"] == [] for e in episodes)
+    assert "Findings: none" in episodes[0]["answerer"]["messages"][1]["content"]
+    table = (tmp_path / "sweep" / "sweep.md").read_text()
+    assert (
+        "| judge " + sorted(memory.datasets)[0] in table and "| EM " + sorted(memory.datasets)[0] not in table
+    )
+    # a second sweep sharing the cells directory loads the cell instead of running it
+    again = run_sweep(
+        SweepConfig.model_validate({**data, "output_dir": str(tmp_path / "other")}),
+        pool=ModelPool(scripted_factory(gold, [])),
+        retriever=minibench_bm25,
+        progress=False,
+    )
+    assert again.cached == names and not again.ran

@@ -98,10 +98,25 @@ def test_counterfactual_that_failed_to_report_is_not_correct(finish):
     assert decide(runs)["t"] == INFO_GAIN_MULTI_SEARCH
 
 
-def test_counterfactual_judged_with_the_same_rule():
+def test_counterfactual_with_em_1_and_no_verdict_is_not_a_failure():
+    # unknown is not failure: the two-search run is not kept as information gain
     runs = [run("t", "teacher", 2), run("b", "teacher_budget1", 1, judge=None, counterfactual_of="t")]
-    assert decide(runs)["t"] == INFO_GAIN_MULTI_SEARCH  # null judge: counterfactual not correct
+    assert decide(runs) == {"t": "counterfactual_unjudged", "b": "counterfactual_role"}
     assert decide(runs, require_judge=False)["t"] == "counterfactual_correct"
+
+
+def test_counterfactual_known_to_fail_despite_a_missing_verdict():
+    # EM 0 fails whatever the judge; an unscored re-run (no outcome) is unknown
+    wrong = [
+        run("t", "teacher", 2),
+        run("b", "teacher_budget1", 1, em=0.0, judge=None, counterfactual_of="t"),
+    ]
+    assert decide(wrong)["t"] == INFO_GAIN_MULTI_SEARCH
+    unscored = [run("t", "teacher", 2), run("b", "teacher_budget1", 1, outcome=False, counterfactual_of="t")]
+    assert decide(unscored)["t"] == "counterfactual_unjudged"
+    # a re-run known to fail beside one with no verdict: still unknown, not kept
+    mixed = [*wrong, run("b2", "teacher_budget1", 1, judge=None, counterfactual_of="t")]
+    assert decide(mixed)["t"] == "counterfactual_unjudged"
 
 
 def test_every_counterfactual_must_fail():

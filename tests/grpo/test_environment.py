@@ -95,6 +95,32 @@ async def test_search_answers_as_the_executor_runtime_tool_message(small_bm25, m
     assert (tool_message["content"] == NO_PASSAGES) is not matched
 
 
+async def test_last_turn_differs_from_the_runtime_as_docs_grpo_lists(small_bm25):
+    """Pins the one listed difference (docs/grpo.md): after the search that spends the budget the
+    runtime adds the budget notice as a user message before the last turn; GRPO's environment
+    cannot add a message, so that search answers with passages only and the notice comes only
+    as the answer to a further call. Both take the notice's text from `Prompts`."""
+    bm25, passages = small_bm25
+    queries = [passages[3].title, passages[4].title]
+    model = ScriptedChatModel(
+        [
+            assistant(tool_calls=[tool_call("search", {"query": q}, call_id=f"c{i}")])
+            for i, q in enumerate(queries)
+        ]
+        + ["<answer>x</answer><evidence>Doc 1</evidence>"]
+    )
+    run = await run_executor(model, bm25, "a sub-query", top_k=2, max_turns=3)
+    notice = Prompts().search_budget_spent
+    roles = [m["role"] for m in run.messages]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "user", "assistant"]
+    assert run.messages[6]["content"] == notice  # what the runtime's last turn reads
+    env = SearchEnvironment(bm25, top_k=2, max_searches=2)
+    env.reset()
+    assert [env.search(q) for q in queries] == [run.messages[3]["content"], run.messages[5]["content"]]
+    assert notice not in run.messages[5]["content"]  # no notice with the spending search in GRPO
+    assert env.search(queries[0]) == notice  # only a call past the budget reads it
+
+
 def test_factory_makes_isolated_instances(small_bm25):
     bm25, passages = small_bm25
     factory = SearchEnvironmentFactory(bm25, top_k=1, max_searches=1, budget_notice="stop now")
