@@ -162,18 +162,28 @@ def _dotted(loc: tuple | list) -> str:
 def _lone_surrogate(value: Any, where: str = "") -> str | None:
     """The path of the first string holding a lone surrogate (JSON allows `\\ud800`; UTF-8 does not)."""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return where or "body"
+        return None if _is_unicode(value) else where or "body"
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    else:
         return None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
-        found = _lone_surrogate(key, where) if isinstance(key, str) else None
-        found = found or _lone_surrogate(item, f"{where}.{key}" if where else str(key))
-        if found:
+        path = f"{where}.{key}" if where else str(key)
+        if isinstance(key, str) and not _is_unicode(key):
+            return path
+        if found := _lone_surrogate(item, path):
             return found
     return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 async def _read_body(request: Request, max_bytes: int) -> Any:

@@ -112,6 +112,13 @@ def test_malformed_fields_get_openai_400_and_the_server_keeps_serving(tiny, raw,
     assert ok.status_code == 200, ok.text
 
 
+def test_an_escaped_surrogate_pair_is_text_and_reaches_the_model(scripted):
+    model, client = scripted
+    r = post_raw(client, b'{"messages": [{"role": "user", "content": "smile \\ud83d\\ude00"}]}')
+    assert r.status_code == 200, r.text
+    assert model.requests[-1]["messages"][0]["content"] == "smile \U0001f600"
+
+
 def test_body_over_the_limit_gets_413_and_reaches_no_model(scripted):
     model, client = scripted
     before = len(model.requests)
