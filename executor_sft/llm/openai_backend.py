@@ -8,12 +8,17 @@ agents record, not a stack of SDK exceptions.
 The API key is read from the environment variable named by `api_key_env` at construction
 and only handed to the SDK clients; it is never stored on this object, logged, or included
 in reprs and error messages (those are scrubbed in case a server echoes it back).
+
+A 200 whose body is not a chat completion (a proxy's HTML error page, truncated JSON, an
+`{"error": ...}` object, no choices) is a transport failure, not an answer: it is retried
+like a 5xx and logged as one line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import os
 import random
@@ -24,6 +29,7 @@ from typing import Any, Literal
 
 import httpx
 import openai
+from openai.types.chat import ChatCompletion
 
 from executor_sft.llm.base import ChatError, ChatResult, SamplingParams
 from executor_sft.llm.parsing import THINK_CLOSE, TOOL_OPEN, parse_assistant_text
@@ -258,7 +264,14 @@ class OpenAIChatModel:
         # (whose text may quote request headers) is not attached as __context__.
         error: Exception
         try:
-            return await asyncio.wait_for(client.chat.completions.create(**request), self.timeout_s)
+            response = await asyncio.wait_for(client.chat.completions.create(**request), self.timeout_s)
+            if _is_completion(response):
+                return response
+            error = _Retryable(
+                f"HTTP 200 with a body that is not a chat completion: {self._scrub(_snippet(response))}"
+            )
+        except json.JSONDecodeError as exc:  # the SDK parses an application/json body unguarded
+            error = _Retryable(f"HTTP 200 with a body that is not JSON: {self._scrub(_snippet(exc.doc))}")
         except (TimeoutError, openai.APITimeoutError):
             error = _Retryable(f"timeout after {self.timeout_s:g}s")
         except openai.APIConnectionError as exc:
@@ -270,7 +283,7 @@ class OpenAIChatModel:
                 error = _Retryable(detail, _retry_after(exc))
             else:
                 error = ChatError(f"{self.name} at {endpoint.base_url}: {detail}")
-        except openai.APIError as exc:  # e.g. a response that is not a chat completion
+        except openai.APIError as exc:  # any other SDK error: not worth another attempt
             error = ChatError(
                 f"{self.name} at {endpoint.base_url}: {type(exc).__name__}: {self._scrub(str(exc))[:500]}"
             )
@@ -313,8 +326,6 @@ class OpenAIChatModel:
                 first = f" (first: {errors[0]})" if len(errors) > 1 else ""
                 raise ChatError(f"{self.name}: {len(errors)} attempts failed; last: {errors[-1]}{first}")
             latency = time.perf_counter() - start
-        if not response.choices:
-            raise ChatError(f"{self.name}: response has no choices")
         choice = response.choices[0]
         message = self._message(choice, tools)
         usage = _usage(response.usage) or count_usage(messages, tools, message, self.tokenizer)
@@ -325,6 +336,24 @@ class OpenAIChatModel:
             model=response.model or self.model,
             finish_reason=choice.finish_reason,
         )
+
+
+def _is_completion(response: Any) -> bool:
+    """Whether the SDK's result is a completion with a first choice holding a message.
+
+    The SDK builds responses without validation and returns a non-JSON body as a `str`.
+    """
+    if not isinstance(response, ChatCompletion):
+        return False
+    choices = getattr(response, "choices", None)
+    return bool(choices) and isinstance(choices, list) and getattr(choices[0], "message", None) is not None
+
+
+def _snippet(body: Any, limit: int = 200) -> str:
+    """The start of a body on one line, for a log line and the final error."""
+    text = body.model_dump_json(exclude_unset=True) if isinstance(body, ChatCompletion) else str(body)
+    text = " ".join(text.split())
+    return repr(text[:limit] + ("..." if len(text) > limit else ""))
 
 
 @dataclass

@@ -6,55 +6,114 @@ Implements POST /v1/chat/completions (non-streaming, n=1), GET /v1/models and GE
 Binds 127.0.0.1 unless told otherwise.
 
 Bad requests are refused as OpenAI and vLLM refuse them, with `{"error": {"message", "type",
-"param", "code"}}`: 400 for an invalid body (unknown message role included), 400 with code
-`context_length_exceeded` for a prompt the model's context cannot hold, 404 with code
-`model_not_found` for a model name this server does not serve.
+"param", "code"}}`: 400 for a body that is not UTF-8 JSON, holds a lone surrogate, or has an
+invalid field (unknown message role, tool calls that are not a list of calls, a seed outside
+64 bits, ...); 413 for a body over `max_body_bytes` (counted as it arrives, so an oversized
+prompt never reaches the tokenizer); 400 with code `context_length_exceeded` for a prompt the
+model's context cannot hold; 404 with code `model_not_found` for a model name this server does
+not serve. `tool_choice` "auto" and "none" are honoured; "required" and a named function are
+refused (400), since no backend here can force a tool call.
+
+The prompt is rendered and counted on a worker thread, so /health answers while a long
+prompt is tokenised.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import concurrent.futures
 import copy
 import dataclasses
+import json
 import logging
+import os
 import threading
 import time
 import uuid
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException
 
 from executor_sft.llm.base import ChatError, ChatModel, ChatResult, SamplingParams
 
 log = logging.getLogger(__name__)
 
+DEFAULT_MAX_BODY_BYTES = 8 << 20
+"""Room for a prompt far past any served model's context; a larger body is a client's mistake."""
+
+_OPEN = ConfigDict(extra="allow")  # other keys pass through to the model unchanged
+
+
+class FunctionCall(BaseModel):
+    model_config = _OPEN
+
+    name: str
+    arguments: str
+
+
+class ToolCall(BaseModel):
+    model_config = _OPEN
+
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
 
 class ChatMessage(BaseModel):
-    """One message; its other keys (content, tool_calls, tool_call_id, ...) pass through unchanged.
+    """One message, with the fields the chat templates read typed; other keys pass through.
 
     The roles are those the chat templates render: any other would be dropped from the prompt.
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config = _OPEN
 
     role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class FunctionSpec(BaseModel):
+    model_config = _OPEN
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class ToolSpec(BaseModel):
+    model_config = _OPEN
+
+    type: Literal["function"]
+    function: FunctionSpec
+
+
+class NamedFunction(BaseModel):
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    type: Literal["function"]
+    function: NamedFunction
 
 
 class ChatCompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     model: str | None = None
     messages: list[ChatMessage] = Field(min_length=1)
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: Any = None
+    tools: list[ToolSpec] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     temperature: float | None = Field(None, ge=0)
     top_p: float | None = Field(None, gt=0, le=1)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)  # what torch and vLLM take
     stop: str | list[str] | None = None
     n: int = 1
     stream: bool = False
@@ -85,13 +144,86 @@ def _error(
     return JSONResponse(status_code=status, content={"error": body})
 
 
-def _validation_error(exc: RequestValidationError) -> JSONResponse:
-    """FastAPI's 422 `detail` list, as the 400 OpenAI and vLLM answer an invalid body with."""
-    problems = exc.errors()
-    where = [".".join(str(p) for p in e["loc"] if p != "body") for e in problems]
-    message = "; ".join(f"{w or 'body'}: {e['msg']}" for w, e in zip(where, problems, strict=True))
+def _validation_error(exc: ValidationError) -> JSONResponse:
+    """Pydantic's errors, as the 400 OpenAI and vLLM answer an invalid body with."""
+    problems = exc.errors(include_url=False)
+    locs = [e["loc"] for e in problems]
+    message = "; ".join(f"{_dotted(e['loc']) or 'body'}: {e['msg']}" for e in problems)
     code = "missing_required_parameter" if problems[0]["type"] == "missing" else "invalid_value"
-    return _error(400, message, param=where[0] or None, code=code)
+    # A union's errors share the field's path and add one step per member type: name the field.
+    param = _dotted(os.path.commonprefix(locs) or locs[0])
+    return _error(400, message, param=param or None, code=code)
+
+
+def _dotted(loc: tuple | list) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def _lone_surrogate(value: Any, where: str = "") -> str | None:
+    """The path of the first string holding a lone surrogate (JSON allows `\\ud800`; UTF-8 does not)."""
+    if isinstance(value, str):
+        return None if _is_unicode(value) else where or "body"
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        path = f"{where}.{key}" if where else str(key)
+        if isinstance(key, str) and not _is_unicode(key):
+            return path
+        if found := _lone_surrogate(item, path):
+            return found
+    return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+async def _read_body(request: Request, max_bytes: int) -> Any:
+    """The request's JSON body, or the error to send; the size is checked before anything is parsed."""
+    too_large = _error(
+        413,
+        f"The request body is over this server's limit of {max_bytes} bytes; shorten the messages "
+        "(or start the server with a larger --max_body_bytes)",
+        code="request_too_large",
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        return too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            return too_large
+        chunks.append(chunk)
+    try:
+        text = b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _error(
+            400,
+            f"The body is not UTF-8 (byte {exc.start} is {exc.object[exc.start]:#04x}); "
+            "send JSON encoded as UTF-8",
+        )
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return _error(400, f"The body is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+    where = _lone_surrogate(body)
+    if where is not None:
+        return _error(
+            400,
+            f"{where}: holds a lone surrogate, which is not Unicode text",
+            param=where,
+            code="invalid_value",
+        )
+    return body
 
 
 @dataclasses.dataclass
@@ -100,6 +232,11 @@ class ContextLimit:
 
     tokenizer: Any
     window: int
+    worker: concurrent.futures.ThreadPoolExecutor = dataclasses.field(
+        # One thread: the event loop stays free, and the tokenizer is never used by two threads at once.
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="context-limit"),
+        repr=False,
+    )
 
     @classmethod
     def of(cls, model: ChatModel) -> ContextLimit | None:
@@ -117,6 +254,11 @@ class ContextLimit:
 
         prompt = render_prompt(self.tokenizer, messages, tools, thinking)
         return len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    async def count(self, messages: list[dict[str, Any]], tools: list[dict] | None, thinking: bool) -> int:
+        """`prompt_tokens` on the worker thread (a long prompt takes seconds to tokenise)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.worker, self.prompt_tokens, messages, tools, thinking)
 
     def check(
         self, n_prompt: int, requested: int | None, sampling: SamplingParams
@@ -143,7 +285,7 @@ class ContextLimit:
 
 
 def _refusal(request: ChatCompletionRequest, name: str) -> JSONResponse | None:
-    """The error for a request this server does not take (another model, streaming, n > 1)."""
+    """The error for a request this server does not take (another model, streaming, n > 1, a forced tool)."""
     if request.model is not None and request.model != name:
         return _error(
             404,
@@ -155,7 +297,18 @@ def _refusal(request: ChatCompletionRequest, name: str) -> JSONResponse | None:
         return _error(400, "stream=true is not supported by this server", param="stream")
     if request.n != 1:
         return _error(400, f"n={request.n} is not supported (only n=1)", param="n")
+    if request.tool_choice not in (None, "auto", "none"):
+        return _error(
+            400,
+            f"tool_choice={_tool_choice_text(request.tool_choice)} forces a tool call, which this server "
+            'cannot do (it does not constrain decoding); send "auto" or "none"',
+            param="tool_choice",
+        )
     return None
+
+
+def _tool_choice_text(choice: str | NamedToolChoice) -> str:
+    return choice if isinstance(choice, str) else f"{{function: {choice.function.name}}}"
 
 
 def _completion(result: ChatResult, name: str) -> dict[str, Any]:
@@ -182,12 +335,13 @@ async def _complete(
     model: ChatModel, limit: ContextLimit | None, request: ChatCompletionRequest, default: SamplingParams
 ) -> ChatResult | JSONResponse:
     """The model's answer, or the error to send: a prompt over the context, a failed model."""
-    messages = [m.model_dump() for m in request.messages]
-    tools = (request.tools if request.tool_choice != "none" else None) or None
+    messages = [m.model_dump(exclude_unset=True) for m in request.messages]
+    offered = request.tools if request.tool_choice != "none" else None
+    tools = [t.model_dump(exclude_unset=True) for t in offered] if offered else None
     sampling = request.sampling(default)
     try:
         if limit is not None:
-            n_prompt = limit.prompt_tokens(messages, tools, sampling.enable_thinking)
+            n_prompt = await limit.count(messages, tools, sampling.enable_thinking)
             fitted = limit.check(n_prompt, request.max_completion_tokens or request.max_tokens, sampling)
             if isinstance(fitted, JSONResponse):
                 return fitted
@@ -200,7 +354,9 @@ async def _complete(
         return _error(500, f"{type(exc).__name__}: {exc}", "server_error")
 
 
-def create_app(model: ChatModel, served_name: str | None = None) -> FastAPI:
+def create_app(
+    model: ChatModel, served_name: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> FastAPI:
     """A FastAPI app serving `model` under `served_name` (default: `model.name`)."""
     name = served_name or model.name
     default = getattr(model, "sampling", None) or SamplingParams()
@@ -208,9 +364,9 @@ def create_app(model: ChatModel, served_name: str | None = None) -> FastAPI:
     app.state.model = model
     limit = ContextLimit.of(model)
 
-    @app.exception_handler(RequestValidationError)
-    async def _openai_400(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _validation_error(exc)
+    @app.exception_handler(HTTPException)
+    async def _openai_http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail))  # an unknown path or method, in OpenAI's shape
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -224,7 +380,14 @@ def create_app(model: ChatModel, served_name: str | None = None) -> FastAPI:
         }
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(request: ChatCompletionRequest):
+    async def chat_completions(http: Request):
+        body = await _read_body(http, max_body_bytes)
+        if isinstance(body, JSONResponse):
+            return body
+        try:
+            request = ChatCompletionRequest.model_validate(body)
+        except ValidationError as exc:
+            return _validation_error(exc)
         refused = _refusal(request, name)
         if refused is not None:
             return refused
@@ -284,6 +447,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument(
+        "--max_body_bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="larger request bodies get 413"
+    )
+    parser.add_argument(
         "--chat_template",
         "--chat-template",  # vLLM's spelling, accepted too
         default=None,
@@ -308,7 +474,12 @@ def main(argv: list[str] | None = None) -> None:
         f"loaded {args.model} in {time.perf_counter() - t0:.1f}s; serving http://{args.host}:{args.port}/v1",
         flush=True,
     )
-    uvicorn.run(create_app(model, args.name or args.model), host=args.host, port=args.port, log_level="info")
+    uvicorn.run(
+        create_app(model, args.name or args.model, args.max_body_bytes),
+        host=args.host,
+        port=args.port,
+        log_level="info",
+    )
 
 
 if __name__ == "__main__":

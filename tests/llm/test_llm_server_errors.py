@@ -81,7 +81,10 @@ def test_known_roles_and_extra_keys_pass_through(scripted):
         {
             "role": "assistant",
             "content": "",
-            "tool_calls": [{"id": "c1", "type": "function", "function": {}}],
+            "reasoning_content": "Look it up.",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q": "Jaws"}'}}
+            ],
         },
         {"role": "tool", "content": "Jaws (1975)", "tool_call_id": "c1"},
     ]
