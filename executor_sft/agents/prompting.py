@@ -14,7 +14,7 @@ import functools
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from executor_sft.agents.executor_text import CORRECTION, EXECUTOR_PROMPTS, SEARCH_BUDGET_SPENT
 from executor_sft.metrics.judge import default_judge_prompt
@@ -51,7 +51,7 @@ class Prompts(BaseModel):
     answerer: str | None = None
     single_agent: str | None = None
     judge: str | None = None
-    directory: str | None = None
+    directory: str | None = Field(None, exclude_if=lambda value: value is None)
     """A directory of prompt files named `<name>.md` (`backbone.md`, `executor_native.md`,
     `judge.md`, ...): each one present replaces that packaged prompt; a field set above wins."""
 
