@@ -15,6 +15,7 @@ another config or schema version cannot mix two systems' episodes in one file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -232,7 +233,10 @@ class EpisodeStore:
         self._torn: int | None = None
         """Where the file must be cut back to before the next append (a failed write left bytes)."""
         with self._os_errors("open for writing"):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:  # a file where a folder of the path should be
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from None
             self._lock = WriterLock(self.path, wait=wait_for_lock)
         try:
             with self._os_errors("open for writing"):
