@@ -13,7 +13,6 @@ import fcntl
 import logging
 import os
 from pathlib import Path
-from typing import IO
 
 from executor_sft.errors import UserError
 
@@ -35,41 +34,43 @@ class WriterLock:
     def __init__(self, path: str | Path, *, wait: bool = False):
         self.path = Path(path)
         self.file = lock_path(self.path)
-        self._fh: IO[str] | None = None
+        self._fd: int | None = None
         self._acquire(wait)
 
     def _acquire(self, wait: bool) -> None:
         while True:
-            fh = open(self.file, "a+", encoding="utf-8")  # noqa: SIM115 (held until release)
+            fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _holder(fh)
+                holder = _holder(fd)
                 if not wait:
-                    fh.close()
+                    os.close(fd)
                     raise StoreLockedError(
                         f"{self.path}: another process ({holder}) is writing it; wait for it to "
                         "finish, or run with --wait_for_lock (wait_for_lock: true) to wait for it"
                     ) from None
                 logger.warning("%s: waiting for %s to finish writing it", self.path, holder)
-                fcntl.flock(fh, fcntl.LOCK_EX)
-            if _same_file(fh, self.file):
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if _same_file(fd, self.file):
                 break
-            fh.close()  # the holder removed the file as we waited: lock the one now at the path
+            os.close(fd)  # the holder removed the file as we waited: lock the one now at the path
         with contextlib.suppress(OSError):  # a full disk may refuse the pid; the lock holds anyway
-            fh.seek(0)
-            fh.truncate()
-            fh.write(f"{os.getpid()}\n")
-            fh.flush()
-        self._fh = fh
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
 
     def release(self) -> None:
-        if self._fh is None:
+        if self._fd is None:
             return
         with contextlib.suppress(OSError):  # removed while held, so no waiter locks a dead file
             os.unlink(self.file)
-        self._fh.close()
-        self._fh = None
+        os.close(self._fd)
+        self._fd = None
+
+    def __del__(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
 
     def __enter__(self) -> WriterLock:
         return self
@@ -78,15 +79,14 @@ class WriterLock:
         self.release()
 
 
-def _holder(fh: IO[str]) -> str:
-    fh.seek(0)
-    pid = fh.read().strip()
+def _holder(fd: int) -> str:
+    pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
     return f"pid {pid}" if pid.isdigit() else "pid unknown"
 
 
-def _same_file(fh: IO[str], path: Path) -> bool:
+def _same_file(fd: int, path: Path) -> bool:
     try:
-        at, held = os.stat(path), os.fstat(fh.fileno())
+        at, held = os.stat(path), os.fstat(fd)
     except FileNotFoundError:
         return False
     return (at.st_dev, at.st_ino) == (held.st_dev, held.st_ino)
