@@ -145,20 +145,25 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def check_system(path: Path, system: Mapping[str, Any], schemas: set[str], *, accept: bool = False) -> None:
+def check_system(
+    path: Path, system: Mapping[str, Any], schemas: set[str], *, records: int, accept: bool = False
+) -> None:
     """Refuse to add episodes of `system` to a store that holds another system's; record it if new.
 
-    `schemas` are the schema versions the store's records carry. A store with records but no
-    record of its system (written before stores kept one) takes this run's, with a warning.
-    `accept` adds the change to the record's `accepted_changes` instead of refusing it.
+    `records` is how many records the store holds and `schemas` the schema versions they
+    carry. An empty store takes this run's system (whatever an earlier, deleted file left);
+    so does a store with records but no record of its system (written before stores kept
+    one), with a warning. `accept` adds the change to `accepted_changes` instead of refusing.
     """
     current = {"schema": EPISODE_SCHEMA, **system}
+    if not records:
+        _write_system(path, current, [])
+        return
     stored = read_system(path)
     foreign = sorted(schemas - {EPISODE_SCHEMA})
     if stored is None:
         if not foreign:
-            if schemas:
-                logger.warning("%s: no record of the system that wrote it; taking this run's", path)
+            logger.warning("%s: no record of the system that wrote it; taking this run's", path)
             _write_system(path, current, [])
             return
         stored = {"schema": ", ".join(foreign)}
@@ -248,7 +253,9 @@ class EpisodeStore:
                     if isinstance(record.get("schema"), str):
                         schemas.add(record["schema"])
             if self.system is not None:
-                check_system(self.path, self.system, schemas, accept=accept_system_change)
+                check_system(
+                    self.path, self.system, schemas, records=len(self._keys), accept=accept_system_change
+                )
         except BaseException:
             self._lock.release()
             raise

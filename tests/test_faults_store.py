@@ -163,6 +163,13 @@ def test_a_resume_with_a_changed_system_is_refused_naming_what_changed(tmp_path)
         "pipeline.max_rounds: 4 -> 3",
     ]
     assert record["accepted_changes"][0]["previous"]["pipeline"] == SYSTEM["pipeline"]
+    path.unlink()  # the episodes are gone, so a stale record refuses nothing
+    with EpisodeStore(path, system=SYSTEM) as store:
+        assert store.append(_episode(0))
+    assert json.loads(system_file(path).read_text()) == {
+        "schema": "executor_sft.episode/v1",
+        "system": SYSTEM,
+    }
 
 
 def test_a_resume_onto_episodes_of_another_schema_version_is_refused(tmp_path):

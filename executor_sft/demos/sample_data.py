@@ -211,8 +211,10 @@ def make_sample_data(
         show_progress=show_progress,
     )
     times["collect"] = time.perf_counter() - t
-    # Verdicts of the scripted judge: a resume aid of collection, not part of the sample.
-    rollouts.with_name(rollouts.stem + ".judge_cache.jsonl").unlink(missing_ok=True)
+    # The scripted judge's verdicts and the store's system record: resume aids of collection,
+    # not part of the sample.
+    for sibling in (".judge_cache.jsonl", ".system.json"):
+        rollouts.with_name(rollouts.stem + sibling).unlink(missing_ok=True)
 
     t = time.perf_counter()
     sft, report_path = out / SFT, out / SFT_REPORT

@@ -122,6 +122,8 @@ def test_refuses_to_mix_systems_and_reports_failures(
     run = run_eval(cfg, models=models, retriever=minibench_bm25, progress=False)
     assert len(run.failed) == 3 and run.ran == 0
     assert not (cfg.out / "episodes.jsonl").exists() or (cfg.out / "episodes.jsonl").read_text() == ""
+    first = run_eval(cfg, pool=ModelPool(scripted_factory({}, [])), retriever=minibench_bm25, progress=False)
+    assert (first.ran, first.failed) == (3, [])
     other = _config(
         tmp_path,
         minibench_questions_path,
@@ -134,7 +136,8 @@ def test_refuses_to_mix_systems_and_reports_failures(
     ):
         run_eval(other, models=models, retriever=minibench_bm25, progress=False)
     accepted = other.model_copy(update={"accept_system_change": True})
-    assert len(run_eval(accepted, models=models, retriever=minibench_bm25, progress=False).failed) == 3
+    again = run_eval(accepted, models=models, retriever=minibench_bm25, progress=False)
+    assert (again.ran, again.skipped) == (0, 3)
     record = json.loads((cfg.out / "episodes.system.json").read_text())
     assert record["system"] == system_record(other)
     assert record["accepted_changes"][0]["changed"][0].startswith("models.executor.model: ")
