@@ -114,8 +114,13 @@ def collect_into(
     pipeline,
     *,
     show_progress: bool = True,
+    accept_system_change: bool = False,
 ) -> int:
-    """Append episodes for `questions` to `rollouts` (one at a time, so the file order is fixed)."""
+    """Append episodes for `questions` to `rollouts` (one at a time, so the file order is fixed).
+
+    `accept_system_change`: the file may already hold episodes of another pipeline (the demo
+    collects its first questions with a student role and the rest without).
+    """
     from executor_sft.retrieval import RetrieverConfig
     from executor_sft.rollout import CollectConfig, CollectQuestionSource, collect
 
@@ -125,6 +130,7 @@ def collect_into(
         pipeline=pipeline,
         output_dir=str(rollouts.parent),
         concurrency=1,
+        accept_system_change=accept_system_change,
     )
     if config.rollouts_path != rollouts:
         raise ValueError(f"rollouts must be named {ROLLOUTS}, got {rollouts}")
