@@ -1,23 +1,32 @@
-"""Append-only JSONL episode store that survives a killed writer.
+"""Append-only JSONL episode store that survives a killed writer, a full disk and a second writer.
 
 Durability rule: each record is serialised to one line in memory and written with a single
 `os.write` on an `O_APPEND` descriptor, then fsync'd. A SIGKILL can therefore leave at most
 one partial *last* line, never a hole in the middle. Opening the store for writing cuts that
 partial tail back to the last newline before anything is appended, so every complete record
-is kept exactly once and the file stays valid JSONL.
+is kept exactly once and the file stays valid JSONL. A write that fails part-way (a full disk)
+is cut back the same way at once, before any later append: what the store counts is readable.
+
+One process writes a store at a time (`store_lock.WriterLock` on `<file>.lock`), and a store
+records the system that wrote it (`<stem>.system.json`, see `check_system`), so a resume with
+another config or schema version cannot mix two systems' episodes in one file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from executor_sft.jsonl import InputError, iter_records
-from executor_sft.schema import Episode
+from executor_sft.errors import UserError
+from executor_sft.jsonl import InputError, iter_records, write_json
+from executor_sft.schema import EPISODE_SCHEMA, Episode
+from executor_sft.store_lock import WriterLock
 
 logger = logging.getLogger(__name__)
 
@@ -82,20 +91,183 @@ def check_jsonl(path: str | Path) -> int:
     return last
 
 
+class StoreWriteError(UserError, ValueError):
+    """The store (or a file beside it) could not be opened or written: a path or disk problem."""
+
+
+class SystemChangedError(UserError, ValueError):
+    """A store holds episodes of another system (config or schema version) than this run's."""
+
+
+SHOWN_CHANGES = 4
+_ABSENT = object()
+
+
+def system_file(path: str | Path) -> Path:
+    """Where the fingerprint of the system that wrote the store at `path` is kept."""
+    path = Path(path)
+    return path.with_name(path.stem + ".system.json")
+
+
+def read_system(path: str | Path) -> dict[str, Any] | None:
+    """The fingerprint recorded beside `path` (`schema` plus the writer's system record), or None."""
+    file = system_file(path)
+    if not file.is_file():
+        return None
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+        return {"schema": data["schema"], **data["system"]}
+    except (ValueError, KeyError, TypeError):
+        raise SystemChangedError(
+            f"{file}: not a system record (JSON with schema and system); restore it or move the "
+            "store away to start over"
+        ) from None
+
+
+def system_changes(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """`key.path: old -> new` for every leaf that differs between two fingerprints."""
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key, _ABSENT), new.get(key, _ABSENT)
+        if a == b:
+            continue
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            changes += system_changes(a, b, f"{prefix}{key}.")
+        else:
+            changes.append(f"{prefix}{key}: {_short(a)} -> {_short(b)}")
+    return changes
+
+
+def _short(value: Any) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_system(
+    path: Path, system: Mapping[str, Any], schemas: set[str], *, records: int, accept: bool = False
+) -> None:
+    """Refuse to add episodes of `system` to a store that holds another system's; record it if new.
+
+    `records` is how many records the store holds and `schemas` the schema versions they
+    carry. An empty store takes this run's system (whatever an earlier, deleted file left);
+    so does a store with records but no record of its system (written before stores kept
+    one), with a warning. `accept` adds the change to `accepted_changes` instead of refusing.
+    """
+    current = {"schema": EPISODE_SCHEMA, **system}
+    if not records:
+        _write_system(path, current, [])
+        return
+    stored = read_system(path)
+    foreign = sorted(schemas - {EPISODE_SCHEMA})
+    if stored is None:
+        if not foreign:
+            logger.warning("%s: no record of the system that wrote it; taking this run's", path)
+            _write_system(path, current, [])
+            return
+        stored = {"schema": ", ".join(foreign)}
+        compared = {"schema": EPISODE_SCHEMA}
+    else:
+        if foreign:
+            stored = {**stored, "schema": ", ".join(foreign)}
+        compared = current
+    changes = system_changes(stored, compared)
+    if not changes:
+        return
+    shown = "; ".join(changes[:SHOWN_CHANGES]) + (
+        f"; and {len(changes) - SHOWN_CHANGES} more" if len(changes) > SHOWN_CHANGES else ""
+    )
+    if not accept:
+        raise SystemChangedError(
+            f"{path}: holds episodes of a different system (changed: {shown}); use a new output_dir "
+            "to start a new file, or run with --accept_system_change (accept_system_change: true) "
+            "to add this system's episodes to it"
+        )
+    logger.warning("%s: adding episodes of a changed system (accepted): %s", path, shown)
+    earlier = _accepted_changes(path)
+    _write_system(path, current, [*earlier, {"changed": changes, "previous": stored}])
+
+
+def _accepted_changes(path: Path) -> list[Any]:
+    file = system_file(path)
+    if not file.is_file():
+        return []
+    return list(json.loads(file.read_text(encoding="utf-8")).get("accepted_changes", []))
+
+
+def _write_system(path: Path, fingerprint: Mapping[str, Any], accepted: list[Any]) -> None:
+    record: dict[str, Any] = {"schema": fingerprint["schema"]}
+    record["system"] = {k: v for k, v in fingerprint.items() if k != "schema"}
+    if accepted:
+        record["accepted_changes"] = accepted
+    file = system_file(path)
+    try:
+        write_json(file, record)
+    except OSError as exc:
+        raise StoreWriteError(f"{file}: cannot write the store's system record ({_reason(exc)})") from None
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
 class EpisodeStore:
-    """JSONL store of finished records with resume by key.
+    """JSONL store of finished records with resume by key, for one writing process at a time.
 
     `key` maps a record dict to its identity (default `episode_id`); `append` refuses a key
-    already present, so a resumed job can never duplicate finished work.
+    already present, so a resumed job can never duplicate finished work. Opening takes the
+    file's writer lock (`wait_for_lock`: wait for a holder instead of failing), then, when
+    `system` is given, checks it against the system recorded beside the file (`check_system`;
+    `accept_system_change` to add a changed system's episodes anyway).
     """
 
-    def __init__(self, path: str | Path, key: Callable[[dict[str, Any]], str] = _episode_key):
+    def __init__(
+        self,
+        path: str | Path,
+        key: Callable[[dict[str, Any]], str] = _episode_key,
+        *,
+        system: Mapping[str, Any] | None = None,
+        accept_system_change: bool = False,
+        wait_for_lock: bool = False,
+    ):
         self.path = Path(path)
         self.key = key
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        recover_jsonl(self.path)
-        self._keys: set[str] = {self.key(r) for r in self.iter_dicts()}
+        self.system = dict(system) if system is not None else None
         self._fd: int | None = None
+        self._torn: int | None = None
+        """Where the file must be cut back to before the next append (a failed write left bytes)."""
+        with self._os_errors("open for writing"):
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:  # a file where a folder of the path should be
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from None
+            self._lock = WriterLock(self.path, wait=wait_for_lock)
+        try:
+            with self._os_errors("open for writing"):
+                recover_jsonl(self.path)
+                self._keys: set[str] = set()
+                schemas: set[str] = set()
+                for record in self.iter_dicts():
+                    self._keys.add(self.key(record))
+                    if isinstance(record.get("schema"), str):
+                        schemas.add(record["schema"])
+            if self.system is not None:
+                check_system(
+                    self.path, self.system, schemas, records=len(self._keys), accept=accept_system_change
+                )
+        except BaseException:
+            self._lock.release()
+            raise
+
+    @contextlib.contextmanager
+    def _os_errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise StoreWriteError(
+                f"{self.path}: cannot {what} ({_reason(exc)}); check the path, its permissions and free space"
+            ) from None
 
     def __enter__(self) -> EpisodeStore:
         return self
@@ -107,6 +279,7 @@ class EpisodeStore:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self._lock.release()
 
     def __contains__(self, key: str) -> bool:
         return key in self._keys
@@ -167,13 +340,48 @@ class EpisodeStore:
         self._write(blob)
         self._keys |= keys
 
+    @contextlib.contextmanager
+    def all_or_nothing(self) -> Iterator[None]:
+        """Appends in this block are undone if it raises (a merge leaves no partial output)."""
+        with self._os_errors("read"):
+            start, keys = self.path.stat().st_size if self.path.exists() else 0, set(self._keys)
+        try:
+            yield
+        except BaseException:
+            self._keys = keys
+            if self._fd is not None and os.fstat(self._fd).st_size != start:
+                self._torn = start
+                with contextlib.suppress(OSError):
+                    self._cut(start)
+            raise
+
     def _write(self, blob: bytes) -> None:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        written = os.write(self._fd, blob)
-        while written < len(blob):  # os.write may be partial for huge records on some filesystems
-            written += os.write(self._fd, blob[written:])
+        """Append `blob` and fsync; on failure cut the file back to where it ended, then raise."""
+        with self._os_errors("write"):
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            if self._torn is not None:
+                self._cut(self._torn)
+            start = os.fstat(self._fd).st_size
+        try:
+            written = os.write(self._fd, blob)
+            while written < len(blob):  # a short write: a nearly full disk, or a huge record
+                written += os.write(self._fd, blob[written:])
+            os.fsync(self._fd)
+        except OSError as exc:
+            self._torn = start
+            with contextlib.suppress(OSError):
+                self._cut(start)
+            raise StoreWriteError(
+                f"{self.path}: writing {len(blob)} bytes failed ({_reason(exc)}); cut back to its "
+                "last whole record, so a re-run redoes these episodes"
+            ) from exc
+
+    def _cut(self, offset: int) -> None:
+        assert self._fd is not None
+        os.ftruncate(self._fd, offset)
         os.fsync(self._fd)
+        self._torn = None
 
     def iter_dicts(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():

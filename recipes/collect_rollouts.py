@@ -4,7 +4,9 @@
     python recipes/collect_rollouts.py --config CFG --num_shards 4 --shard_index 0   # one machine of four
     python recipes/collect_rollouts.py merge --inputs out/rollouts-*.jsonl --output out/rollouts.jsonl
 
-Re-running the same command resumes: finished episodes are skipped, never duplicated.
+Re-running the same command resumes: finished episodes are skipped, never duplicated. One
+process writes a rollouts file at a time (a second launch fails naming the first's pid, or waits
+with --wait_for_lock); a resume with a changed config is refused unless --accept_system_change.
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ def main(argv: list[str] | None = None) -> int:
         parser = argparse.ArgumentParser(prog="collect_rollouts.py merge")
         parser.add_argument("--inputs", nargs="+", required=True)
         parser.add_argument("--output", required=True)
+        add_option(parser, "accept_system_change", action="store_true")
         args = parser.parse_args(argv[1:])
 
         def merge() -> int:
-            written, duplicates = merge_rollouts(args.inputs, args.output)
+            written, duplicates = merge_rollouts(
+                args.inputs, args.output, accept_system_change=args.accept_system_change
+            )
             print(f"merged {written} episodes into {args.output} ({duplicates} duplicates skipped)")
             return 0
 
@@ -46,6 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int)
     add_option(parser, "num_workers", type=int, help="processes (one per core)")
     add_option(parser, "samples_per_question", type=int)
+    add_option(parser, "wait_for_lock", action="store_true", default=None, help="wait for another writer")
+    add_option(
+        parser,
+        "accept_system_change",
+        action="store_true",
+        default=None,
+        help="resume a rollouts file written with another config or schema version",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     overrides = {k: v for k, v in vars(args).items() if k != "config"}

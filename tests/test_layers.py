@@ -20,6 +20,7 @@ LAYERS = {
     "errors": 0,
     "registry": 0,
     "store": 0,
+    "store_lock": 0,
     "episode_runner": 0,
     "data": 1,
     "retrieval": 1,

@@ -163,6 +163,7 @@ def collect_demo(
         index_dir,
         pipeline_config(sample, ["teacher"]),
         show_progress=show_progress,
+        accept_system_change=True,  # the first questions' episodes have a student role, these none
     )
     return n
 

@@ -114,8 +114,13 @@ def collect_into(
     pipeline,
     *,
     show_progress: bool = True,
+    accept_system_change: bool = False,
 ) -> int:
-    """Append episodes for `questions` to `rollouts` (one at a time, so the file order is fixed)."""
+    """Append episodes for `questions` to `rollouts` (one at a time, so the file order is fixed).
+
+    `accept_system_change`: the file may already hold episodes of another pipeline (the demo
+    collects its first questions with a student role and the rest without).
+    """
     from executor_sft.retrieval import RetrieverConfig
     from executor_sft.rollout import CollectConfig, CollectQuestionSource, collect
 
@@ -125,6 +130,7 @@ def collect_into(
         pipeline=pipeline,
         output_dir=str(rollouts.parent),
         concurrency=1,
+        accept_system_change=accept_system_change,
     )
     if config.rollouts_path != rollouts:
         raise ValueError(f"rollouts must be named {ROLLOUTS}, got {rollouts}")
@@ -211,8 +217,10 @@ def make_sample_data(
         show_progress=show_progress,
     )
     times["collect"] = time.perf_counter() - t
-    # Verdicts of the scripted judge: a resume aid of collection, not part of the sample.
-    rollouts.with_name(rollouts.stem + ".judge_cache.jsonl").unlink(missing_ok=True)
+    # The scripted judge's verdicts and the store's system record: resume aids of collection,
+    # not part of the sample.
+    for sibling in (".judge_cache.jsonl", ".system.json"):
+        rollouts.with_name(rollouts.stem + sibling).unlink(missing_ok=True)
 
     t = time.perf_counter()
     sft, report_path = out / SFT, out / SFT_REPORT

@@ -108,6 +108,10 @@ class EvalConfig(BaseModel):
     """The request cache file (default: <output_dir>/llm_cache.jsonl)."""
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     plots: bool = True
+    wait_for_lock: bool = False
+    """When another process is writing this output's episodes, wait for it instead of failing."""
+    accept_system_change: bool = False
+    """Add episodes to an output that holds another system's (`runner.system_record`); refused without it."""
 
     @model_validator(mode="after")
     def _roles(self) -> EvalConfig:

@@ -4,13 +4,13 @@ Episodes go to `<output_dir>/episodes.jsonl` through the crash-safe `EpisodeStor
 run resumes where it stopped (finished `episode_id`s are skipped) and nothing is duplicated.
 Models and the retriever are built only when work is pending, so re-running a finished
 evaluation just re-aggregates. A run that would mix systems in one store (different models,
-pipeline, retriever or mode than the store was started with) is refused.
+pipeline, retriever or mode than the store was started with: `EpisodeStore(system=...)`, as
+in collection) is refused, and so is a second process writing the same output.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import shutil
@@ -24,7 +24,6 @@ from typing import Any
 from executor_sft.data.idlist import ids_digest
 from executor_sft.data.selection import select_questions
 from executor_sft.episode_runner import RunReport, WorkItem, run_episodes, work_items
-from executor_sft.errors import ConfigError
 from executor_sft.eval.aggregate import EvalResults, summarize
 from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
 from executor_sft.eval.report import results_markdown, write_markdown
@@ -41,7 +40,6 @@ EPISODES_FILE = "episodes.jsonl"
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 SUMMARY_PNG = "summary.png"
-SYSTEM_FILE = "system.json"
 
 
 def ensure_index(index_dir: str | Path, corpus: str | Path) -> Path:
@@ -80,22 +78,6 @@ def system_record(config: EvalConfig) -> dict[str, Any]:
         else config.pipeline.model_dump(mode="json")
     )
     return data
-
-
-def _check_system(out: Path, config: EvalConfig) -> None:
-    path = out / SYSTEM_FILE
-    record = system_record(config)
-    if path.exists():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        if stored != record:
-            changed = sorted(k for k in set(stored) | set(record) if stored.get(k) != record.get(k))
-            raise ConfigError(
-                f"{out}: holds episodes of a different system (changed: {', '.join(changed)}); "
-                f"use a new output_dir or delete {path} and {out / EPISODES_FILE}"
-            )
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
 @dataclass
@@ -202,7 +184,6 @@ def run_eval(
     """
     start = time.perf_counter()
     out = config.out
-    _check_system(out, config)
     if config.identical_samples():
         logger.warning(
             "%s: samples=%d at temperature 0 in every role (%s): the samples are identical, so "
@@ -215,7 +196,12 @@ def run_eval(
     questions = select_questions(config.questions)
     work = work_items(questions, config.samples)
     wanted = {item.episode_id for item in work}
-    with EpisodeStore(out / EPISODES_FILE) as store:
+    with EpisodeStore(
+        out / EPISODES_FILE,
+        system=system_record(config),
+        accept_system_change=config.accept_system_change,
+        wait_for_lock=config.wait_for_lock,
+    ) as store:
         pending = sum(item.episode_id not in store for item in work)
         report = RunReport(skipped=len(work) - pending)
         if pending:

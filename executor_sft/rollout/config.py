@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +20,7 @@ from executor_sft.llm.config import ModelConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
 from executor_sft.schema import Question, Role
-from executor_sft.store import check_jsonl
+from executor_sft.store import EpisodeStore, check_jsonl
 
 
 class CollectQuestionSource(BaseQuestionSource):
@@ -87,6 +88,11 @@ class CollectConfig(BaseModel):
     so a resumed or repeated run makes no call twice (`executor_sft.llm.request_cache`)."""
     llm_cache_path: str | None = None
     """The cache file (default: `<rollouts stem>.llm_cache.jsonl` beside the rollouts file)."""
+    wait_for_lock: bool = False
+    """When another process is writing the rollouts file, wait for it instead of failing at once."""
+    accept_system_change: bool = False
+    """Resume a rollouts file written by another system (`system_record`) or schema version, and
+    record the change beside it (`<stem>.system.json`); without it such a resume is refused."""
 
     @model_validator(mode="after")
     def _check(self) -> CollectConfig:
@@ -109,6 +115,30 @@ class CollectConfig(BaseModel):
     def work_items(self, questions: Iterable[Question]) -> list[WorkItem]:
         """Every episode this config collects over `questions`, in order."""
         return work_items(questions, self.samples_per_question, self.drivers())
+
+    def system_record(self) -> dict[str, Any]:
+        """What defines the collected system, for `EpisodeStore(system=...)`: one file, one system.
+
+        Models by their `identity()` (endpoints and timeouts left out; their sampling is in the
+        pipeline, where the config merges it), the pipeline, counterfactuals, collection mode and
+        the retriever less its cache and transport settings. Questions, samples and run settings
+        are left out: adding questions or samples to a collection keeps its system.
+        """
+        data = self.model_dump(mode="json", include={"pipeline", "counterfactual", "collection"})
+        data["models"] = {role: json.loads(m.identity()) for role, m in sorted(self.models.items())}
+        data["retriever"] = self.retriever.model_dump(
+            mode="json", exclude={"cache", "timeout_s", "max_retries"}
+        )
+        return data
+
+    def open_store(self) -> EpisodeStore:
+        """The rollouts file for writing: its writer lock taken and its system checked."""
+        return EpisodeStore(
+            self.rollouts_path,
+            system=self.system_record(),
+            accept_system_change=self.accept_system_change,
+            wait_for_lock=self.wait_for_lock,
+        )
 
     def llm_cache_file(self) -> Path | None:
         """Where the request cache lives, or None when `llm_cache` is off."""

@@ -30,6 +30,7 @@ from executor_sft.agents.pipeline import (
 from executor_sft.data import select_questions as select_sources
 from executor_sft.episode_runner import WorkItem, run_episodes
 from executor_sft.errors import ConfigError
+from executor_sft.jsonl import InputError, atomic_open
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.pool import build_models
 from executor_sft.metrics.judge import LLMJudge
@@ -37,7 +38,15 @@ from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig, CounterfactualConfig
 from executor_sft.rollout.summary import CollectionStats, collection_stats, render_summary
 from executor_sft.schema import Episode, Question, Role, Usage
-from executor_sft.store import EpisodeStore, read_episodes
+from executor_sft.store import (
+    EpisodeStore,
+    StoreWriteError,
+    SystemChangedError,
+    read_episodes,
+    read_system,
+    system_changes,
+    system_file,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -161,39 +170,45 @@ async def collect_in_process(
     skip_ids: Collection[str] = (),
     progress: Mapping[str, Any] | None = None,
 ) -> CollectResult:
-    """`collect` in this process (what each worker of `collect_parallel` runs)."""
+    """`collect` in this process (what each worker of `collect_parallel` runs).
+
+    The rollouts file is opened first, so a second writer or a changed system is refused before
+    any model or index loads.
+    """
     start = time.perf_counter()
-    models = dict(models) if models is not None else collection_models(config)
-    missing = [r for r in config.required_roles() if r not in models]
-    if missing:
-        raise ValueError(f"no model for role(s) {missing}")
-    if retriever is None:
-        from executor_sft.retrieval.config import build_retriever
+    with config.open_store() as store:
+        models = dict(models) if models is not None else collection_models(config)
+        missing = [r for r in config.required_roles() if r not in models]
+        if missing:
+            raise ValueError(f"no model for role(s) {missing}")
+        if retriever is None:
+            from executor_sft.retrieval.config import build_retriever
 
-        retriever = build_retriever(config.retriever)
-    judge = judge if judge is not None else _judge(config, models)
-    questions = list(questions) if questions is not None else select_questions(config)
-    # The same for every episode of this collection (of one driver): dumped once, not per episode.
-    pipelines = {d: config.pipeline if d is None else config.pipeline.for_driver(d) for d in config.drivers()}
-    config_records = {d: episode_config_record(p, models, retriever, judge) for d, p in pipelines.items()}
+            retriever = build_retriever(config.retriever)
+        judge = judge if judge is not None else _judge(config, models)
+        questions = list(questions) if questions is not None else select_questions(config)
+        # The same for every episode of this collection (of one driver): dumped once, not per episode.
+        pipelines = {
+            d: config.pipeline if d is None else config.pipeline.for_driver(d) for d in config.drivers()
+        }
+        config_records = {d: episode_config_record(p, models, retriever, judge) for d, p in pipelines.items()}
 
-    async def run_one(item: WorkItem) -> Episode:
-        pipeline = pipelines[item.driver]
-        episode = await run_episode(
-            item.question,
-            models,
-            retriever,
-            pipeline,
-            sample_index=item.sample,
-            judge=judge,
-            config_record=config_records[item.driver],
-            separate=item.driver is not None,
-        )
-        await add_counterfactuals(episode, models, retriever, pipeline, config.counterfactual, judge)
-        return episode
+        async def run_one(item: WorkItem) -> Episode:
+            pipeline = pipelines[item.driver]
+            episode = await run_episode(
+                item.question,
+                models,
+                retriever,
+                pipeline,
+                sample_index=item.sample,
+                judge=judge,
+                config_record=config_records[item.driver],
+                separate=item.driver is not None,
+            )
+            await add_counterfactuals(episode, models, retriever, pipeline, config.counterfactual, judge)
+            return episode
 
-    bar = {"desc": "episodes", "dynamic_ncols": True, **(progress or {})} if show_progress else None
-    with EpisodeStore(config.rollouts_path) as store:
+        bar = {"desc": "episodes", "dynamic_ncols": True, **(progress or {})} if show_progress else None
         stats = _prior_stats(store)
         report = await run_episodes(
             config.work_items(questions),
@@ -205,9 +220,14 @@ async def collect_in_process(
             progress=bar,
             postfix=lambda failed: _postfix(stats, failed),
         )
-    return finish_collection(
-        config, stats, report.written, report.skipped, report.failed, elapsed_s=time.perf_counter() - start
-    )
+        return finish_collection(
+            config,
+            stats,
+            report.written,
+            report.skipped,
+            report.failed,
+            elapsed_s=time.perf_counter() - start,
+        )
 
 
 def finish_collection(
@@ -225,7 +245,14 @@ def finish_collection(
     summary = stats.to_dict()
     summary.update(written=written, skipped=skipped, failed=len(failed), **(summary_extra or {}))
     summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
-    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    try:
+        with atomic_open(summary_path) as fh:
+            fh.write(json.dumps(summary, indent=2) + "\n")
+    except OSError as exc:
+        raise StoreWriteError(
+            f"{summary_path}: cannot write the summary ({exc.strerror or exc}); the episodes in "
+            f"{config.rollouts_path} are kept: free space and re-run the same command to write it"
+        ) from None
     return CollectResult(
         path=config.rollouts_path,
         written=written,
@@ -248,10 +275,55 @@ def format_result(result: CollectResult) -> str:
     return "\n".join(lines)
 
 
-def merge_rollouts(inputs: Sequence[str | Path], output: str | Path) -> tuple[int, int]:
-    """Merge shard files into one; returns (written, duplicates skipped). Resumable."""
+def merge_rollouts(
+    inputs: Sequence[str | Path], output: str | Path, *, accept_system_change: bool = False
+) -> tuple[int, int]:
+    """Merge shard files into one; returns (written, duplicates skipped). Resumable.
+
+    Every input must exist and none may be the output; inputs that record their system
+    (`<stem>.system.json`) must record the same one, which the output then records. A failure
+    part-way (a damaged input, a full disk) leaves the output as it was.
+    """
+    paths = [Path(p) for p in inputs]
+    output = Path(output)
+    for path in paths:
+        if not path.is_file():
+            raise InputError(f"{path}: merge input not found (or not a file); check --inputs")
+        if path.resolve() == output.resolve() or (output.exists() and path.samefile(output)):
+            raise InputError(f"{path}: is also the --output; merge into a new file")
+    system = _merged_system(paths, accept_system_change)
+    existed = output.exists()
+    try:
+        with EpisodeStore(output, system=system, accept_system_change=accept_system_change) as store:
+            return merge_into(store, paths)
+    except BaseException:
+        if not existed and output.exists() and output.stat().st_size == 0:
+            output.unlink()
+            system_file(output).unlink(missing_ok=True)
+        raise
+
+
+def _merged_system(paths: Sequence[Path], accept: bool) -> dict[str, Any] | None:
+    """The one system the inputs record (None when none records one)."""
+    found = [(path, fingerprint) for path in paths if (fingerprint := read_system(path)) is not None]
+    if not found:
+        return None
+    first, fingerprint = found[0]
+    for path, other in found[1:]:
+        changes = system_changes(fingerprint, other)
+        if changes and not accept:
+            raise SystemChangedError(
+                f"{path}: holds episodes of a different system than {first} (changed: "
+                f"{'; '.join(changes[:4])}); merge each system into its own file, or pass "
+                "--accept_system_change to merge them anyway"
+            )
+    return {k: v for k, v in fingerprint.items() if k != "schema"}
+
+
+def merge_into(store: EpisodeStore, inputs: Sequence[Path]) -> tuple[int, int]:
+    """Append every input's new records to `store`, all or nothing; returns (written, duplicates)."""
     written = seen = 0
-    with EpisodeStore(output) as store:
+    with store.all_or_nothing():
         for path in inputs:
             chunk: list[dict[str, Any]] = []
             for record in read_episodes(path):

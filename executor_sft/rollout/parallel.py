@@ -31,12 +31,12 @@ from executor_sft.rollout.engine import (
     collect_in_process,
     collection_models,
     finish_collection,
-    merge_rollouts,
+    merge_into,
     select_questions,
 )
 from executor_sft.rollout.summary import CollectionStats, collection_stats
-from executor_sft.schema import Episode, Question
-from executor_sft.store import EpisodeStore, read_episodes
+from executor_sft.schema import EPISODE_SCHEMA, Episode, Question
+from executor_sft.store import EpisodeStore, SystemChangedError, read_episodes, read_system, system_changes
 
 ModelsFactory = Callable[[list[Question]], Mapping[str, ChatModel]]
 """Builds a worker's role -> model map from the worker's questions (must be picklable)."""
@@ -127,15 +127,32 @@ def _worker_main(
     )
 
 
-def merge_parts(config: CollectConfig) -> tuple[int, int]:
-    """Merge every part file left under `parts_dir(config)` into the rollouts file, then delete them."""
+def merge_parts(config: CollectConfig, store: EpisodeStore) -> tuple[int, int]:
+    """Merge every part file left under `parts_dir(config)` into `store` (the rollouts), then delete them.
+
+    A part that records another system than the store's (left by a killed run of an edited
+    config) is refused as a resume onto the rollouts file itself would be.
+    """
     root = parts_dir(config)
     parts = sorted(root.glob("*/rollouts.jsonl")) if root.exists() else []
     written = duplicates = 0
     if parts:
-        written, duplicates = merge_rollouts(parts, config.rollouts_path)
+        if store.system is not None and not config.accept_system_change:
+            for part in parts:
+                _check_part(part, store.system, root)
+        written, duplicates = merge_into(store, parts)
     shutil.rmtree(root, ignore_errors=True)
     return written, duplicates
+
+
+def _check_part(part: Path, system: dict[str, Any], root: Path) -> None:
+    fingerprint = read_system(part)
+    changes = system_changes(fingerprint, {"schema": EPISODE_SCHEMA, **system}) if fingerprint else []
+    if changes:
+        raise SystemChangedError(
+            f"{part}: left by a killed run of another system (changed: {'; '.join(changes[:4])}); "
+            f"finish it with that config, or delete {root} to drop its episodes"
+        )
 
 
 def collect_parallel(
@@ -157,9 +174,8 @@ def collect_parallel(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     questions = list(questions) if questions is not None else select_questions(config)
-    merge_parts(config)  # parts a killed run left behind
-    store = EpisodeStore(config.rollouts_path)
-    try:
+    with config.open_store() as store:
+        merge_parts(config, store)  # parts a killed run left behind
         done = store.completed_ids()
         prior = (
             collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))
@@ -171,22 +187,17 @@ def collect_parallel(
         )
         t_merge = time.perf_counter()
         stats = _merge_reports(config, store, reports, prior)
-    finally:
-        store.close()
-    merge_s = time.perf_counter() - t_merge
-    written = sum(r["written"] for r in reports)
-    skipped = sum(r["skipped"] for r in reports)
-    failed = [tuple(f) for r in reports for f in r["failed"]]
-    return finish_collection(
-        config,
-        stats,
-        written,
-        skipped,
-        failed,
-        elapsed_s=max(r["t1"] for r in reports) - min(r["t0"] for r in reports),
-        summary_extra={"workers": workers},
-        timings={"merge_s": merge_s, "worker_cpu_s": [r["cpu_s"] for r in reports]},
-    )
+        merge_s = time.perf_counter() - t_merge
+        return finish_collection(
+            config,
+            stats,
+            sum(r["written"] for r in reports),
+            sum(r["skipped"] for r in reports),
+            [tuple(f) for r in reports for f in r["failed"]],
+            elapsed_s=max(r["t1"] for r in reports) - min(r["t0"] for r in reports),
+            summary_extra={"workers": workers},
+            timings={"merge_s": merge_s, "worker_cpu_s": [r["cpu_s"] for r in reports]},
+        )
 
 
 def _run_workers(
@@ -266,6 +277,5 @@ def _merge_reports(
             for report in reports:
                 prior.merge(report["stats"])
             return prior
-    store.close()
-    merge_parts(config)
+    merge_parts(config, store)
     return collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))

@@ -16,7 +16,9 @@ from executor_sft.eval import (
     run_eval,
     select_questions,
 )
+from executor_sft.eval.runner import system_record
 from executor_sft.llm import ModelPool
+from executor_sft.store import SystemChangedError
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +122,8 @@ def test_refuses_to_mix_systems_and_reports_failures(
     run = run_eval(cfg, models=models, retriever=minibench_bm25, progress=False)
     assert len(run.failed) == 3 and run.ran == 0
     assert not (cfg.out / "episodes.jsonl").exists() or (cfg.out / "episodes.jsonl").read_text() == ""
+    first = run_eval(cfg, pool=ModelPool(scripted_factory({}, [])), retriever=minibench_bm25, progress=False)
+    assert (first.ran, first.failed) == (3, [])
     other = _config(
         tmp_path,
         minibench_questions_path,
@@ -127,8 +131,16 @@ def test_refuses_to_mix_systems_and_reports_failures(
         samples=1,
         models={**{k: v.model_dump() for k, v in cfg.models.items()}, "executor": scripted("ex-quick")},
     )
-    with pytest.raises(ValueError, match=r"different system \(changed: models\)"):
+    with pytest.raises(
+        SystemChangedError, match=r'different system \(changed: models\.executor\.model: "scripted:ex-'
+    ):
         run_eval(other, models=models, retriever=minibench_bm25, progress=False)
+    accepted = other.model_copy(update={"accept_system_change": True})
+    again = run_eval(accepted, models=models, retriever=minibench_bm25, progress=False)
+    assert (again.ran, again.skipped) == (0, 3)
+    record = json.loads((cfg.out / "episodes.system.json").read_text())
+    assert record["system"] == system_record(other)
+    assert record["accepted_changes"][0]["changed"][0].startswith("models.executor.model: ")
 
 
 def test_episodes_are_fsynced_off_the_event_loop(
