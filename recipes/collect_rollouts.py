@@ -4,7 +4,9 @@
     python recipes/collect_rollouts.py --config CFG --num_shards 4 --shard_index 0   # one machine of four
     python recipes/collect_rollouts.py merge --inputs out/rollouts-*.jsonl --output out/rollouts.jsonl
 
-Re-running the same command resumes: finished episodes are skipped, never duplicated.
+Re-running the same command resumes: finished episodes are skipped, never duplicated, and episodes
+that failed (an endpoint or the retrieval server down, a full disk) are retried. Exit status: 0 when
+every episode is stored, 1 when some are left for a re-run, 2 for bad input, 130 after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import logging
 import sys
 
 from executor_sft.configfile import add_option
-from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts
+from executor_sft.episode_runner import interrupted_line
+from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts, select_questions
 from executor_sft.rollout.config import check_inputs
+from executor_sft.rollout.engine import unfinished_line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,12 +51,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_collect_config(args.config, overrides)
         check_inputs(config)
+        questions = select_questions(config)  # a bad questions file stops the run before any model loads
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = asyncio.run(collect(config))
+    try:
+        result = asyncio.run(collect(config, questions=questions))
+    except KeyboardInterrupt:
+        print(interrupted_line(config.rollouts_path), file=sys.stderr)
+        return 130
     print(format_result(result))
-    return 1 if result.failed else 0
+    unfinished = unfinished_line(result)
+    if unfinished is not None:
+        print(f"error: {unfinished}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

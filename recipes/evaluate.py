@@ -6,6 +6,8 @@
 
 Writes <output_dir>/episodes.jsonl (crash-safe; a rerun resumes), results.json, results.md
 and summary.png, and prints a summary. Re-running a finished evaluation only re-aggregates.
+Exit status: 0 when every episode is stored, 1 when some are left for a re-run (failed: an
+endpoint or the retrieval server down, a full disk), 2 for bad input, 130 after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import sys
 
 from executor_sft.configfile import config_recipe_parser, parse_config_recipe_args
+from executor_sft.episode_runner import interrupted_line
 from executor_sft.eval import load_eval_config, run_eval
+from executor_sft.eval.runner import EPISODES_FILE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         }.items()
         if v is not None
     }
+    config = None
     try:
         config = load_eval_config(args.config, overrides, sets=args.set)
         if args.limit is not None:
@@ -40,8 +45,18 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(interrupted_line(config.out / EPISODES_FILE) if config else "interrupted", file=sys.stderr)
+        return 130
     print(run.summary())
-    return 1 if run.failed else 0
+    if run.failed:
+        print(
+            f"error: {config.out / EPISODES_FILE}: {len(run.failed)} episodes unfinished; they are not "
+            "stored, so run the same command again to resume them",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

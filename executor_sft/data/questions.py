@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from executor_sft.errors import UserError
 from executor_sft.jsonl import MalformedLineError, iter_records
 from executor_sft.schema import Question
 
@@ -39,6 +40,13 @@ class QuestionFormatError(ValueError):
     def __init__(self, source: str, line: int, field: str, problem: str):
         self.source, self.line, self.field = source, line, field
         super().__init__(f"{source}:{line}: field '{field}': {problem}")
+
+
+class QuestionFileNotFoundError(UserError, FileNotFoundError):
+    """A question file named by a local path (an absolute path or a file suffix) that is not there."""
+
+
+LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
 def _listify(value: Any) -> list[Any] | None:
@@ -201,6 +209,8 @@ def load_questions(
     if duplicates not in ("keep", "drop"):
         raise ValueError(f"duplicates must be 'keep' or 'drop', got {duplicates!r}")
     path = Path(path_or_name)
+    if not path.exists() and (path.is_absolute() or path.suffix.lower() in LOCAL_SUFFIXES):
+        raise QuestionFileNotFoundError(f"{path}: questions file not found; check the questions path")
     if path.exists():
         stem = path.stem
         label = dataset or stem

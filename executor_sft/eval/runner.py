@@ -221,10 +221,11 @@ def run_eval(
                     store,
                     concurrency=config.concurrency,
                     progress={"desc": config.name} if progress else None,
+                    max_attempts=config.max_attempts,
                 )
             )
         episodes = [e for e in store if e.episode_id in wanted]
-    failed = [episode_id for episode_id, _ in report.failed]
+    failed = [episode_id for episode_id, _ in report.failed] + report.not_started
     results = summarize(
         episodes,
         config.name,
