@@ -169,6 +169,7 @@ async def run_episodes(
     give_up: Callable[[WorkItem, str, int], Episode] = gave_up_episode,
     attempts_file: str | Path | None = None,
     halt_after: int | None = None,
+    expected_failures: tuple[type[BaseException], ...] = (),
 ) -> RunReport:
     """Run every item not yet done with `concurrency` in flight; commit finished episodes in groups.
 
@@ -177,7 +178,9 @@ async def run_episodes(
     `postfix(n_failed)` is shown on the bar after each commit. Failed attempts go to
     `attempts_file` (default `attempts_path(store.path)`); `give_up(item, last_error, attempts)`
     makes the final record of an item that failed `max_attempts` times. `halt_after` failures
-    in a row (default: twice `concurrency`, at least 8) stop new items from starting.
+    in a row (default: twice `concurrency`, at least 8) stop new items from starting. Failures
+    of the `expected_failures` types (outages) are logged in one line; any other keeps the
+    traceback of its first occurrence (a bug).
     """
     skip = set(skip_ids)
     todo = [item for item in items if item.episode_id not in store and item.episode_id not in skip]
@@ -194,6 +197,7 @@ async def run_episodes(
         max_attempts=max_attempts,
         give_up=give_up,
         halt_after=halt_after if halt_after is not None else max(8, 2 * concurrency),
+        expected_failures=expected_failures,
     )
     for item in todo:
         if run.attempts.counts[item.episode_id] >= max_attempts:  # its final record was never written
@@ -232,6 +236,7 @@ class _GroupCommit:
     max_attempts: int
     give_up: Callable[[WorkItem, str, int], Episode]
     halt_after: int
+    expected_failures: tuple[type[BaseException], ...]
     todo: asyncio.Queue[WorkItem] = field(default_factory=asyncio.Queue)
     finished: asyncio.Queue[Episode | None] = field(default_factory=asyncio.Queue)
     """Episodes waiting for the writer; None tells it to finish."""
@@ -251,7 +256,7 @@ class _GroupCommit:
     def failed(self, item: WorkItem, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"
         first = not self.report.failed and not self.report.gave_up
-        _log_failure(item.episode_id, exc, first=first)
+        _log_failure(item.episode_id, exc, traceback=first and not isinstance(exc, self.expected_failures))
         self.failures_in_a_row += 1
         if self.attempts.record(item.episode_id, error) >= self.max_attempts:
             self.finished.put_nowait(self.final_error(item, error))
@@ -310,6 +315,6 @@ def interrupted_line(store_path: str | Path) -> str:
     )
 
 
-def _log_failure(episode_id: str, exc: Exception, *, first: bool) -> None:
-    """One line per failed episode; the first keeps its traceback, so a bug is visible without a flood."""
-    logger.warning("episode %s failed: %s: %s", episode_id, type(exc).__name__, exc, exc_info=first)
+def _log_failure(episode_id: str, exc: Exception, *, traceback: bool) -> None:
+    """One line per failed episode; the first bug keeps its traceback, visible without a flood."""
+    logger.warning("episode %s failed: %s: %s", episode_id, type(exc).__name__, exc, exc_info=traceback)

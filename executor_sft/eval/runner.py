@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS
 from executor_sft.data.selection import select_questions
 from executor_sft.episode_runner import RunReport, WorkItem, run_episodes, work_items
 from executor_sft.eval.aggregate import EvalResults, summarize
@@ -222,6 +223,7 @@ def run_eval(
                     concurrency=config.concurrency,
                     progress={"desc": config.name} if progress else None,
                     max_attempts=config.max_attempts,
+                    expected_failures=INFRASTRUCTURE_ERRORS,
                 )
             )
         episodes = [e for e in store if e.episode_id in wanted]

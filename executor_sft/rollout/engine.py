@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from executor_sft.agents.calls import gather_or_cancel
+from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS, gather_or_cancel
 from executor_sft.agents.config import PipelineConfig
 from executor_sft.agents.pipeline import (
     add_outcome_usage,
@@ -213,6 +213,7 @@ async def collect_in_process(
             max_attempts=config.max_attempts,
             give_up=give_up,
             attempts_file=config.attempts_file(),
+            expected_failures=INFRASTRUCTURE_ERRORS,
         )
     return finish_collection(
         config,
