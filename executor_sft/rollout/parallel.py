@@ -49,6 +49,8 @@ PARENT_POLL_S = 0.2
 """How often a worker checks that its parent is alive."""
 STOP_POLL_S = 0.2
 """How often the parent checks its workers (and whether it was asked to stop)."""
+STOP_GRACE_S = 2.0
+"""After the parent is interrupted, how long its workers have to stop on their own before it sends SIGINT."""
 
 
 def parts_dir(config: CollectConfig) -> Path:
@@ -315,12 +317,17 @@ def _run_workers(
 
 
 def _wait_for_reports(procs: list[Any], results: Any, stop: threading.Event | None) -> list[dict[str, Any]]:
-    """One report per worker; SIGINT to each once `stop` is set; raise if one died without reporting."""
+    """One report per worker; raise if one died without reporting.
+
+    Once `stop` is set, a worker still running `STOP_GRACE_S` later gets SIGINT (a Ctrl-C at a
+    terminal reaches the workers itself; a second SIGINT would cut their clean-up short)."""
     reports: list[dict[str, Any]] = []
-    interrupted = False
+    stop_at: float | None = None
     while len(reports) < len(procs):
-        if stop is not None and stop.is_set() and not interrupted:
-            interrupted = True
+        if stop is not None and stop.is_set() and stop_at is None:
+            stop_at = time.monotonic() + STOP_GRACE_S
+        if stop_at is not None and time.monotonic() > stop_at:
+            stop_at = float("inf")
             for proc in procs:
                 if proc.is_alive():
                     os.kill(proc.pid, signal.SIGINT)

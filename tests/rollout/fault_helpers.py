@@ -137,14 +137,9 @@ def write_collect_config(path: Path, world_dir: Path, models: dict, retriever: d
 
 def recipe(name: str, *args: str, **popen) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
     return subprocess.Popen(
-        [sys.executable, str(REPO / "recipes" / name), *args],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **popen,
+        [sys.executable, str(REPO / "recipes" / name), *args], cwd=REPO, env=env, text=True, **popen
     )
 
 
