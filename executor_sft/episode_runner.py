@@ -3,8 +3,15 @@
 The work is I/O bound, so `concurrency` episodes stay in flight on one event loop. Finished
 episodes are committed in groups: everything finished since the last commit goes in one write
 and one fsync, and that write runs in a worker thread, so a slow disk never stalls the loop.
-Ids already in the store are skipped (a killed run resumes where it stopped); an episode that
-raises is logged and left out of the store, so a re-run retries it.
+Ids already in the store are skipped (a killed run resumes where it stopped).
+
+A failure is not a result: an episode that raises (an endpoint or the retrieval server down
+past its retries, our own disk full, a bug) is left out of the store, so a re-run retries it,
+and its attempt is appended to `<store stem>.attempts.jsonl` beside the store. Once an id has
+failed `max_attempts` times, across resumes, it is stored as a final error carrying its attempt
+count (`give_up`) instead of being tried again. After `halt_after` failures in a row no new
+episode starts (an outage would otherwise spend an attempt of every remaining episode); the
+re-run picks them up.
 
 It sits in layer 0 beside the store because it needs nothing else: what an episode is made of
 comes in as `run_one`, so collection (layer 3) and evaluation (layer 4) share it without either
@@ -14,18 +21,27 @@ depending on the other.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from executor_sft.jsonl import iter_records
 from executor_sft.schema import Episode, Question
 from executor_sft.schema import episode_id as make_episode_id
 from executor_sft.store import EpisodeStore
 
 logger = logging.getLogger(__name__)
+
+ATTEMPTS_SUFFIX = ".attempts.jsonl"
+DEFAULT_MAX_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -48,13 +64,95 @@ def work_items(
     return [WorkItem(q, s, d) for q in questions for s in range(samples) for d in drivers]
 
 
+def attempts_path(store_path: str | Path) -> Path:
+    """`<store stem>.attempts.jsonl`: the failed attempts of the episodes of the store at `store_path`."""
+    path = Path(store_path)
+    return path.with_name(path.stem + ATTEMPTS_SUFFIX)
+
+
+class AttemptLog:
+    """Failed attempts per episode id, one JSON line each, so the retry bound holds across resumes.
+
+    Several worker processes of one collection may append to one log (their ids are disjoint);
+    each line is one `write` on an append-mode descriptor. Damaged lines are skipped on load.
+    """
+
+    def __init__(self, path: str | Path | None):
+        self.path = Path(path) if path is not None else None
+        self.counts: Counter[str] = Counter()
+        self.last_error: dict[str, str] = {}
+        if self.path is not None and self.path.exists():
+            for _, record in iter_records(self.path, skip_torn_tail=True, skip_bad_lines=True):
+                episode_id = record.get("episode_id")
+                if isinstance(episode_id, str):
+                    self.counts[episode_id] += 1
+                    self.last_error[episode_id] = str(record.get("error"))
+
+    def record(self, episode_id: str, error: str) -> int:
+        """Count one more failed attempt of `episode_id` (and append it); return its attempts so far."""
+        self.counts[episode_id] += 1
+        self.last_error[episode_id] = error
+        attempt = self.counts[episode_id]
+        if self.path is not None:
+            line = {"episode_id": episode_id, "attempt": attempt, "error": error, "time": time.time()}
+            try:
+                _append_line(self.path, json.dumps(line, ensure_ascii=False) + "\n")
+            except OSError as exc:  # the disk that failed the episode may be the one this is on
+                logger.warning(
+                    "%s: could not record attempt %d of %s: %s", self.path, attempt, episode_id, exc
+                )
+        return attempt
+
+
+def _append_line(path: Path, line: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        data = line.encode("utf-8")
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data  # a torn line left by a failed write must not swallow this one
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def gave_up_episode(
+    item: WorkItem, error: str, attempts: int, config: Mapping[str, Any] | None = None
+) -> Episode:
+    """The final record of an episode that failed `attempts` times: an error, with no rounds or runs."""
+    return Episode.model_validate(
+        {
+            "episode_id": item.episode_id,
+            "sample_index": item.sample,
+            "question": item.question,
+            "config": dict(config or {}),
+            "stop_reason": "error",
+            "error": f"gave up after {attempts} failed attempts; the last: {error}",
+            "driver": item.driver,
+            "attempts": attempts,
+        }
+    )
+
+
 @dataclass
 class RunReport:
     written: int = 0
+    """Episodes stored by this run (final errors of `gave_up` included)."""
     skipped: int = 0
     """Items whose id was already in the store or in `skip_ids`."""
     failed: list[tuple[str, str]] = field(default_factory=list)
     """(episode_id, error) for episodes that raised or could not be written; a re-run retries them."""
+    gave_up: list[tuple[str, str]] = field(default_factory=list)
+    """(episode_id, error) for episodes stored as final errors after `max_attempts` failed attempts."""
+    not_started: list[str] = field(default_factory=list)
+    """Items left untried because the run halted after `halt_after` failures in a row."""
+
+    @property
+    def unfinished(self) -> int:
+        """Episodes a re-run still has to do."""
+        return len(self.failed) + len(self.not_started)
 
 
 async def run_episodes(
@@ -67,20 +165,45 @@ async def run_episodes(
     on_written: Callable[[Episode], None] | None = None,
     progress: Mapping[str, Any] | None = None,
     postfix: Callable[[int], Mapping[str, str]] | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    give_up: Callable[[WorkItem, str, int], Episode] = gave_up_episode,
+    attempts_file: str | Path | None = None,
+    halt_after: int | None = None,
+    expected_failures: tuple[type[BaseException], ...] = (),
 ) -> RunReport:
     """Run every item not yet done with `concurrency` in flight; commit finished episodes in groups.
 
     Items are started in order. `on_written` sees each episode once it is durable (collection
     adds it to its running stats). `progress` holds tqdm arguments (None: no bar);
-    `postfix(n_failed)` is shown on the bar after each commit.
+    `postfix(n_failed)` is shown on the bar after each commit. Failed attempts go to
+    `attempts_file` (default `attempts_path(store.path)`); `give_up(item, last_error, attempts)`
+    makes the final record of an item that failed `max_attempts` times. `halt_after` failures
+    in a row (default: twice `concurrency`, at least 8) stop new items from starting. Failures
+    of the `expected_failures` types (outages) are logged in one line; any other keeps the
+    traceback of its first occurrence (a bug).
     """
     skip = set(skip_ids)
     todo = [item for item in items if item.episode_id not in store and item.episode_id not in skip]
     report = RunReport(skipped=len(items) - len(todo))
     bar = tqdm(**{"total": len(todo), "unit": "ep", **(progress or {})}, disable=progress is None)
-    run = _GroupCommit(run_one, store, report, bar, on_written, postfix if progress is not None else None)
+    run = _GroupCommit(
+        run_one,
+        store,
+        report,
+        bar,
+        on_written,
+        postfix if progress is not None else None,
+        attempts=AttemptLog(attempts_file if attempts_file is not None else attempts_path(store.path)),
+        max_attempts=max_attempts,
+        give_up=give_up,
+        halt_after=halt_after if halt_after is not None else max(8, 2 * concurrency),
+        expected_failures=expected_failures,
+    )
     for item in todo:
-        run.todo.put_nowait(item)
+        if run.attempts.counts[item.episode_id] >= max_attempts:  # its final record was never written
+            run.finished.put_nowait(run.final_error(item, run.attempts.last_error[item.episode_id]))
+        else:
+            run.todo.put_nowait(item)
     writing = asyncio.create_task(run.writer())
     try:
         await asyncio.gather(*(run.worker() for _ in range(min(concurrency, max(1, len(todo))))))
@@ -88,6 +211,14 @@ async def run_episodes(
         run.finished.put_nowait(None)
         await writing
         bar.close()
+    while not run.todo.empty():
+        report.not_started.append(run.todo.get_nowait().episode_id)
+    if report.not_started:
+        logger.warning(
+            "stopped after %d failures in a row; %d episodes not started",
+            run.halt_after,
+            len(report.not_started),
+        )
     return report
 
 
@@ -101,21 +232,41 @@ class _GroupCommit:
     bar: Any
     on_written: Callable[[Episode], None] | None
     postfix: Callable[[int], Mapping[str, str]] | None
+    attempts: AttemptLog
+    max_attempts: int
+    give_up: Callable[[WorkItem, str, int], Episode]
+    halt_after: int
+    expected_failures: tuple[type[BaseException], ...]
     todo: asyncio.Queue[WorkItem] = field(default_factory=asyncio.Queue)
     finished: asyncio.Queue[Episode | None] = field(default_factory=asyncio.Queue)
     """Episodes waiting for the writer; None tells it to finish."""
+    failures_in_a_row: int = 0
 
     async def worker(self) -> None:
-        while not self.todo.empty():
+        while not self.todo.empty() and self.failures_in_a_row < self.halt_after:
             item = self.todo.get_nowait()
             try:
                 episode = await self.run_one(item)
-            except Exception as exc:  # a bug or an outage: keep going, leave it for the re-run
-                _log_failure(item.episode_id, exc, first=not self.report.failed)
-                self.report.failed.append((item.episode_id, f"{type(exc).__name__}: {exc}"))
-                self.bar.update(1)
+            except Exception as exc:  # an outage or a bug: not a result; a re-run retries it
+                self.failed(item, exc)
             else:
+                self.failures_in_a_row = 0
                 self.finished.put_nowait(episode)
+
+    def failed(self, item: WorkItem, exc: Exception) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        first = not self.report.failed and not self.report.gave_up
+        _log_failure(item.episode_id, exc, traceback=first and not isinstance(exc, self.expected_failures))
+        self.failures_in_a_row += 1
+        if self.attempts.record(item.episode_id, error) >= self.max_attempts:
+            self.finished.put_nowait(self.final_error(item, error))
+        else:
+            self.report.failed.append((item.episode_id, error))
+            self.bar.update(1)
+
+    def final_error(self, item: WorkItem, error: str) -> Episode:
+        self.report.gave_up.append((item.episode_id, error))
+        return self.give_up(item, error, self.attempts.counts[item.episode_id])
 
     async def writer(self) -> None:
         while True:
@@ -144,6 +295,26 @@ class _GroupCommit:
             self.bar.set_postfix(self.postfix(len(self.report.failed)), refresh=False)
 
 
-def _log_failure(episode_id: str, exc: Exception, *, first: bool) -> None:
-    """One line per failed episode; the first keeps its traceback, so a bug is visible without a flood."""
-    logger.warning("episode %s failed: %s: %s", episode_id, type(exc).__name__, exc, exc_info=first)
+def stored_count(path: str | Path) -> int:
+    """Complete lines in a store file, counted without parsing (for a one-line report after Ctrl-C)."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    count = 0
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            count += chunk.count(b"\n")
+    return count
+
+
+def interrupted_line(store_path: str | Path) -> str:
+    """What an interrupted run kept and how to resume it, as one line."""
+    return (
+        f"interrupted: {stored_count(store_path)} finished episodes are kept in {store_path}; "
+        "run the same command again to resume"
+    )
+
+
+def _log_failure(episode_id: str, exc: Exception, *, traceback: bool) -> None:
+    """One line per failed episode; the first bug keeps its traceback, visible without a flood."""
+    logger.warning("episode %s failed: %s: %s", episode_id, type(exc).__name__, exc, exc_info=traceback)

@@ -6,7 +6,9 @@
 
 Re-running the same command resumes: finished episodes are skipped, never duplicated. One
 process writes a rollouts file at a time (a second launch fails naming the first's pid, or waits
-with --wait_for_lock); a resume with a changed config is refused unless --accept_system_change.
+with --wait_for_lock); a resume with a changed config is refused unless --accept_system_change; episodes
+that failed (an endpoint or the retrieval server down, a full disk) are retried. Exit status: 0 when
+every episode is stored, 1 when some are left for a re-run, 2 for bad input, 130 after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import logging
 import sys
 
 from executor_sft.configfile import add_option
+from executor_sft.episode_runner import interrupted_line
 from executor_sft.errors import report_user_errors
-from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts
+from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts, select_questions
 from executor_sft.rollout.config import check_inputs
+from executor_sft.rollout.engine import unfinished_line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,9 +70,18 @@ def main(argv: list[str] | None = None) -> int:
     def run() -> int:
         config = load_collect_config(args.config, overrides)
         check_inputs(config)
-        result = asyncio.run(collect(config))
+        questions = select_questions(config)  # a bad questions file stops the run before any model loads
+        try:
+            result = asyncio.run(collect(config, questions=questions))
+        except KeyboardInterrupt:
+            print(interrupted_line(config.rollouts_path), file=sys.stderr)
+            return 130
         print(format_result(result))
-        return 1 if result.failed else 0
+        unfinished = unfinished_line(result)
+        if unfinished is not None:
+            print(f"error: {unfinished}", file=sys.stderr)
+            return 1
+        return 0
 
     return report_user_errors(run)
 

@@ -6,6 +6,8 @@
 
 Writes <output_dir>/episodes.jsonl (crash-safe; a rerun resumes), results.json, results.md
 and summary.png, and prints a summary. Re-running a finished evaluation only re-aggregates.
+Exit status: 0 when every episode is stored, 1 when some are left for a re-run (failed: an
+endpoint or the retrieval server down, a full disk), 2 for bad input, 130 after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from __future__ import annotations
 import sys
 
 from executor_sft.configfile import config_recipe_parser, parse_config_recipe_args
+from executor_sft.episode_runner import interrupted_line
 from executor_sft.errors import report_user_errors
 from executor_sft.eval import load_eval_config, run_eval
+from executor_sft.eval.runner import EPISODES_FILE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,9 +42,20 @@ def main(argv: list[str] | None = None) -> int:
         config = load_eval_config(args.config, overrides, sets=args.set)
         if args.limit is not None:
             config.questions = [q.model_copy(update={"limit": args.limit}) for q in config.questions]
-        run = run_eval(config, progress=not args.no_progress)
+        try:
+            run = run_eval(config, progress=not args.no_progress)
+        except KeyboardInterrupt:
+            print(interrupted_line(config.out / EPISODES_FILE), file=sys.stderr)
+            return 130
         print(run.summary())
-        return 1 if run.failed else 0
+        if run.failed:
+            print(
+                f"error: {config.out / EPISODES_FILE}: {len(run.failed)} episodes unfinished; they are not "
+                "stored, so run the same command again to resume them",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
 
     return report_user_errors(evaluate)
 

@@ -1,20 +1,45 @@
 """One recorded model call: the request, the normalised reply, usage, latency, or the error.
 
-Agents never raise on a failed call: the error string is recorded and the caller decides
-(finish="error" for an executor, stop_reason="error" for an episode).
+A failure is not a result: a call that fails because what the agent runs on failed (an endpoint
+down or answering 5xx past its retries, a timeout, the retrieval server down, our own disk full
+under the request cache: `INFRASTRUCTURE_ERRORS`) raises, so the episode is not stored and a
+resume runs it again. Any other failure of a call is recorded as its error string and the caller
+decides (finish="error" for an executor, stop_reason="error" for an episode).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
+from executor_sft.retrieval.remote import RetrievalError
 from executor_sft.schema import LLMCallRecord, Message, TokenUsage
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+INFRASTRUCTURE_ERRORS: tuple[type[Exception], ...] = (ChatError, RetrievalError, OSError)
+"""Failures of the endpoints, servers and files an agent runs on, not of its model (`OSError`
+covers timeouts and connection errors too): they propagate instead of being recorded."""
+
+
+async def gather_or_cancel(*aws: Awaitable[T]) -> list[T]:
+    """`asyncio.gather`, except that when one raises the others are cancelled before it propagates:
+    a failed episode must not leave its other calls running against a failing endpoint."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 class CallResult:
@@ -142,15 +167,18 @@ async def call_model(
     sampling: SamplingParams | None = None,
     call_prefix: str = "call",
 ) -> CallResult:
-    """Call `model` once and record it (with `t_start`, wall-clock seconds, for token-order metrics)."""
+    """Call `model` once and record it (with `t_start`, wall-clock seconds, for token-order metrics).
+
+    Raises what `INFRASTRUCTURE_ERRORS` names; records any other failure."""
     request = [dict(m) for m in messages]
     t_start = time.time()
     start = time.perf_counter()
     try:
         result = await model.chat(request, tools=tools, sampling=sampling)
-    except Exception as exc:  # noqa: BLE001 - agents record failures instead of raising
-        if not isinstance(exc, ChatError):
-            logger.exception("%s: unexpected error from the chat backend", getattr(model, "name", model))
+    except INFRASTRUCTURE_ERRORS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a backend's own failure on this request is recorded
+        logger.exception("%s: unexpected error from the chat backend", getattr(model, "name", model))
         error = f"{type(exc).__name__}: {exc}"
         fields = {
             "model": str(getattr(model, "name", "unknown")),

@@ -6,14 +6,15 @@ The configured tools (`agents.tools.TOOLS`; default: `search`) are offered on ev
 that the prompt of each turn is exactly the prefix the SFT row trains that turn under; what the
 executor reads besides its system prompt is rendered by `agents.executor_text`.
 `messages` is exactly the conversation an SFT row needs; every model call is kept in
-`calls` for replay and audit. Nothing raises: failures end the run with a `finish` value.
+`calls` for replay and audit. A model's failures end the run with a `finish` value; failures of
+what it runs on (`agents.calls.INFRASTRUCTURE_ERRORS`: endpoint, retrieval server, disk) raise.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from executor_sft.agents.calls import call_model
+from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS, call_model
 from executor_sft.agents.executor_text import correction_messages, instruction, tool_result_messages
 from executor_sft.agents.parsing import ExecutorAction, classify_executor_reply, parse_tool_arguments
 from executor_sft.agents.prompting import fill
@@ -154,7 +155,7 @@ class _ExecutorLoop:
 
     async def call_tool(self, action: ExecutorAction, reply: Message, turn: int) -> str | None:
         """Run the called tool and append its answer; returns the problem of a malformed call.
-        A tool that fails ends the run (finish "error")."""
+        A tool that fails ends the run (finish "error"); an infrastructure failure raises."""
         tool = self.tools[action.tool]
         arguments, problem = parse_tool_arguments(action.arguments, tool.example)
         if arguments is None:
@@ -166,6 +167,8 @@ class _ExecutorLoop:
                 raise TypeError(f"run returned {type(text).__name__}, not str")
         except ToolArgumentError as exc:
             return str(exc)
+        except INFRASTRUCTURE_ERRORS:
+            raise
         except Exception as exc:  # noqa: BLE001 - a failed tool ends the run, recorded
             self.finish, self.error = "error", f"{tool.failure_label}: {type(exc).__name__}: {exc}"
             return None

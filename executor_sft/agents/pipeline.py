@@ -8,13 +8,13 @@ gives when that run's report replaces the driver's at its position (`answer_with
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from executor_sft.agents.answerer import Finding, run_answerer
 from executor_sft.agents.backbone import BackboneSession
+from executor_sft.agents.calls import gather_or_cancel
 from executor_sft.agents.config import PipelineConfig
 from executor_sft.agents.executor import run_executor
 from executor_sft.llm.base import ChatModel, SamplingParams
@@ -65,7 +65,8 @@ async def run_episode(
     config_record: Mapping[str, Any] | None = None,
     separate: bool = False,
 ) -> Episode:
-    """Run backbone -> executors (all roles) -> answerer for one question; never raises on model output.
+    """Run backbone -> executors (all roles) -> answerer for one question; never raises on model output
+    (an infrastructure failure raises: `agents.calls.INFRASTRUCTURE_ERRORS`).
 
     `models` maps "backbone", "answerer" and every executor role to a ChatModel (a "judge"
     entry is used when no `judge` is passed; pass one `LLMJudge` to share its cache).
@@ -132,7 +133,7 @@ async def run_episode(
             run.outcome = Outcome(answer=answer, em=em, f1=f1, judge=verdict)
     if config.label_outcomes:
         shadows = [run for run in runs if run.role != config.driver]
-        outcomes = await asyncio.gather(
+        outcomes = await gather_or_cancel(
             *(label_outcome(episode, run, models, retriever, config=config, judge=judge) for run in shadows)
         )
         for run, outcome in zip(shadows, outcomes, strict=True):
@@ -189,7 +190,7 @@ async def _run_rounds(
             for i, q in enumerate(step.decision.sub_queries)
             for role in roles
         ]
-        round_runs = list(await asyncio.gather(*jobs))
+        round_runs = await gather_or_cancel(*jobs)
         trajectory.runs.extend(round_runs)
         for run in round_runs:
             usage[run.role].add(run.usage)

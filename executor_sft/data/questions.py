@@ -42,6 +42,13 @@ class QuestionFormatError(UserError, ValueError):
         super().__init__(f"{source}:{line}: field '{field}': {problem}")
 
 
+class QuestionFileNotFoundError(UserError, FileNotFoundError):
+    """A question file named by a local path (an absolute path or a file suffix) that is not there."""
+
+
+LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
 def _listify(value: Any) -> list[Any] | None:
     if value is None:
         return None
@@ -202,6 +209,8 @@ def load_questions(
     if duplicates not in ("keep", "drop"):
         raise ValueError(f"duplicates must be 'keep' or 'drop', got {duplicates!r}")
     path = Path(path_or_name)
+    if not path.exists() and (path.is_absolute() or path.suffix.lower() in LOCAL_SUFFIXES):
+        raise QuestionFileNotFoundError(f"{path}: questions file not found; check the questions path")
     if path.exists():
         stem = path.stem
         label = dataset or stem

@@ -17,6 +17,7 @@ from executor_sft.agents.prompting import Prompts
 from executor_sft.agents.settings import ExecutorSettings
 from executor_sft.configfile import load_config
 from executor_sft.data.selection import QuestionSource
+from executor_sft.episode_runner import DEFAULT_MAX_ATTEMPTS
 from executor_sft.llm.base import SamplingParams
 from executor_sft.llm.config import ModelConfig
 from executor_sft.metrics.answer import Normalization
@@ -106,6 +107,10 @@ class EvalConfig(BaseModel):
     sends no request twice (`executor_sft.llm.request_cache`); the judge keeps its own cache."""
     llm_cache_path: str | None = None
     """The request cache file (default: <output_dir>/llm_cache.jsonl)."""
+    max_attempts: int = Field(DEFAULT_MAX_ATTEMPTS, ge=1)
+    """Tries per episode across resumes: a failed episode (endpoint or retrieval server down past its
+    retries, disk full) is not stored and the next run retries it, until it has failed this often;
+    then it is stored as a final error (`executor_sft.episode_runner`)."""
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     plots: bool = True
     wait_for_lock: bool = False

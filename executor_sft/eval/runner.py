@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS
 from executor_sft.data.idlist import ids_digest
 from executor_sft.data.selection import select_questions
 from executor_sft.episode_runner import RunReport, WorkItem, run_episodes, work_items
@@ -220,10 +221,12 @@ def run_eval(
                     store,
                     concurrency=config.concurrency,
                     progress={"desc": config.name} if progress else None,
+                    max_attempts=config.max_attempts,
+                    expected_failures=INFRASTRUCTURE_ERRORS,
                 )
             )
         episodes = [e for e in store if e.episode_id in wanted]
-    failed = [episode_id for episode_id, _ in report.failed]
+    failed = [episode_id for episode_id, _ in report.failed] + report.not_started
     results = summarize(
         episodes,
         config.name,

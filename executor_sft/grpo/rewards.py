@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -24,9 +25,12 @@ from typing import Any, Literal
 
 from executor_sft.agents.parsing import parse_report
 from executor_sft.agents.prompting import Prompts
+from executor_sft.llm.base import ChatError
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.registry import Registry
 from executor_sft.schema import Message, Report, content_text
+
+logger = logging.getLogger(__name__)
 
 RewardFunc = Callable[..., Any]
 """A TRL reward function: `(prompts, completions, **columns) -> list[float | None]`, sync or async.
@@ -236,12 +240,16 @@ class JudgeCLPReward(_CLPBase):
         self, sem: asyncio.Semaphore, question: str, gold: list[str], prediction: str
     ) -> float:
         async with sem:
-            if self._judge_is_async:
-                verdict = await self.judge(question, gold, prediction)
-            else:
-                verdict = await asyncio.to_thread(self.judge, question, gold, prediction)
-                if inspect.isawaitable(verdict):
-                    verdict = await verdict
+            try:
+                if self._judge_is_async:
+                    verdict = await self.judge(question, gold, prediction)
+                else:
+                    verdict = await asyncio.to_thread(self.judge, question, gold, prediction)
+                    if inspect.isawaitable(verdict):
+                        verdict = await verdict
+            except ChatError as exc:  # a training step cannot wait for a resume: no verdict, no reward
+                logger.warning("judge call failed, reward 0: %s", exc)
+                verdict = None
         return 1.0 if verdict is True else 0.0
 
     async def __call__(self, prompts=None, completions=(), reference=None, **kwargs: Any) -> list[float]:

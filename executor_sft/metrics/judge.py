@@ -7,8 +7,9 @@ True words: true, yes, correct. False words: false, no, incorrect, wrong. Anythi
 guessing from free text would turn judge noise into labels.
 
 An empty or missing prediction is False without a model call. Verdicts are cached by
-(question, gold answers, prediction) in memory and optionally in a JSONL file; transport
-failures return None and are not cached, so a rerun retries them.
+(question, gold answers, prediction) in memory and optionally in a JSONL file. A transport
+failure (`ChatError`) is not a verdict: it raises (to every caller waiting on the same
+verdict) and is not cached, so the episode fails and a rerun retries it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from executor_sft.jsonl import iter_records
-from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
+from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.llm.parsing import strip_think
 
 logger = logging.getLogger(__name__)
@@ -128,19 +129,22 @@ class LLMJudge:
             return await self._inflight[key]
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
-        verdict: bool | None = None
         try:
             messages = [{"role": "user", "content": self.render(question, golden, prediction)}]
-            try:
-                self.calls += 1
-                result = await self.model.chat(messages, tools=None, sampling=self.sampling)
-            except ChatError as exc:
-                logger.warning("judge call failed (not cached): %s", exc)
-            else:
-                raw = result.message.get("content") or ""
-                verdict = parse_verdict(raw)
-                self._store(key, question, golden, prediction, verdict, raw)
-        finally:
+            self.calls += 1
+            result = await self.model.chat(messages, tools=None, sampling=self.sampling)
+            raw = result.message.get("content") or ""
+            verdict = parse_verdict(raw)
+            self._store(key, question, golden, prediction, verdict, raw)
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # marked retrieved: with no one waiting, nothing is logged at exit
+            raise
+        except BaseException:
+            future.cancel()
+            raise
+        else:
             future.set_result(verdict)
+        finally:
             del self._inflight[key]
         return verdict

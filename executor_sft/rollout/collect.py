@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -62,9 +63,14 @@ async def collect(
                 "num_workers > 1 builds models and retriever in each worker process from the config; "
                 "to use objects of your own, call collect_parallel with picklable factories"
             )
-        return await asyncio.to_thread(
-            collect_parallel, config, questions=questions, show_progress=show_progress
-        )
+        stop = threading.Event()
+        try:
+            return await asyncio.to_thread(
+                collect_parallel, config, questions=questions, show_progress=show_progress, stop=stop
+            )
+        except asyncio.CancelledError:  # Ctrl-C: the workers stop too, and asyncio.run waits for them
+            stop.set()
+            raise
     return await collect_in_process(
         config,
         models=models,

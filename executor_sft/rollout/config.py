@@ -14,7 +14,7 @@ from executor_sft.configfile import load_config
 from executor_sft.data.questions import Duplicates
 from executor_sft.data.selection import LimitPer
 from executor_sft.data.selection import QuestionSource as BaseQuestionSource
-from executor_sft.episode_runner import WorkItem, work_items
+from executor_sft.episode_runner import DEFAULT_MAX_ATTEMPTS, WorkItem, attempts_path, work_items
 from executor_sft.jsonl import MissingFileError
 from executor_sft.llm.config import ModelConfig
 from executor_sft.retrieval.config import RetrieverConfig
@@ -93,6 +93,12 @@ class CollectConfig(BaseModel):
     accept_system_change: bool = False
     """Resume a rollouts file written by another system (`system_record`) or schema version, and
     record the change beside it (`<stem>.system.json`); without it such a resume is refused."""
+    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
+    """Tries per episode across resumes: an episode that failed (endpoint or retrieval server down
+    past its retries, disk full) is not stored and is retried by the next run until it has failed
+    this often; then it is stored as a final error (`executor_sft.episode_runner`)."""
+    attempts_path: str | None = None
+    """The failed-attempts log (default: `<rollouts stem>.attempts.jsonl` beside the rollouts file)."""
 
     @model_validator(mode="after")
     def _check(self) -> CollectConfig:
@@ -147,6 +153,11 @@ class CollectConfig(BaseModel):
         if self.llm_cache_path is not None:
             return Path(self.llm_cache_path)
         return self.rollouts_path.with_name(self.rollouts_path.stem + ".llm_cache.jsonl")
+
+    def attempts_file(self) -> Path:
+        return (
+            Path(self.attempts_path) if self.attempts_path is not None else attempts_path(self.rollouts_path)
+        )
 
     @property
     def rollouts_path(self) -> Path:

@@ -11,7 +11,6 @@ a restart skips every episode id already in the file.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS, gather_or_cancel
 from executor_sft.agents.config import PipelineConfig
 from executor_sft.agents.pipeline import (
     add_outcome_usage,
@@ -28,7 +28,7 @@ from executor_sft.agents.pipeline import (
     run_episode,
 )
 from executor_sft.data import select_questions as select_sources
-from executor_sft.episode_runner import WorkItem, run_episodes
+from executor_sft.episode_runner import WorkItem, gave_up_episode, run_episodes
 from executor_sft.errors import ConfigError
 from executor_sft.jsonl import InputError, atomic_open
 from executor_sft.llm.base import ChatModel
@@ -62,6 +62,10 @@ class CollectResult:
     skipped: int
     failed: list[tuple[str, str]] = field(default_factory=list)
     """(episode_id, error) for episodes that raised; they are not written and a re-run retries them."""
+    gave_up: list[tuple[str, str]] = field(default_factory=list)
+    """(episode_id, last error) for episodes stored as final errors after `max_attempts` failures."""
+    not_started: list[str] = field(default_factory=list)
+    """Episodes not tried because the run halted after failures in a row; a re-run does them."""
     summary: dict[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
     timings: dict[str, Any] = field(default_factory=dict)
@@ -104,7 +108,7 @@ async def add_counterfactuals(
         and run.n_searches >= settings.min_searches
         and run.is_correct(require_judge=require_judge)
     ]
-    new_runs = await asyncio.gather(
+    new_runs = await gather_or_cancel(
         *(
             run_counterfactual(
                 episode,
@@ -177,6 +181,7 @@ async def collect_in_process(
     """
     start = time.perf_counter()
     with config.open_store() as store:
+        questions = list(questions) if questions is not None else select_questions(config)  # before models load
         models = dict(models) if models is not None else collection_models(config)
         missing = [r for r in config.required_roles() if r not in models]
         if missing:
@@ -186,7 +191,6 @@ async def collect_in_process(
 
             retriever = build_retriever(config.retriever)
         judge = judge if judge is not None else _judge(config, models)
-        questions = list(questions) if questions is not None else select_questions(config)
         # The same for every episode of this collection (of one driver): dumped once, not per episode.
         pipelines = {
             d: config.pipeline if d is None else config.pipeline.for_driver(d) for d in config.drivers()
@@ -208,6 +212,9 @@ async def collect_in_process(
             await add_counterfactuals(episode, models, retriever, pipeline, config.counterfactual, judge)
             return episode
 
+        def give_up(item: WorkItem, error: str, attempts: int) -> Episode:
+            return gave_up_episode(item, error, attempts, config_records[item.driver])
+
         bar = {"desc": "episodes", "dynamic_ncols": True, **(progress or {})} if show_progress else None
         stats = _prior_stats(store)
         report = await run_episodes(
@@ -219,6 +226,10 @@ async def collect_in_process(
             on_written=stats.add,
             progress=bar,
             postfix=lambda failed: _postfix(stats, failed),
+            max_attempts=config.max_attempts,
+            give_up=give_up,
+            attempts_file=config.attempts_file(),
+            expected_failures=INFRASTRUCTURE_ERRORS,
         )
         return finish_collection(
             config,
@@ -227,6 +238,8 @@ async def collect_in_process(
             report.skipped,
             report.failed,
             elapsed_s=time.perf_counter() - start,
+            gave_up=report.gave_up,
+            not_started=report.not_started,
         )
 
 
@@ -243,7 +256,11 @@ def finish_collection(
 ) -> CollectResult:
     """Write `<rollouts>.summary.json` and build the result (shared by one- and multi-process runs)."""
     summary = stats.to_dict()
-    summary.update(written=written, skipped=skipped, failed=len(failed), **(summary_extra or {}))
+    summary.update(written=written, skipped=skipped, failed=len(failed))
+    for key in ("gave_up", "not_started"):  # only when some were: a complete run's summary is unchanged
+        if result_fields.get(key):
+            summary[key] = len(result_fields[key])
+    summary.update(summary_extra or {})
     summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
     try:
         with atomic_open(summary_path) as fh:
@@ -272,7 +289,24 @@ def format_result(result: CollectResult) -> str:
         f"({result.skipped} already done, {len(result.failed)} failed and left for a re-run)",
     ]
     lines += [f"  failed {eid}: {err}" for eid, err in result.failed[:10]]
+    if result.gave_up:
+        lines.append(
+            f"{len(result.gave_up)} episodes stored as errors after their last allowed attempt "
+            f"(e.g. {result.gave_up[0][0]}: {result.gave_up[0][1]})"
+        )
     return "\n".join(lines)
+
+
+def unfinished_line(result: CollectResult) -> str | None:
+    """One line for an incomplete run: how many episodes are left, why, and how to resume (None: complete)."""
+    left = len(result.failed) + len(result.not_started)
+    if not left:
+        return None
+    last = f" (the last failure: {result.failed[-1][1]})" if result.failed else ""
+    return (
+        f"{result.path}: {left} episodes unfinished{last}; they are not stored, so run the same "
+        "command again to resume them"
+    )
 
 
 def merge_rollouts(

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import os
 import shutil
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -41,6 +45,12 @@ from executor_sft.store import EpisodeStore, SystemChangedError, read_episodes, 
 ModelsFactory = Callable[[list[Question]], Mapping[str, ChatModel]]
 """Builds a worker's role -> model map from the worker's questions (must be picklable)."""
 RetrieverFactory = Callable[[], Retriever]
+PARENT_POLL_S = 0.2
+"""How often a worker checks that its parent is alive."""
+STOP_POLL_S = 0.2
+"""How often the parent checks its workers (and whether it was asked to stop)."""
+STOP_GRACE_S = 2.0
+"""After the parent is interrupted, how long its workers have to stop on their own before it sends SIGINT."""
 
 
 def parts_dir(config: CollectConfig) -> Path:
@@ -60,11 +70,14 @@ def _worker_config(config: CollectConfig, index: int, workers: int) -> CollectCo
             "num_workers": 1,
             # every worker reads and appends the one request cache beside the merged rollouts
             "llm_cache_path": str(cache) if (cache := config.llm_cache_file()) else None,
+            # and records failed attempts in the one log beside them, so the bound holds across resumes
+            "attempts_path": str(config.attempts_file()),
         }
     )
 
 
 def _worker_main(
+    parent: int,
     config_json: str,
     questions: list[Question],
     skip_ids: set[str],
@@ -75,9 +88,67 @@ def _worker_main(
     index: int,
     show_progress: bool,
 ) -> None:
-    """Runs in a spawned process: build models and retriever, wait for the others, collect."""
+    """Runs in a spawned process: build models and retriever, wait for the others, collect.
+
+    The worker ends with its parent (`_exit_with_parent`); on SIGINT (Ctrl-C reaches the whole
+    process group, or the parent passes its own on) it stops quietly and reports that it was
+    interrupted: what it wrote is in its part file, which the next run merges.
+    """
+    _exit_with_parent(parent)
     try:
-        config = CollectConfig.model_validate_json(config_json)
+        results.put(
+            _collect_part(
+                config_json,
+                questions,
+                skip_ids,
+                models_factory,
+                retriever_factory,
+                barrier,
+                index,
+                show_progress,
+            )
+        )
+    except KeyboardInterrupt:
+        barrier.abort()
+        results.put({"index": index, "interrupted": True})
+        sys.exit(130)
+    except BaseException as exc:
+        barrier.abort()
+        error = str(exc) if isinstance(exc, _StartUpError) else f"{type(exc).__name__}: {exc}"
+        results.put({"index": index, "error": error})
+        raise
+
+
+class _StartUpError(RuntimeError):
+    """A worker could not build its models or retriever."""
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit as soon as the parent is gone: a SIGTERM or SIGKILL to it runs none of its clean-up, and
+    a worker left running would go on spending endpoint time on work nobody merges (its part file
+    stays valid: the next run merges it)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(143)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _collect_part(
+    config_json: str,
+    questions: list[Question],
+    skip_ids: set[str],
+    models_factory: ModelsFactory | None,
+    retriever_factory: RetrieverFactory | None,
+    barrier: Any,
+    index: int,
+    show_progress: bool,
+) -> dict[str, Any]:
+    """One worker's collection into its part file, and the report the parent merges it by."""
+    config = CollectConfig.model_validate_json(config_json)
+    try:
         models = models_factory(questions) if models_factory else collection_models(config)
         if retriever_factory is not None:
             retriever = retriever_factory()
@@ -85,46 +156,40 @@ def _worker_main(
             from executor_sft.retrieval.config import build_retriever
 
             retriever = build_retriever(config.retriever)
-    except BaseException as exc:
-        barrier.abort()
-        results.put({"index": index, "error": f"start-up: {type(exc).__name__}: {exc}"})
-        raise
+    except Exception as exc:
+        raise _StartUpError(f"start-up: {type(exc).__name__}: {exc}") from exc
     barrier.wait()  # loading is start-up cost; the timed window starts when every worker is ready
     t0 = time.time()
     cpu0 = time.process_time()
-    try:
-        result = asyncio.run(
-            collect_in_process(
-                config,
-                models=models,
-                retriever=retriever,
-                questions=questions,
-                skip_ids=skip_ids,
-                show_progress=show_progress,
-                progress={"desc": f"worker {index}", "position": index},
-            )
+    result = asyncio.run(
+        collect_in_process(
+            config,
+            models=models,
+            retriever=retriever,
+            questions=questions,
+            skip_ids=skip_ids,
+            show_progress=show_progress,
+            progress={"desc": f"worker {index}", "position": index},
         )
-    except BaseException as exc:
-        results.put({"index": index, "error": f"{type(exc).__name__}: {exc}"})
-        raise
+    )
     # The part file was created by this run, so it holds exactly the episodes written now.
     failed = {eid for eid, _ in result.failed}
     keys = {item.episode_id for item in config.work_items(questions)}
-    keys -= skip_ids | failed
-    results.put(
-        {
-            "index": index,
-            "written": result.written,
-            "skipped": result.skipped,
-            "failed": result.failed,
-            "keys": keys,
-            "stats": result.stats,
-            "path": str(config.rollouts_path),
-            "t0": t0,
-            "t1": time.time(),
-            "cpu_s": time.process_time() - cpu0,
-        }
-    )
+    keys -= skip_ids | failed | set(result.not_started)
+    return {
+        "index": index,
+        "written": result.written,
+        "skipped": result.skipped,
+        "failed": result.failed,
+        "gave_up": result.gave_up,
+        "not_started": result.not_started,
+        "keys": keys,
+        "stats": result.stats,
+        "path": str(config.rollouts_path),
+        "t0": t0,
+        "t1": time.time(),
+        "cpu_s": time.process_time() - cpu0,
+    }
 
 
 def merge_parts(config: CollectConfig, store: EpisodeStore) -> tuple[int, int]:
@@ -163,8 +228,12 @@ def collect_parallel(
     retriever_factory: RetrieverFactory | None = None,
     questions: Sequence[Question] | None = None,
     show_progress: bool = True,
+    stop: threading.Event | None = None,
 ):
     """Collect with `workers` processes (default `config.num_workers`) and merge into `config.rollouts_path`.
+
+    Setting `stop` (from another thread) interrupts the workers; what they finished is merged and
+    KeyboardInterrupt is raised.
 
     Returns a `CollectResult` whose `elapsed_s` is the collection window (from when every
     worker has loaded its models and index to when the last one finishes) and whose summary
@@ -182,9 +251,14 @@ def collect_parallel(
             if done
             else CollectionStats()
         )
-        reports = _run_workers(
-            config, workers, questions, done, models_factory, retriever_factory, show_progress
-        )
+        try:
+            reports = _run_workers(
+                config, workers, questions, done, models_factory, retriever_factory, show_progress, stop
+            )
+        except KeyboardInterrupt:
+            store.close()
+            merge_parts(config)  # the workers committed what they finished before they stopped
+            raise
         t_merge = time.perf_counter()
         stats = _merge_reports(config, store, reports, prior)
         merge_s = time.perf_counter() - t_merge
@@ -197,6 +271,8 @@ def collect_parallel(
             elapsed_s=max(r["t1"] for r in reports) - min(r["t0"] for r in reports),
             summary_extra={"workers": workers},
             timings={"merge_s": merge_s, "worker_cpu_s": [r["cpu_s"] for r in reports]},
+            gave_up=[tuple(g) for r in reports for g in r["gave_up"]],
+            not_started=[eid for r in reports for eid in r["not_started"]],
         )
 
 
@@ -208,8 +284,12 @@ def _run_workers(
     models_factory: ModelsFactory | None,
     retriever_factory: RetrieverFactory | None,
     show_progress: bool,
+    stop: threading.Event | None = None,
 ) -> list[dict[str, Any]]:
-    """Start the workers, wait for every report; raise if one failed or died."""
+    """Start the workers, wait for every report; raise if one failed or died.
+
+    Once `stop` is set (the caller was interrupted) every worker gets SIGINT and stops after
+    committing what it finished; a worker that was interrupted makes this raise KeyboardInterrupt."""
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(workers)
     results = ctx.Queue()
@@ -218,6 +298,7 @@ def _run_workers(
         mine = questions[i::workers]
         ids = {item.episode_id for item in config.work_items(mine)} & done
         args = (
+            os.getpid(),
             _worker_config(config, i, workers).model_dump_json(),
             mine,
             ids,
@@ -231,25 +312,44 @@ def _run_workers(
         proc = ctx.Process(target=_worker_main, args=args, name=f"collect-worker-{i}", daemon=True)
         proc.start()
         procs.append(proc)
-    reports: list[dict[str, Any]] = []
     try:
-        while len(reports) < workers:
-            try:
-                reports.append(results.get(timeout=1.0))
-            except Exception:  # queue.Empty: check nobody died without reporting
-                dead = [p for p in procs if p.exitcode is not None and p.exitcode != 0]
-                if dead and results.empty():
-                    raise RuntimeError(
-                        f"collect worker {dead[0].name} exited with code {dead[0].exitcode}"
-                    ) from None
+        reports = _wait_for_reports(procs, results, stop)
     finally:
         for proc in procs:
             proc.join(timeout=30)
             if proc.is_alive():
                 proc.kill()
+    if any(r.get("interrupted") for r in reports):
+        raise KeyboardInterrupt
     errors = [r for r in reports if "error" in r]
     if errors:
         raise RuntimeError(f"collect worker {errors[0]['index']} failed: {errors[0]['error']}")
+    return reports
+
+
+def _wait_for_reports(procs: list[Any], results: Any, stop: threading.Event | None) -> list[dict[str, Any]]:
+    """One report per worker; raise if one died without reporting.
+
+    Once `stop` is set, a worker still running `STOP_GRACE_S` later gets SIGINT (a Ctrl-C at a
+    terminal reaches the workers itself; a second SIGINT would cut their clean-up short)."""
+    reports: list[dict[str, Any]] = []
+    stop_at: float | None = None
+    while len(reports) < len(procs):
+        if stop is not None and stop.is_set() and stop_at is None:
+            stop_at = time.monotonic() + STOP_GRACE_S
+        if stop_at is not None and time.monotonic() > stop_at:
+            stop_at = float("inf")
+            for proc in procs:
+                if proc.is_alive():
+                    os.kill(proc.pid, signal.SIGINT)
+        try:
+            reports.append(results.get(timeout=STOP_POLL_S))
+        except Exception:  # queue.Empty: check nobody died without reporting
+            dead = [p for p in procs if p.exitcode is not None and p.exitcode != 0]
+            if dead and results.empty():
+                raise RuntimeError(
+                    f"collect worker {dead[0].name} exited with code {dead[0].exitcode}"
+                ) from None
     return reports
 
 

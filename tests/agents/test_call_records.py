@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from executor_sft.agents.calls import call_model
 from executor_sft.agents.tools import SEARCH_TOOL
-from executor_sft.llm.base import ChatError, ChatResult
+from executor_sft.llm.base import ChatResult
 from executor_sft.schema import TokenUsage, Usage
 
 text = st.text(max_size=20)
@@ -52,8 +52,8 @@ class Backend:
         self.reply, self.usage, self.latency, self.model, self.fail = reply, usage, latency, model, fail
 
     async def chat(self, messages, tools=None, sampling=None):
-        if self.fail:
-            raise ChatError("HTTP 503 after 3 retries")
+        if self.fail:  # a backend's own failure on this request is recorded (an outage raises)
+            raise ValueError("prompt longer than the engine's context")
         return ChatResult(message=self.reply, usage=self.usage, latency_s=self.latency, model=self.model)
 
 

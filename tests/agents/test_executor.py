@@ -7,6 +7,7 @@ from agent_helpers import PASSAGE_TEXTS, ToyRetriever, report, search_call
 
 from executor_sft.agents import SEARCH_TOOL, TOOLS, Prompts, Tool, run_executor
 from executor_sft.llm.base import ChatError, SamplingParams
+from executor_sft.retrieval.remote import RetrievalError
 from executor_sft.schema import ExecutorRun, LLMCallRecord
 from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
 
@@ -166,28 +167,41 @@ class FailingModel:
         raise self.exc
 
 
-async def test_transport_error_ends_run_with_error():
-    model = FailingModel(ChatError("503 after 3 retries"))
-    run = await run_executor(model, ToyRetriever(), SUB_QUERY)
-    assert run.finish == "error"
-    assert "503 after 3 retries" in run.error
-    assert run.calls[0]["error"] and run.usage.calls == 0
+async def test_transport_error_raises_instead_of_ending_the_run():
+    """A failure is not a result: an endpoint down past its retries is not recorded as a finished run."""
+    model = FailingModel(ChatError("503 after 3 retries"), before=[search_call("Velmora")])
+    with pytest.raises(ChatError, match="503 after 3 retries"):
+        await run_executor(model, ToyRetriever(), SUB_QUERY)
+    assert len(model.inner.requests) == 1
 
 
-async def test_error_mid_run_keeps_earlier_turns():
-    model = FailingModel(ChatError("timeout"), before=[search_call("Velmora")])
+async def test_a_backends_own_error_ends_run_with_error_and_keeps_earlier_turns():
+    model = FailingModel(ValueError("prompt longer than the context"), before=[search_call("Velmora")])
     run = await run_executor(model, ToyRetriever(), SUB_QUERY)
     assert run.finish == "error" and run.n_searches == 1
-    assert len(run.calls) == 2 and run.usage.calls == 1
+    assert "prompt longer than the context" in run.error
+    assert len(run.calls) == 2 and run.calls[1]["error"] and run.usage.calls == 1
 
 
-async def test_retriever_failure_is_recorded():
+@pytest.mark.parametrize(
+    "exc", [OSError("index missing"), RetrievalError("http://127.0.0.1:1/retrieve failed after 6 attempts")]
+)
+async def test_retrieval_outage_raises(exc):
+    class Down(ToyRetriever):
+        def search(self, queries, k):
+            raise exc
+
+    with pytest.raises(type(exc)):
+        await run_executor(ScriptedChatModel([search_call("x")]), Down(), SUB_QUERY)
+
+
+async def test_retriever_bug_is_recorded():
     class Broken(ToyRetriever):
         def search(self, queries, k):
-            raise OSError("index missing")
+            raise KeyError("title")
 
     run = await run_executor(ScriptedChatModel([search_call("x")]), Broken(), SUB_QUERY)
-    assert run.finish == "error" and "index missing" in run.error
+    assert run.finish == "error" and "KeyError" in run.error
 
 
 async def test_reasoning_kept_and_never_parsed():

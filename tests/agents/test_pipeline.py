@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 
@@ -176,34 +177,51 @@ async def test_round_budget():
     assert always.requests[1]["messages"][-1]["content"].startswith("Reports from round 1")
 
 
-async def test_backbone_error_without_findings_skips_answerer():
-    class Down:
-        name = "down"
+class Down:
+    """An endpoint that is down past its retries."""
 
-        async def chat(self, messages, tools=None, sampling=None):
-            raise ChatError("connection refused")
+    name = "down"
 
-    ms = models(backbone=Down())
-    ep = await run_episode(QUESTION, ms, ToyRetriever())
-    assert ep.stop_reason == "error" and "connection refused" in ep.error
-    assert ep.rounds[0].backbone.error and ep.answer is None
+    def __init__(self, message: str):
+        self.message = message
+
+    async def chat(self, messages, tools=None, sampling=None):
+        raise ChatError(self.message)
+
+
+async def test_backbone_outage_raises_and_skips_answerer():
+    """A failure is not a result: the episode raises (the runner retries it), it is not an error episode."""
+    ms = models(backbone=Down("connection refused"))
+    with pytest.raises(ChatError, match="connection refused"):
+        await run_episode(QUESTION, ms, ToyRetriever())
     assert ms["answerer"].requests == []
-    Episode.model_validate_json(ep.to_json())
 
 
-async def test_answerer_error_is_recorded():
-    class Down:
-        name = "down"
+@pytest.mark.parametrize("label_outcomes", [False, True])
+async def test_answerer_outage_raises(label_outcomes):
+    ms = models(answerer=Down("answerer endpoint 500"))
+    with pytest.raises(ChatError, match="answerer endpoint 500"):
+        await run_episode(QUESTION, ms, ToyRetriever(), PipelineConfig(label_outcomes=label_outcomes))
+
+
+async def test_an_executor_outage_cancels_the_rounds_other_runs():
+    """One role's endpoint down: the episode raises and the other roles' calls in flight are cancelled."""
+    cancelled = []
+
+    class Slow:
+        name = "slow"
 
         async def chat(self, messages, tools=None, sampling=None):
-            raise ChatError("answerer endpoint 500")
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
 
-    ms = models(answerer=Down())
-    ep = await run_episode(QUESTION, ms, ToyRetriever(), PipelineConfig(label_outcomes=True))
-    assert ep.stop_reason == "error" and "answerer endpoint 500" in ep.error
-    assert ep.answer is None and ep.metrics.em == 0.0
-    shadow = ep.runs_for("student")[0].outcome
-    assert shadow.answer is None and "answerer endpoint 500" in shadow.error
+    ms = models(teacher=Slow(), student=Down("student endpoint down"))
+    with pytest.raises(ChatError, match="student endpoint down"):
+        await asyncio.wait_for(run_episode(QUESTION, ms, ToyRetriever()), timeout=10)
+    assert cancelled
 
 
 async def test_answer_substitution_replaces_only_that_position():

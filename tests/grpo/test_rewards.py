@@ -248,6 +248,23 @@ def test_judge_reward_async_judge_and_null_verdict():
     assert seen == ["Q?", "Q?"]  # without a sub_query column: the prompt's user turn
 
 
+def test_a_judge_outage_is_no_reward_not_a_crashed_step():
+    from executor_sft.llm.base import ChatError
+    from executor_sft.metrics.judge import LLMJudge
+
+    class Down:
+        name = "down"
+
+        async def chat(self, messages, tools=None, sampling=None):
+            raise ChatError("judge endpoint down")
+
+    reward = JudgeCLPReward(LLMJudge(Down()), eps=0.5)
+    out = reward.score_sync(
+        prompts=[[{"role": "user", "content": "Q?"}]], completions=[completion("yes", 1)], reference=[["yes"]]
+    )
+    assert out == [0.0]
+
+
 @pytest.mark.slow  # importing trl takes seconds
 def test_trl_sees_judge_reward_as_async():
     from trl.trainer.utils import get_callable_name, is_async_callable

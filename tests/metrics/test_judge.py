@@ -75,7 +75,7 @@ async def test_empty_prediction_is_false_without_a_call():
     assert model.requests == []
 
 
-async def test_transport_failure_is_none_and_retried_later():
+async def test_transport_failure_raises_is_not_cached_and_is_retried_later():
     class Flaky:
         name = "flaky"
 
@@ -90,9 +90,26 @@ async def test_transport_failure_is_none_and_retried_later():
 
     model = Flaky()
     judge = LLMJudge(model)
-    assert await judge.judge(Q, GOLD, "Eldmark") is None
+    with pytest.raises(ChatError, match="timeout"):  # a failure is not a verdict
+        await judge.judge(Q, GOLD, "Eldmark")
+    assert judge.cache == {}
     assert await judge.judge(Q, GOLD, "Eldmark") is True
     assert model.calls == 2
+
+
+async def test_callers_waiting_on_a_failed_verdict_get_the_failure():
+    class Down:
+        name = "down"
+
+        async def chat(self, messages, tools=None, sampling=None):
+            await asyncio.sleep(0.01)
+            raise ChatError("judge endpoint down")
+
+    judge = LLMJudge(Down())
+    results = await asyncio.gather(
+        *(judge.judge(Q, GOLD, "Eldmark") for _ in range(3)), return_exceptions=True
+    )
+    assert [type(r) for r in results] == [ChatError] * 3 and judge._inflight == {}
 
 
 async def test_jsonl_cache_survives_a_new_judge(tmp_path):

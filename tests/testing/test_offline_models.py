@@ -13,8 +13,10 @@ def test_tiny_qwen3_builds_fast_and_renders_tools():
     assert time.perf_counter() - start < 1.0
     assert model.config.hidden_size == 64 and model.config.num_hidden_layers == 2
     text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "hi"}], tools=[{"type": "function", "function": {"name": "search"}}],
-        tokenize=False, add_generation_prompt=True,
+        [{"role": "user", "content": "hi"}],
+        tools=[{"type": "function", "function": {"name": "search"}}],
+        tokenize=False,
+        add_generation_prompt=True,
     )
     assert "<tools>" in text and text.endswith("<|im_start|>assistant\n")
     ids = tokenizer("<|im_start|>user\nhi<|im_end|>")["input_ids"]
@@ -37,7 +39,9 @@ def test_smollm2_answers_offline(smollm2):
     model, tokenizer = smollm2
     enc = tokenizer.apply_chat_template(
         [{"role": "user", "content": "What is the capital of France?"}],
-        add_generation_prompt=True, return_tensors="pt", return_dict=True,
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
     )
     out = model.generate(**enc, max_new_tokens=12, do_sample=False)
-    assert "Paris" in tokenizer.decode(out[0][enc["input_ids"].shape[1]:])
+    assert "Paris" in tokenizer.decode(out[0][enc["input_ids"].shape[1] :])

@@ -1,0 +1,217 @@
+"""Real endpoints for the fault-injection tests: scripted synthetic-world models behind an
+OpenAI-compatible server on 127.0.0.1, a real retrieval server, and the recipes as subprocesses.
+
+`Endpoints` serves every role at `http://127.0.0.1:PORT/<role>/v1`; its `Control` fails a role's
+chat calls with 500 (`down`), or slows every call (`delay_s`), while the test says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from executor_sft.llm.server import BackgroundServer, create_app
+from executor_sft.retrieval import server as retrieval_server
+from executor_sft.synthetic import scripted_models
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES = ("backbone", "teacher", "student", "answerer", "judge")
+
+
+@dataclass
+class Control:
+    down: set[str] = field(default_factory=set)
+    """Roles whose chat calls answer 500."""
+    delay_s: float = 0.0
+    served: Counter = field(default_factory=Counter)
+
+    async def __call__(self, request: Request, call_next):
+        if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
+            return await call_next(request)
+        role = request.url.path.strip("/").split("/")[0]
+        if role in self.down:
+            self.served[f"{role}:500"] += 1
+            return JSONResponse(status_code=500, content={"error": {"message": "upstream down", "code": 500}})
+        self.served[role] += 1
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        return await call_next(request)
+
+
+class Endpoints:
+    """Every role of the synthetic world on one OpenAI-compatible server."""
+
+    def __init__(self, world):
+        self.control = Control()
+        root = FastAPI()
+        root.middleware("http")(self.control)
+        for role, model in scripted_models(world).items():
+            root.mount(f"/{role}", create_app(model, served_name=role))
+        self.server = BackgroundServer(root)
+
+    def __enter__(self) -> Endpoints:
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()
+
+    def models(self) -> dict:
+        base = self.server.base_url.removesuffix("/v1")
+        return {
+            role: {
+                "backend": "openai",
+                "model": role,
+                "base_urls": [f"{base}/{role}/v1"],
+                "timeout_s": 5.0,
+                "max_retries": 1,
+                "backoff_base_s": 0.01,
+                "backoff_max_s": 0.02,
+                "pass_enable_thinking": False,
+            }
+            for role in ROLES
+        }
+
+
+class RetrievalServer:
+    """`executor_sft.retrieval.server` over the world's BM25 index; `stop()` and `start()` again on
+    the same port make a real outage (connections refused)."""
+
+    def __init__(self, retriever, port: int = 0):
+        self.retriever = retriever
+        self.app = retrieval_server.create_app(retriever, retrieval_server.ServerConfig(batching=False))
+        self.server = BackgroundServer(self.app, port=port)
+
+    def start(self) -> RetrievalServer:
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def restart(self) -> RetrievalServer:
+        """A fresh server on the same port (the old one is stopped)."""
+        again = RetrievalServer(self.retriever, port=self.server.port)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                return again.start()
+            except RuntimeError:  # the port is not free yet
+                if time.monotonic() > deadline:
+                    raise
+                again = RetrievalServer(self.retriever, port=self.server.port)
+                time.sleep(0.2)
+
+    @property
+    def url(self) -> str:
+        return self.server.base_url.removesuffix("/v1")
+
+    @property
+    def requests(self) -> int:
+        return self.app.state.requests
+
+
+def write_collect_config(path: Path, world_dir: Path, models: dict, retriever: dict, **extra) -> Path:
+    config = {
+        "questions": {"path": str(world_dir / "questions.jsonl"), "limit": extra.pop("limit", 6)},
+        "retriever": retriever,
+        "models": models,
+        "output_dir": str(path.parent / "out"),
+        "concurrency": 2,
+        **extra,
+    }
+    path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
+    return path
+
+
+def recipe(name: str, *args: str, **popen) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "recipes" / name), *args], cwd=REPO, env=env, text=True, **popen
+    )
+
+
+def run_recipe(name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    proc = recipe(name, *args)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def wait_for(condition, timeout: float = 60, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def lines(path: Path) -> list[dict]:
+    """Every line of a JSONL file, each of which must parse (no torn or unreadable line)."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    assert not data or data.endswith(b"\n"), f"{path}: last line unfinished"
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def assert_complete(path: Path, expected: int) -> list[dict]:
+    """`expected` episodes, each once, none an error, every line readable."""
+    episodes = lines(path)
+    ids = [e["episode_id"] for e in episodes]
+    assert len(ids) == len(set(ids)) == expected, (len(ids), len(set(ids)), expected)
+    assert [e["error"] for e in episodes if e["stop_reason"] == "error"] == []
+    for episode in episodes:
+        for run in episode["runs"]:
+            assert run["finish"] != "error", run.get("error")
+    return episodes
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+def children(pid: int) -> list[int]:
+    """Live processes whose parent is `pid` (from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(entry.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def interrupt(proc: subprocess.Popen, sig: int = signal.SIGINT, group: bool = False) -> None:
+    if group:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
