@@ -195,6 +195,25 @@ def output_error(path: str | Path, exc: OSError) -> OutputError:
     return OutputError(exc.errno, f"{path}: {advice}")
 
 
+def as_output_error(path: str | Path, exc: BaseException) -> OutputError | None:
+    """The `OutputError` for a full disk or read-only file system behind `exc`, else None.
+
+    Libraries wrap the `OSError` (safetensors, torch and FAISS raise their own types naming the
+    OS error), so the cause chain is searched for the errno, then each message for its text.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OutputError):
+            return seen
+        if isinstance(seen, OSError) and seen.errno in WRITE_ERRNOS:
+            return output_error(path, seen)
+        for code in WRITE_ERRNOS:
+            if os.strerror(code) in str(seen):
+                return output_error(path, OSError(code, os.strerror(code)))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def check_output_file(path: str | Path, flag: str) -> None:
     """Fail before any work when the file `flag` names cannot be written where it is.
 
