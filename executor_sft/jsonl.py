@@ -251,10 +251,8 @@ def _target_kind(path: Path) -> str:
     character device, "refuse" a block device or socket, or "dir"."""
     try:
         mode = path.stat().st_mode  # follows a symlink to what it names
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a parent that is a file fails when it is made
         return "new"
-    except NotADirectoryError:
-        raise OutputError(errno.ENOTDIR, f"{path}: {_ADVICE[errno.ENOTDIR]}") from None
     if stat.S_ISREG(mode):
         return "replace"
     if stat.S_ISDIR(mode):
