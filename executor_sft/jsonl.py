@@ -199,7 +199,8 @@ def as_output_error(path: str | Path, exc: BaseException) -> OutputError | None:
     """The `OutputError` for a full disk or read-only file system behind `exc`, else None.
 
     Libraries wrap the `OSError` (safetensors, torch and FAISS raise their own types naming the
-    OS error), so the cause chain is searched for the errno, then each message for its text.
+    OS error; numpy raises one with no errno), so the cause chain is searched for the errno, then
+    for its text; an `OSError` without one counts as a full disk when `path`'s disk has no room.
     """
     seen: BaseException | None = exc
     while seen is not None:
@@ -210,8 +211,34 @@ def as_output_error(path: str | Path, exc: BaseException) -> OutputError | None:
         for code in WRITE_ERRNOS:
             if os.strerror(code) in str(seen):
                 return output_error(path, OSError(code, os.strerror(code)))
+        if isinstance(seen, OSError) and seen.errno is None and _disk_is_full(Path(path)):
+            return output_error(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+@contextlib.contextmanager
+def output_errors(path: str | Path) -> Iterator[None]:
+    """A full disk or read-only file system met in the block becomes the one-line `OutputError`."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except Exception as exc:
+        if (error := as_output_error(path, exc)) is None:
+            raise
+        raise error from exc
+
+
+def _disk_is_full(path: Path) -> bool:
+    """Whether the file system `path` is (or would be) on has under 1 MiB left."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        fs = os.statvfs(path)
+    except OSError:
+        return False
+    return fs.f_bavail * fs.f_frsize < 1 << 20
 
 
 def check_output_file(path: str | Path, flag: str) -> None:
