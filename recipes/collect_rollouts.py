@@ -16,6 +16,7 @@ import sys
 
 from executor_sft.configfile import add_option
 from executor_sft.errors import report_user_errors
+from executor_sft.jsonl import output_errors
 from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts
 from executor_sft.rollout.config import check_inputs
 
@@ -53,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     def run() -> int:
         config = load_collect_config(args.config, overrides)
         check_inputs(config)
-        result = asyncio.run(collect(config))
+        with output_errors(config.output_dir):
+            result = asyncio.run(collect(config))
         print(format_result(result))
         return 1 if result.failed else 0
 

@@ -30,6 +30,7 @@ from executor_sft.agents.pipeline import (
 from executor_sft.data import select_questions as select_sources
 from executor_sft.episode_runner import WorkItem, run_episodes
 from executor_sft.errors import ConfigError
+from executor_sft.jsonl import write_text
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.pool import build_models
 from executor_sft.metrics.judge import LLMJudge
@@ -225,7 +226,7 @@ def finish_collection(
     summary = stats.to_dict()
     summary.update(written=written, skipped=skipped, failed=len(failed), **(summary_extra or {}))
     summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
-    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_text(summary_path, json.dumps(summary, indent=2) + "\n")  # atomic: a full disk leaves the last one
     return CollectResult(
         path=config.rollouts_path,
         written=written,
