@@ -40,11 +40,12 @@ class MissingFileError(UserError, FileNotFoundError):
 class MalformedLineError(InputError):
     """A JSONL line that is not a JSON object; the message names the file and line.
 
-    `path` and `line` locate it and `problem` is the message without them (`invalid JSON (...)`).
+    `path` and `line` locate it and `problem` is the message without them (`invalid JSON (...)`);
+    `unparsable`: the bytes are not UTF-8 JSON at all (as a writer killed mid-line leaves them).
     """
 
-    def __init__(self, path: str | Path, line: int, problem: str):
-        self.path, self.line, self.problem = str(path), line, problem
+    def __init__(self, path: str | Path, line: int, problem: str, *, unparsable: bool = False):
+        self.path, self.line, self.problem, self.unparsable = str(path), line, problem, unparsable
         super().__init__(f"{path}:{line}: {problem}")
 
 
@@ -114,37 +115,41 @@ def iter_records(
     with path.open("rb") as fh:
         for i, raw in enumerate(fh, start=1):
             try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                if skip_torn_tail and not raw.endswith(b"\n"):
+                record = _parse_line(path, i, raw, require_object)
+            except MalformedLineError as error:
+                if skip_torn_tail and error.unparsable and not raw.endswith(b"\n"):
                     logger.warning("%s:%d: skipping an unfinished last line", path, i)
                     return
-                error = MalformedLineError(
-                    path,
-                    i,
-                    f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                    "the file must be UTF-8 JSONL",
-                )
-            else:
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    if skip_torn_tail and not line.endswith("\n"):
-                        logger.warning("%s:%d: skipping an unfinished last line", path, i)
-                        return
-                    error = MalformedLineError(path, i, f"invalid JSON ({exc.msg} at column {exc.colno})")
-                else:
-                    if not require_object or isinstance(record, dict):
-                        yield i, record
-                        continue
-                    error = MalformedLineError(
-                        path, i, f"expected a JSON object, got {type(record).__name__}"
-                    )
-            if not skip_bad_lines:
-                raise error from None
-            logger.warning("%s: skipping this line", error)
+                if not skip_bad_lines:
+                    raise
+                logger.warning("%s: skipping this line", error)
+                continue
+            if record is not _BLANK:
+                yield i, record
+
+
+_BLANK = object()
+
+
+def _parse_line(path: Path, i: int, raw: bytes, require_object: bool) -> Any:
+    """The record on line `i` (`_BLANK` for a blank line); a bad line raises `MalformedLineError`."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = (
+            f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); the file must be UTF-8 JSONL"
+        )
+        raise MalformedLineError(path, i, problem, unparsable=True) from None
+    if not line.strip():
+        return _BLANK
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        problem = f"invalid JSON ({exc.msg} at column {exc.colno})"
+        raise MalformedLineError(path, i, problem, unparsable=True) from None
+    if require_object and not isinstance(record, dict):
+        raise MalformedLineError(path, i, f"expected a JSON object, got {type(record).__name__}")
+    return record
 
 
 def iter_jsonl(path: str | Path) -> Iterator[Located]:

@@ -221,7 +221,11 @@ SFT_CASES = [
     Case(
         "sft-output-dir-holds-the-users-files",
         "sft_executor.py",
-        lambda t: {"s.jsonl": _head(SFT_ROWS, 2), "model/README.md": b"# mine\n", "model/config.json": b"{}\n"},
+        lambda t: {
+            "s.jsonl": _head(SFT_ROWS, 2),
+            "model/README.md": b"# mine\n",
+            "model/config.json": b"{}\n",
+        },
         _sft_args,
         lambda t: f"{t / 'model'}: --output_dir is not empty and no executor_sft run made it",
     ),

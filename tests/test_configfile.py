@@ -14,8 +14,14 @@ from executor_sft.errors import ConfigError
     ("text", "where"),
     [
         ("max_turns: 3\nk: 2\nmax_turns: 1\n", ":3: duplicate key 'max_turns' (first at line 1)"),
-        ("pipeline:\n  max_turns: 3\n  budget: 2\n  max_turns: 1\n", ":4: duplicate key 'max_turns' (first at line 2)"),
-        ("questions:\n  - path: a.jsonl\n  - path: b.jsonl\n    limit: 1\n    path: c.jsonl\n", ":5: duplicate key 'path' (first at line 3)"),
+        (
+            "pipeline:\n  max_turns: 3\n  budget: 2\n  max_turns: 1\n",
+            ":4: duplicate key 'max_turns' (first at line 2)",
+        ),
+        (
+            "questions:\n  - path: a.jsonl\n  - path: b.jsonl\n    limit: 1\n    path: c.jsonl\n",
+            ":5: duplicate key 'path' (first at line 3)",
+        ),
         ("models: {teacher: {model: a, model: b}}\n", ":1: duplicate key 'model' (first at line 1)"),
         ("1: a\n1: b\n", ":2: duplicate key '1' (first at line 1)"),
     ],

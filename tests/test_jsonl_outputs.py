@@ -28,7 +28,10 @@ def test_a_write_error_inside_the_block_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "out.jsonl").write_bytes(b"before\n")
     with pytest.raises(OutputError) as exc, atomic_open(tmp_path / "out.jsonl"):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    assert str(exc.value) == f"{tmp_path / 'out.jsonl'}: the disk is full: free some space or choose another output"
+    assert (
+        str(exc.value)
+        == f"{tmp_path / 'out.jsonl'}: the disk is full: free some space or choose another output"
+    )
     assert exc.value.errno == errno.ENOSPC
     assert os.listdir(tmp_path) == ["out.jsonl"] and (tmp_path / "out.jsonl").read_bytes() == b"before\n"
 

@@ -204,7 +204,9 @@ def build_index(
                 stage, cfg, index_type, index_params, batch_size, shard_size, (num_shards, shard_index), main
             )
         if main:
-            _finish(stage, [*(["bm25"] if bm25 else []), *(["dense"] if dense and complete else [])], complete)
+            _finish(
+                stage, [*(["bm25"] if bm25 else []), *(["dense"] if dense and complete else [])], complete
+            )
     where = stage.out if complete else stage.path
     return BuildResult(where, stage.manifest.kinds, len(stage.docs), complete, embedded, skipped, stage.times)
 

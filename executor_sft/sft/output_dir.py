@@ -30,7 +30,11 @@ def claim_output_dir(output_dir: str | Path, *, main_process: bool = True) -> No
     check_output_dir(path, "--output_dir")
     if (path / MARKER).is_file():
         return
-    theirs = sorted(p.name for p in path.iterdir() if not p.name.startswith(f".{MARKER}.")) if path.exists() else []
+    theirs = (
+        sorted(p.name for p in path.iterdir() if not p.name.startswith(f".{MARKER}."))
+        if path.exists()
+        else []
+    )
     if theirs:
         shown = ", ".join(theirs[:3]) + (", ..." if len(theirs) > 3 else "")
         raise OutputError(

@@ -19,7 +19,9 @@ def small_tmpfs(directory: str | Path, size: str = "256k") -> Iterator[Path]:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)], capture_output=True, text=True
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip() or proc.returncode}")

@@ -32,7 +32,9 @@ def corpus(tmp_path: Path) -> Path:
 
 def build(corpus: Path, output: Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, str(RECIPE), "--corpus", str(corpus), "--output", str(output), "--bm25"]
-    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300
+    )
 
 
 def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
