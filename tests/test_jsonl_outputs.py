@@ -1,7 +1,7 @@
 """jsonl's writers: which errors are the output's, and SIGTERM during a write (in-process).
 
 The recipes' outputs on real devices, FIFOs, symlinks and tmpfs disks are tested in
-tests/filters/test_faults_outputs.py; these are the rules behind them.
+tests/filters/test_faults_filter_outputs.py; these are the rules behind them.
 """
 
 from __future__ import annotations
