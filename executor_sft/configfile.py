@@ -20,6 +20,41 @@ from executor_sft.errors import ConfigError
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 
+class DuplicateKeyError(yaml.MarkedYAMLError):
+    """A mapping that names a key twice: YAML would keep the last silently."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that refuses a key repeated in one mapping, at any depth.
+
+    Keys merged in with `<<: *anchor` may be overridden, as YAML intends; two written keys may not.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            seen[key] = line
+            if first is not None:
+                raise DuplicateKeyError(
+                    problem=f"duplicate key '{key}' (first at line {first}): keep one",
+                    problem_mark=key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str) -> Any:
+    """Parse YAML text as `yaml.safe_load` does, refusing duplicate keys (`DuplicateKeyError`)."""
+    return yaml.load(text, Loader=UniqueKeyLoader)
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
@@ -27,7 +62,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
             f"{path}: config file not found; check the path (recipes run from the repository root)"
         )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = parse_yaml(path.read_text(encoding="utf-8"))
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"{path}:{exc.problem_mark.line + 1}: {exc.problem}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -65,7 +102,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
                 raise ConfigError(f"--set {key}: '{part}' is not an index of a {len(node)}-item list")
             index: Any = int(part) if isinstance(node, list) else part
             if depth == len(parts):
-                node[index] = yaml.safe_load(raw)
+                node[index] = _parse_set_value(key, raw)
                 break
             child = node[index] if isinstance(node, list) else node.get(part)
             if isinstance(child, str):
@@ -75,6 +112,13 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
             node[index] = child
             node = child
     return data
+
+
+def _parse_set_value(key: str, raw: str) -> Any:
+    try:
+        return parse_yaml(raw)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {key}: invalid YAML value ({getattr(exc, 'problem', exc)})") from None
 
 
 def add_option(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> argparse.Action:

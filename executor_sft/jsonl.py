@@ -4,16 +4,22 @@ The one I/O module of the package (layer 0: the standard library and `executor_s
 `(line_number, record)`; a line that is not UTF-8, not JSON or not an object raises
 `MalformedLineError` naming the file and line. An unfinished last line (no trailing newline:
 a writer was killed) is skipped with a warning where the caller asks for it (`skip_torn_tail`),
-as the episode store does. Writers take `(path, rows)` and replace the file atomically.
+as the episode store does. Writers take `(path, rows)` and replace the file atomically; the
+outputs are the user's: a symlink, FIFO or device is written through, never replaced, and a
+write that cannot happen (full disk, read-only, a directory) is one `OutputError` line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
+import signal
+import stat
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -34,11 +40,12 @@ class MissingFileError(UserError, FileNotFoundError):
 class MalformedLineError(InputError):
     """A JSONL line that is not a JSON object; the message names the file and line.
 
-    `path` and `line` locate it and `problem` is the message without them (`invalid JSON (...)`).
+    `path` and `line` locate it and `problem` is the message without them (`invalid JSON (...)`);
+    `unparsable`: the bytes are not UTF-8 JSON at all (as a writer killed mid-line leaves them).
     """
 
-    def __init__(self, path: str | Path, line: int, problem: str):
-        self.path, self.line, self.problem = str(path), line, problem
+    def __init__(self, path: str | Path, line: int, problem: str, *, unparsable: bool = False):
+        self.path, self.line, self.problem, self.unparsable = str(path), line, problem, unparsable
         super().__init__(f"{path}:{line}: {problem}")
 
 
@@ -108,37 +115,41 @@ def iter_records(
     with path.open("rb") as fh:
         for i, raw in enumerate(fh, start=1):
             try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                if skip_torn_tail and not raw.endswith(b"\n"):
+                record = _parse_line(path, i, raw, require_object)
+            except MalformedLineError as error:
+                if skip_torn_tail and error.unparsable and not raw.endswith(b"\n"):
                     logger.warning("%s:%d: skipping an unfinished last line", path, i)
                     return
-                error = MalformedLineError(
-                    path,
-                    i,
-                    f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                    "the file must be UTF-8 JSONL",
-                )
-            else:
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    if skip_torn_tail and not line.endswith("\n"):
-                        logger.warning("%s:%d: skipping an unfinished last line", path, i)
-                        return
-                    error = MalformedLineError(path, i, f"invalid JSON ({exc.msg} at column {exc.colno})")
-                else:
-                    if not require_object or isinstance(record, dict):
-                        yield i, record
-                        continue
-                    error = MalformedLineError(
-                        path, i, f"expected a JSON object, got {type(record).__name__}"
-                    )
-            if not skip_bad_lines:
-                raise error from None
-            logger.warning("%s: skipping this line", error)
+                if not skip_bad_lines:
+                    raise
+                logger.warning("%s: skipping this line", error)
+                continue
+            if record is not _BLANK:
+                yield i, record
+
+
+_BLANK = object()
+
+
+def _parse_line(path: Path, i: int, raw: bytes, require_object: bool) -> Any:
+    """The record on line `i` (`_BLANK` for a blank line); a bad line raises `MalformedLineError`."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = (
+            f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); the file must be UTF-8 JSONL"
+        )
+        raise MalformedLineError(path, i, problem, unparsable=True) from None
+    if not line.strip():
+        return _BLANK
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        problem = f"invalid JSON ({exc.msg} at column {exc.colno})"
+        raise MalformedLineError(path, i, problem, unparsable=True) from None
+    if require_object and not isinstance(record, dict):
+        raise MalformedLineError(path, i, f"expected a JSON object, got {type(record).__name__}")
+    return record
 
 
 def iter_jsonl(path: str | Path) -> Iterator[Located]:
@@ -157,27 +168,248 @@ def read_jsonl(path: str | Path, *, skip_torn_tail: bool = False) -> list[dict[s
     return [record for _, record in iter_records(path, skip_torn_tail=skip_torn_tail)]
 
 
+class OutputError(UserError, OSError):
+    """An output the user named that cannot be written (full disk, read-only, a directory, ...).
+
+    An `OSError` whose `errno` is the cause's, and whose message is the one line to print.
+    """
+
+    def __init__(self, code: int | None, message: str):
+        super().__init__(message)
+        self.errno = code
+
+
+_ADVICE = {
+    errno.ENOSPC: "the disk is full: free some space or choose another output",
+    errno.EDQUOT: "the disk quota is exceeded: free some space or choose another output",
+    errno.EFBIG: "the file is too large for this file system: choose another output",
+    errno.EROFS: "the file system is read-only: choose another output",
+    errno.EACCES: "permission denied: choose another output or fix its permissions",
+    errno.EPERM: "permission denied: choose another output or fix its permissions",
+    errno.EISDIR: "is a directory: name a file",
+    errno.ENOTDIR: "a parent of it is a file, not a directory: choose another output",
+    errno.EEXIST: "a parent of it is a file, not a directory: choose another output",
+}
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+"""Errors only a write can raise: an `OSError` with one of these is an output's, never an input's."""
+
+
+def output_error(path: str | Path, exc: OSError) -> OutputError:
+    """The one-line `OutputError` for an `OSError` met while writing `path`."""
+    advice = _ADVICE.get(exc.errno, f"cannot write ({exc.strerror or exc}): choose another output")
+    return OutputError(exc.errno, f"{path}: {advice}")
+
+
+def as_output_error(path: str | Path, exc: BaseException) -> OutputError | None:
+    """The `OutputError` for a full disk or read-only file system behind `exc`, else None.
+
+    Libraries wrap the `OSError` (safetensors, torch and FAISS raise their own types naming the
+    OS error; numpy raises one with no errno), so the cause chain is searched for the errno, then
+    for its text; an `OSError` without one counts as a full disk when `path`'s disk has no room.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OutputError):
+            return seen
+        if isinstance(seen, OSError) and seen.errno in WRITE_ERRNOS:
+            return output_error(path, seen)
+        for code in WRITE_ERRNOS:
+            if os.strerror(code) in str(seen):
+                return output_error(path, OSError(code, os.strerror(code)))
+        if isinstance(seen, OSError) and seen.errno is None and _disk_is_full(Path(path)):
+            return output_error(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@contextlib.contextmanager
+def output_errors(path: str | Path) -> Iterator[None]:
+    """A full disk or read-only file system met in the block becomes the one-line `OutputError`."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except Exception as exc:
+        if (error := as_output_error(path, exc)) is None:
+            raise
+        raise error from exc
+
+
+def _disk_is_full(path: Path) -> bool:
+    """Whether the file system `path` is (or would be) on has under 1 MiB left."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        fs = os.statvfs(path)
+    except OSError:
+        return False
+    return fs.f_bavail * fs.f_frsize < 1 << 20
+
+
+def check_output_file(path: str | Path, flag: str) -> None:
+    """Fail before any work when the file `flag` names cannot be written where it is.
+
+    Refuses a directory, a block device or socket, a parent that is a file, and a read-only or
+    unwritable directory. A FIFO or character device (`/dev/null`) is fine: it is written through.
+    """
+    path = Path(path)
+    kind = _target_kind(path)
+    if kind == "dir":
+        raise OutputError(errno.EISDIR, f"{path}: {flag} is a directory: name a file")
+    if kind == "refuse":
+        raise OutputError(errno.EPERM, f"{path}: {flag} is a device or socket: name a regular file")
+    if kind == "through":
+        return
+    check_output_dir(Path(os.path.realpath(path)).parent, flag)
+
+
+def check_output_dir(directory: str | Path, flag: str) -> None:
+    """Fail when files cannot be created in `directory` (made if missing): a file in its place,
+    a read-only file system, no permission."""
+    directory = Path(directory)
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OutputError(errno.ENOTDIR, f"{existing}: {flag} needs a directory here, but it is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        readonly = os.statvfs(existing).f_flag & os.ST_RDONLY
+        code = errno.EROFS if readonly else errno.EACCES
+        raise OutputError(code, f"{existing}: {flag}: {_ADVICE[code]}")
+
+
+def _target_kind(path: Path) -> str:
+    """How `atomic_open` writes `path`: "new" or "replace" a regular file, write "through" a FIFO or
+    character device, "refuse" a block device or socket, or "dir"."""
+    try:
+        mode = path.stat().st_mode  # follows a symlink to what it names
+    except (FileNotFoundError, NotADirectoryError):  # a parent that is a file fails when it is made
+        return "new"
+    if stat.S_ISREG(mode):
+        return "replace"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        return "through"
+    return "refuse"
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path) -> Iterator[IO[str]]:
     """Write to a temporary file next to `path`, then fsync and rename it over `path`.
 
-    If the block raises, the temporary file is removed and `path` is left untouched. The file
-    gets the mode a plain `open` would give (0644 under umask 022), not mkstemp's 0600.
+    If the block raises, or a SIGTERM ends the process, the temporary file is removed and `path`
+    is left as it was. A symlink stays a link: the file it names is replaced. A FIFO or character
+    device (`/dev/null`) is written through, never replaced; a directory, block device or socket
+    is refused. A full disk or read-only output raises `OutputError` (one line). The file gets the
+    mode a plain `open` would give (0644 under umask 022), not mkstemp's 0600.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_current_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    kind = _target_kind(path)
+    if kind == "dir":
+        raise OutputError(errno.EISDIR, f"{path}: {_ADVICE[errno.EISDIR]}")
+    if kind == "refuse":
+        raise OutputError(errno.EPERM, f"{path}: is a block device or socket: name a regular file")
+    if kind == "through":
+        with _any_error_is_output(path):
+            fh = path.open("w", encoding="utf-8")
+        with _closing(fh, path, sync=False):
             yield fh
+        return
+    target = Path(os.path.realpath(path))
+    with _any_error_is_output(path):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    with _removed_on_failure(tmp):
+        fh = os.fdopen(fd, "w", encoding="utf-8")
+        with _closing(fh, path, sync=True):
+            yield fh
+        with _any_error_is_output(path):
+            os.chmod(tmp, 0o666 & ~_current_umask())
+            os.replace(tmp, target)
+
+
+@contextlib.contextmanager
+def _closing(fh: IO[str], path: Path, *, sync: bool) -> Iterator[None]:
+    """Run the caller's block on `fh`, then flush (and fsync) it and close it.
+
+    In the block only a write's errors are the output's (a failing input read passes unchanged);
+    flushing is all output. Closing after a failure cannot matter: the output is abandoned.
+    """
+    try:
+        try:
+            yield
+        except OSError as exc:
+            if exc.errno in WRITE_ERRNOS and not isinstance(exc, OutputError):
+                raise output_error(path, exc) from exc
+            raise
+        with _any_error_is_output(path):
             fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+            if sync:
+                os.fsync(fh.fileno())
+    finally:
+        with contextlib.suppress(OSError):
+            fh.close()
+
+
+@contextlib.contextmanager
+def _any_error_is_output(path: Path) -> Iterator[None]:
+    """Every `OSError` of the block (making, flushing, renaming the output) is the output's."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        raise output_error(path, exc) from exc
+
+
+_pending: set[str] = set()
+"""Temporary files of writes in progress in this process, removed if a SIGTERM ends it."""
+_sigterm_before: Any = signal.SIG_DFL
+
+
+@contextlib.contextmanager
+def _removed_on_failure(tmp: str) -> Iterator[None]:
+    """Remove `tmp` if the block fails or a SIGTERM arrives (the process then dies of it as before)."""
+    installed = _install_sigterm_cleanup()
+    _pending.add(tmp)
+    try:
+        yield
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    finally:
+        _pending.discard(tmp)
+        if installed:
+            signal.signal(signal.SIGTERM, _sigterm_before)
+
+
+def _install_sigterm_cleanup() -> bool:
+    """Put `_on_sigterm` in front of the SIGTERM handler (main thread only); True if this call did."""
+    global _sigterm_before
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    current = signal.getsignal(signal.SIGTERM)
+    if current is _on_sigterm:
+        return False
+    _sigterm_before = current
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    return True
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """Remove the pending temporary files, then do what SIGTERM did before (by default: die of it)."""
+    for tmp in list(_pending):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    _pending.clear()
+    before = _sigterm_before
+    if callable(before):
+        before(signum, frame)
+    elif before != signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _current_umask() -> int:
@@ -195,6 +427,12 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             n += 1
     return n
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write `text` atomically (as `atomic_open`)."""
+    with atomic_open(path) as fh:
+        fh.write(text)
 
 
 def write_json(path: str | Path, obj: Any) -> None:

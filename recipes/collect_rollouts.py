@@ -21,6 +21,7 @@ import sys
 from executor_sft.configfile import add_option
 from executor_sft.episode_runner import interrupted_line
 from executor_sft.errors import report_user_errors
+from executor_sft.jsonl import output_errors
 from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts, select_questions
 from executor_sft.rollout.config import check_inputs
 from executor_sft.rollout.engine import unfinished_line
@@ -72,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         check_inputs(config)
         questions = select_questions(config)  # a bad questions file stops the run before any model loads
         try:
-            result = asyncio.run(collect(config, questions=questions))
+            with output_errors(config.output_dir):
+                result = asyncio.run(collect(config, questions=questions))
         except KeyboardInterrupt:
             print(interrupted_line(config.rollouts_path), file=sys.stderr)
             return 130

@@ -5,7 +5,9 @@
 
 Every `FilterConfig` field is a flag (see --help); `--config file.yaml` sets them from YAML
 (`recipes/configs/filter_paper.yaml`: the paper's one record per question and stratum).
-Outputs are written atomically: a crash leaves the previous files (or none), never a half file.
+Outputs are written atomically: a crash or SIGTERM leaves the previous files (or none), never a
+half file or a temporary one. Both outputs are checked before anything is read, and the report
+is written before the rows are renamed into place, so a failure leaves neither changed.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from executor_sft.filters import (
     require_file,
     write_json,
 )
+from executor_sft.jsonl import check_output_file
 
 
 @dataclass
@@ -39,8 +42,8 @@ class FilterPaths:
     report: str | None = field(default=None, metadata={"help": "Composition report to write (JSON)."})
 
 
-def _write_rows(filt: EpisodeFilter, paths: FilterPaths) -> None:
-    """Stream rows into a temporary file renamed over `paths.output` only on success."""
+def _write_outputs(filt: EpisodeFilter, paths: FilterPaths) -> dict:
+    """Stream rows into a temporary file renamed over `paths.output` only once the report is written."""
     with (
         atomic_open(paths.output) as out,
         tqdm(iter_jsonl(paths.rollouts), desc="filtering", unit=" episodes", file=sys.stderr) as bar,
@@ -51,12 +54,19 @@ def _write_rows(filt: EpisodeFilter, paths: FilterPaths) -> None:
                 bar.set_postfix(rows=n_rows, refresh=False)
         if filt.report.episodes == 0:
             raise InputError(f"{paths.rollouts}: no episodes in the file; pass a collect_rollouts.py output")
+        report = filt.report.to_dict()
+        if paths.report:
+            write_json(paths.report, report)
+    return report
 
 
 def _check_paths(paths: FilterPaths) -> None:
-    """Input exists and no output is an input (or the other output), before anything is read."""
+    """Input exists, no output is an input (or the other output), and both outputs can be written."""
     refuse_overwrite([paths.rollouts], [paths.output, paths.report])
     require_file(paths.rollouts, "--rollouts")
+    check_output_file(paths.output, "--output")
+    if paths.report:
+        check_output_file(paths.report, "--report")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,13 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     filt = EpisodeFilter(config)
     try:
         _check_paths(paths)
-        _write_rows(filt, paths)
+        report = _write_outputs(filt, paths)
     except UserError as exc:
         print(f"error: {exc}; nothing written", file=sys.stderr)
         return 2
-    report = filt.report.to_dict()
-    if paths.report:
-        write_json(paths.report, report)
     print_report(report)
     totals = report["totals"]
     print(

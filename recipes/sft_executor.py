@@ -34,8 +34,12 @@ def parse_args(argv: list[str] | None = None):
 
 
 def main(argv: list[str] | None = None):
-    """Check the data, then train; a bad data file ends with one line and exit 2, before any model loads."""
+    """Check the data, then train; a bad data file ends with one line and exit 2, before any model loads.
+
+    So does an output_dir that is not ours, and a full or read-only disk met while saving.
+    """
     from executor_sft.errors import UserError
+    from executor_sft.jsonl import as_output_error
     from executor_sft.sft.data import check_sft_data
     from executor_sft.sft.train import train_executor
 
@@ -43,8 +47,11 @@ def main(argv: list[str] | None = None):
     try:
         check_sft_data(script_args.dataset_name)
         return train_executor(script_args, training_args, model_args)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        error = exc if isinstance(exc, UserError) else as_output_error(training_args.output_dir, exc)
+        if error is None:
+            raise
+        print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

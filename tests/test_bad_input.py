@@ -164,6 +164,20 @@ COLLECT_CASES = [
         lambda t: f"{t / 'cfg.yaml'}: invalid config: field 'sampels_per_question'",
     ),
     Case(
+        "collect-duplicate-nested-key",
+        "collect_rollouts.py",
+        lambda t: _collect_files(t, pipeline="max_turns: 3, max_turns: 1"),
+        _collect_args,
+        lambda t: f"{t / 'cfg.yaml'}:7: duplicate key 'max_turns' (first at line 7): keep one",
+    ),
+    Case(
+        "collect-output-dir-is-a-file",
+        "collect_rollouts.py",
+        lambda t: {**_collect_files(t), "out": b"my file\n"},
+        _collect_args,
+        lambda t: f"{t / 'out'}: output_dir needs a directory here, but it is a file",
+    ),
+    Case(
         "collect-missing-config",
         "collect_rollouts.py",
         lambda t: {},
@@ -205,6 +219,17 @@ def _sft_args(tmp: Path) -> list[str]:
 
 SFT_CASES = [
     Case(
+        "sft-output-dir-holds-the-users-files",
+        "sft_executor.py",
+        lambda t: {
+            "s.jsonl": _head(SFT_ROWS, 2),
+            "model/README.md": b"# mine\n",
+            "model/config.json": b"{}\n",
+        },
+        _sft_args,
+        lambda t: f"{t / 'model'}: --output_dir is not empty and no executor_sft run made it",
+    ),
+    Case(
         "sft-missing-data",
         "sft_executor.py",
         lambda t: {},
@@ -239,6 +264,13 @@ CONFIG_CASES = [
     )
     for recipe in TRL_RECIPES
 ] + [
+    Case(
+        "config-duplicate-key",
+        "filter_trajectories.py",
+        lambda t: {"c.yaml": b"rollouts: r.jsonl\nmin_searches: 2\noutput: o.jsonl\nmin_searches: 1\n"},
+        lambda t: ["--config", str(t / "c.yaml")],
+        lambda t: f"{t / 'c.yaml'}:4: duplicate key 'min_searches' (first at line 2): keep one",
+    ),
     Case(
         "config-missing-file",
         "sft_executor.py",

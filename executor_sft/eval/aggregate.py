@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from executor_sft.jsonl import InputError
+from executor_sft.jsonl import InputError, write_json
 from executor_sft.metrics.aggregate import mean_at_k, weighted_mean
 from executor_sft.metrics.answer import Normalization, cover_exact_match, exact_match, f1_score
 from executor_sft.metrics.cer import episode_cer_c
@@ -105,10 +105,7 @@ class EvalResults:
 
     def save_json(self, path: str | Path) -> Path:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        write_json(path, self.to_dict())
         return path
 
     @classmethod

@@ -14,7 +14,6 @@ Writes `<output_dir>/eval_set.json` (ids, excluded ids, per-dataset counts, sour
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from executor_sft.eval.aggregate import has_subquery
 from executor_sft.eval.config import JUDGE_ROLE, EvalConfig
 from executor_sft.eval.report import write_markdown
 from executor_sft.eval.runner import EPISODES_FILE, run_eval, select_questions
-from executor_sft.jsonl import InputError
+from executor_sft.jsonl import InputError, write_json
 from executor_sft.llm.config import ModelConfig
 from executor_sft.llm.pool import ModelPool
 from executor_sft.retrieval.base import Retriever
@@ -188,8 +187,6 @@ def build_eval_set(
     }
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / (EVAL_SET_JSON + ".tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(out / EVAL_SET_JSON)
+    write_json(out / EVAL_SET_JSON, result.to_dict())
     write_markdown(result.markdown(), out / EVAL_SET_MD)
     return result

@@ -34,6 +34,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from executor_sft.errors import UserError
+from executor_sft.jsonl import check_output_dir, output_errors
 from executor_sft.retrieval.bm25 import BM25Retriever
 from executor_sft.retrieval.corpus import Corpus, CorpusFormatError, file_fingerprint
 from executor_sft.retrieval.dense import INDEX_TYPES, apply_search_params, make_faiss_index
@@ -185,23 +186,27 @@ def build_index(
 
     The index is assembled in `staging_dir(output)` and renamed into place only when complete,
     so `output` is never half-written. A non-empty `output` that is not a complete index of the
-    same corpus is refused unless `overwrite`. Every input is checked before an encoder loads.
+    same corpus is refused unless `overwrite`. Every input is checked before an encoder loads;
+    a full or read-only disk met while building is one `OutputError` line (the stage is kept).
     """
     _check_options(index_type, bm25, dense, num_shards, shard_index)
-    stage = _open_stage(Path(corpus), Path(output), overwrite)
-    main = stage.rank == 0 and shard_index == 0
-    if bm25 and main:
-        _build_bm25(stage, bm25_info)
-    embedded = skipped = 0
-    complete = True
-    if dense:
-        cfg = encoder or EncoderConfig(model=dense)
-        cfg.model = dense
-        embedded, skipped, complete = _build_dense(
-            stage, cfg, index_type, index_params, batch_size, shard_size, (num_shards, shard_index), main
-        )
-    if main:
-        _finish(stage, [*(["bm25"] if bm25 else []), *(["dense"] if dense and complete else [])], complete)
+    with output_errors(output):
+        stage = _open_stage(Path(corpus), Path(output), overwrite)
+        main = stage.rank == 0 and shard_index == 0
+        if bm25 and main:
+            _build_bm25(stage, bm25_info)
+        embedded = skipped = 0
+        complete = True
+        if dense:
+            cfg = encoder or EncoderConfig(model=dense)
+            cfg.model = dense
+            embedded, skipped, complete = _build_dense(
+                stage, cfg, index_type, index_params, batch_size, shard_size, (num_shards, shard_index), main
+            )
+        if main:
+            _finish(
+                stage, [*(["bm25"] if bm25 else []), *(["dense"] if dense and complete else [])], complete
+            )
     where = stage.out if complete else stage.path
     return BuildResult(where, stage.manifest.kinds, len(stage.docs), complete, embedded, skipped, stage.times)
 
@@ -366,6 +371,7 @@ def _check_output(out: Path, corpus: Path, fingerprint: str, overwrite: bool) ->
     """Refuse to touch an `out` that is not ours to change; True when it is an index to extend."""
     if out.exists() and not out.is_dir():
         raise IndexBuildError(f"{out}: exists and is not a directory: choose another --output")
+    check_output_dir(out.parent, "--output")
     if not out.exists() or not any(out.iterdir()):
         return False
     found = _complete_index(out)

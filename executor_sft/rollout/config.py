@@ -15,7 +15,7 @@ from executor_sft.data.questions import Duplicates
 from executor_sft.data.selection import LimitPer
 from executor_sft.data.selection import QuestionSource as BaseQuestionSource
 from executor_sft.episode_runner import DEFAULT_MAX_ATTEMPTS, WorkItem, attempts_path, work_items
-from executor_sft.jsonl import MissingFileError
+from executor_sft.jsonl import MissingFileError, OutputError, check_output_dir
 from executor_sft.llm.config import ModelConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
@@ -173,11 +173,13 @@ def load_collect_config(path: str | Path, overrides: dict[str, Any] | None = Non
 
 
 def check_inputs(config: CollectConfig) -> None:
-    """Check what a run reads besides the config before any model or index loads.
+    """Check what a run reads and writes besides the config before any model or index loads.
 
-    The index manifest (it exists, and names the config's corpus) and the rollouts file a
-    resume appends to (no damaged line before the last); raises a `UserError` naming the file.
+    The index manifest (it exists, and names the config's corpus), the rollouts file a resume
+    appends to (no damaged line before the last), and that the outputs can be written there (not
+    under a file, not on a read-only disk); raises a `UserError` naming the file.
     """
+    check_outputs(config)
     index = config.retriever.index
     if index is not None:
         manifest_path = Path(index) / MANIFEST_NAME
@@ -192,3 +194,13 @@ def check_inputs(config: CollectConfig) -> None:
                 raise MissingFileError(f"{corpus}: corpus not found (retriever.corpus); check the path")
             check_corpus(Manifest.load(index), corpus, index)
     check_jsonl(config.rollouts_path)
+
+
+def check_outputs(config: CollectConfig) -> None:
+    """The rollouts file (and the request cache) can be appended to where the config puts them."""
+    for path, field in ((config.rollouts_path, "output_dir"), (config.llm_cache_file(), "llm_cache_path")):
+        if path is None:
+            continue
+        if path.is_dir():
+            raise OutputError(None, f"{path}: is a directory, not a JSONL file: choose another {field}")
+        check_output_dir(path.parent, field)

@@ -30,7 +30,7 @@ from executor_sft.agents.pipeline import (
 from executor_sft.data import select_questions as select_sources
 from executor_sft.episode_runner import WorkItem, gave_up_episode, run_episodes
 from executor_sft.errors import ConfigError
-from executor_sft.jsonl import InputError, atomic_open
+from executor_sft.jsonl import InputError, write_text
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.pool import build_models
 from executor_sft.metrics.judge import LLMJudge
@@ -263,8 +263,7 @@ def finish_collection(
     summary.update(summary_extra or {})
     summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
     try:
-        with atomic_open(summary_path) as fh:
-            fh.write(json.dumps(summary, indent=2) + "\n")
+        write_text(summary_path, json.dumps(summary, indent=2) + "\n")  # atomic: a full disk leaves the last one
     except OSError as exc:
         raise StoreWriteError(
             f"{summary_path}: cannot write the summary ({exc.strerror or exc}); the episodes in "

@@ -27,6 +27,7 @@ from executor_sft.sft.compile import compile_decoder_layers
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
 from executor_sft.sft.length import LengthReport, RowTooLongError, fit_row
 from executor_sft.sft.models import load_tokenizer_and_model
+from executor_sft.sft.output_dir import claim_output_dir
 from executor_sft.sft.templates import inference_chat_template
 from executor_sft.sft.varlen import VARLEN_ATTENTION
 
@@ -307,6 +308,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
         training_args.packing or training_args.padding_free
     ):
         raise ConfigError(f"attn_implementation={VARLEN_ATTENTION} needs packing=true or padding_free=true")
+    claim_output_dir(training_args.output_dir, main_process=training_args.process_index == 0)
     if not script_args.fresh and (done := _finished(script_args, training_args)):
         return done
     tokenizer, model = load_tokenizer_and_model(model_args, training_args)

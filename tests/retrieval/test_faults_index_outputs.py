@@ -1,0 +1,77 @@
+"""recipes/build_index.py on a full or read-only disk, or under a file: one line, exit 2, and the
+corpus untouched; after a full disk is given room, the same command completes the index."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from executor_sft.retrieval import Manifest, load_retriever
+from executor_sft.testing.disks import remount, small_tmpfs
+
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "build_index.py"
+pytestmark = pytest.mark.faults
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> Path:
+    """3,000 passages: their BM25 index does not fit in 256 KB."""
+    rows = (
+        {"id": f"d{i}", "contents": f"passage {i} about topic {i} and the words {i * 7} {i % 13}"}
+        for i in range(3000)
+    )
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def build(corpus: Path, output: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, str(RECIPE), "--corpus", str(corpus), "--output", str(output), "--bm25"]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300
+    )
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    return errors[0]
+
+
+def test_a_full_disk_is_one_line_and_the_build_completes_once_there_is_room(tmp_path: Path, corpus: Path):
+    """Before: numpy's `OSError: 26988 requested and 7136 written` with a traceback."""
+    before = corpus.read_bytes()
+    with small_tmpfs(tmp_path / "disk", "256k") as disk:
+        line = one_error_line(build(corpus, disk / "idx"))
+        assert line == f"error: {disk / 'idx'}: the disk is full: free some space or choose another output"
+        assert not (disk / "idx").exists()
+        remount(disk, "size=16m")
+        proc = build(corpus, disk / "idx")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert Manifest.load(disk / "idx").kinds == ["bm25"]
+        (hits,) = load_retriever(disk / "idx", "bm25").search(["passage 1234 about topic 1234"], 1)
+        assert hits[0].doc_id == "d1234"
+        assert os.listdir(disk) == ["idx"]  # the stage became the index
+    assert corpus.read_bytes() == before
+
+
+def test_a_read_only_disk_is_one_line_before_anything_is_read(tmp_path: Path, corpus: Path):
+    """Before: a traceback from making the stage directory."""
+    with small_tmpfs(tmp_path / "disk", "1m") as disk:
+        remount(disk, "ro")
+        line = one_error_line(build(corpus, disk / "idx"))
+        assert line == f"error: {disk}: --output: the file system is read-only: choose another output"
+
+
+def test_an_output_under_a_file_is_one_line(tmp_path: Path, corpus: Path):
+    (tmp_path / "afile").write_bytes(b"x\n")
+    line = one_error_line(build(corpus, tmp_path / "afile" / "idx"))
+    assert line == f"error: {tmp_path / 'afile'}: --output needs a directory here, but it is a file"
+    assert (tmp_path / "afile").read_bytes() == b"x\n"

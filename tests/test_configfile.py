@@ -1,0 +1,46 @@
+"""YAML configs: a key written twice in one mapping is an error naming both lines, at any depth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from executor_sft.configfile import apply_overrides, read_yaml
+from executor_sft.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("max_turns: 3\nk: 2\nmax_turns: 1\n", ":3: duplicate key 'max_turns' (first at line 1)"),
+        (
+            "pipeline:\n  max_turns: 3\n  budget: 2\n  max_turns: 1\n",
+            ":4: duplicate key 'max_turns' (first at line 2)",
+        ),
+        (
+            "questions:\n  - path: a.jsonl\n  - path: b.jsonl\n    limit: 1\n    path: c.jsonl\n",
+            ":5: duplicate key 'path' (first at line 3)",
+        ),
+        ("models: {teacher: {model: a, model: b}}\n", ":1: duplicate key 'model' (first at line 1)"),
+        ("1: a\n1: b\n", ":2: duplicate key '1' (first at line 1)"),
+    ],
+    ids=["top-level", "nested", "in-a-list", "flow", "non-string"],
+)
+def test_a_duplicate_key_names_both_lines(tmp_path: Path, text: str, where: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as exc:
+        read_yaml(path)
+    assert str(exc.value) == f"{path}{where}: keep one"
+
+
+def test_merged_keys_may_be_overridden_as_yaml_intends(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("base: &b {k: 3, budget: 1}\nrun:\n  <<: *b\n  k: 5\n", encoding="utf-8")
+    assert read_yaml(path)["run"] == {"k": 5, "budget": 1}
+
+
+def test_a_set_value_with_a_duplicate_key_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"--set pipeline: invalid YAML value \(duplicate key 'k'"):
+        apply_overrides({}, ["pipeline={k: 1, k: 2}"])
