@@ -267,7 +267,11 @@ def finished_run(output_dir: str, max_steps: int, num_train_epochs: float) -> di
     state_path = Path(output_dir) / "trainer_state.json"
     if not state_path.is_file():
         return None
-    state = json.loads(state_path.read_text(encoding="utf-8"))
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        logger.warning("%s is unreadable (a process stopped while writing it): the run is not finished", state_path)
+        return None
     step, epoch = state.get("global_step", 0), state.get("epoch") or 0.0
     done = step >= max_steps if max_steps > 0 else epoch >= num_train_epochs
     return state if done and step > 0 else None

@@ -130,6 +130,17 @@ def test_a_changed_resume_is_refused_before_the_model_loads_and_length_or_memory
         train_executor(script, same, ModelConfig("offline:tiny-qwen3"))
 
 
+@pytest.mark.slow
+def test_a_torn_final_trainer_state_means_unfinished_and_the_last_checkpoint_resumes(
+    run, data, tmp_path, no_model, caplog
+):
+    out = _copy(run, tmp_path)
+    (out / "trainer_state.json").write_text('{"global_step": 2, "log_hi')
+    with caplog.at_level(logging.WARNING), pytest.raises(AssertionError, match="the model was loaded"):
+        train_executor(SFTScriptArguments(dataset_name=str(data)), _args(out), ModelConfig("offline:tiny-qwen3"))
+    assert "trainer_state.json is unreadable" in caplog.text and f"resuming from {out}/checkpoint-2" in caplog.text
+
+
 def test_the_identity_counts_the_global_batch_not_its_split(data, tmp_path):
     rows = [json.loads(line) for line in data.read_text().splitlines()]
     script, model = SFTScriptArguments(), ModelConfig("offline:tiny-qwen3")
