@@ -10,8 +10,8 @@
     python recipes/sft_executor.py --config recipes/configs/sft_qwen3_1.7b.yaml --use_peft --lora_r 32
 
 Without `--config`, `recipes/configs/sft_default.yaml` is the base and the command line
-overrides it. Arguments: `SFTScriptArguments` (data, thinking, overflow policy, resume,
-dataset push), TRL's `SFTConfig` (training) and `ModelConfig` (model, dtype, LoRA).
+overrides it. Arguments: `SFTScriptArguments` (data, thinking, overflow policy, resume and
+`--resume_with_changes`, dataset push), TRL's `SFTConfig` (training) and `ModelConfig` (model, dtype, LoRA).
 """
 
 from __future__ import annotations
@@ -34,18 +34,15 @@ def parse_args(argv: list[str] | None = None):
 
 
 def main(argv: list[str] | None = None):
-    """Check the data, then train; a bad data file ends with one line and exit 2, before any model loads.
-
-    So does an output_dir that is not ours, and a full or read-only disk met while saving.
-    """
+    """Train; bad data, a resume of a checkpoint trained with other data or settings, or an
+    output_dir that is not ours ends with one line and exit 2 before any model loads
+    (`train_executor` checks them first); so does a full or read-only disk met while saving."""
     from executor_sft.errors import UserError
     from executor_sft.jsonl import as_output_error
-    from executor_sft.sft.data import check_sft_data
     from executor_sft.sft.train import train_executor
 
     script_args, training_args, model_args = parse_args(argv)
     try:
-        check_sft_data(script_args.dataset_name)
         return train_executor(script_args, training_args, model_args)
     except Exception as exc:
         error = exc if isinstance(exc, UserError) else as_output_error(training_args.output_dir, exc)

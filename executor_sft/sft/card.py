@@ -1,5 +1,6 @@
 """The model card of a trained executor: base model, a quick start with the executor's own
-prompt and tool, the data record, and the settings that took effect (plain values)."""
+prompt and tool, the data record, and the settings that took effect (plain values), those of
+earlier stretches of a run resumed with changes included."""
 
 from __future__ import annotations
 
@@ -73,7 +74,9 @@ def executor_card_section(
     composition_report: dict[str, Any] | None,
     length_summary: dict[str, Any],
     config: dict[str, Any],
+    earlier: list[dict[str, Any]] = (),
 ) -> str:
+    """The executor section; `earlier` holds the configurations a resume with changes replaced."""
     parts = [
         "## executor_sft training record",
         f"Data: `{data_source}` — {sum(row_counts['stratum'].values())} rows used for training.",
@@ -91,8 +94,57 @@ def executor_card_section(
             "### Composition report (from the filter)",
             "```json\n" + json.dumps(composition_report, indent=2, default=str)[:20000] + "\n```",
         ]
-    parts += ["### Configuration", "```json\n" + json.dumps(config, indent=2, default=str) + "\n```"]
+    heading = f"### Configuration (from step {earlier[-1]['until_step'] + 1})" if earlier else "### Configuration"
+    parts += [heading, "```json\n" + json.dumps(config, indent=2, default=str) + "\n```"]
+    for stretch in earlier:
+        parts += [
+            f"### Configuration until step {stretch['until_step']} (resumed with changes: "
+            f"{', '.join(stretch['changed'])})",
+            f"Data: `{stretch['data_source']}` ({stretch['identity']['data']['rows']} rows, "
+            f"sha256 `{stretch['identity']['data']['sha256']}`).",
+            "```json\n" + json.dumps(stretch["config"], indent=2, default=str) + "\n```",
+        ]
     return "\n\n".join(parts) + "\n"
+
+
+def config_record(script_args, training_args, model_args) -> dict[str, Any]:
+    """The settings that took effect, as plain values."""
+    world = max(1, training_args.world_size)
+    warmup = training_args.warmup_steps
+    length = (
+        {"max_steps": training_args.max_steps}
+        if training_args.max_steps > 0
+        else {"num_train_epochs": training_args.num_train_epochs}
+    )
+    return {
+        "model": model_args.model_name_or_path,
+        "learning_rate": training_args.learning_rate,
+        "lr_scheduler_type": getattr(
+            training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type
+        ),
+        "warmup": f"{warmup:.0%} of the steps" if 0 < warmup < 1 else f"{int(warmup)} steps",
+        **length,
+        "global_batch": {
+            "per_device": training_args.per_device_train_batch_size,
+            "gradient_accumulation_steps": training_args.gradient_accumulation_steps,
+            "processes": world,
+            "total": training_args.per_device_train_batch_size
+            * training_args.gradient_accumulation_steps
+            * world,
+        },
+        "max_length": training_args.max_length,
+        "packing": training_args.packing,
+        "bf16": training_args.bf16,
+        "gradient_checkpointing": training_args.gradient_checkpointing,
+        "attn_implementation": model_args.attn_implementation,
+        "compile_layers": script_args.compile_layers,
+        "use_liger_kernel": training_args.use_liger_kernel,
+        "enable_thinking": script_args.enable_thinking,
+        "overflow": script_args.overflow,
+        "use_peft": model_args.use_peft,
+        "lora": {"r": model_args.lora_r, "alpha": model_args.lora_alpha} if model_args.use_peft else None,
+        "seed": training_args.seed,
+    }
 
 
 def model_card(*, title: str, base_model: str, model_dir: str, first_row: dict[str, Any], record: str) -> str:

@@ -27,6 +27,7 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
         _check_message(m, f"{where}: field messages[{i}]")
     if not any(m["role"] == "assistant" for m in messages):
         raise RowError(f"{where}: field 'messages' has no assistant message, so nothing would be trained")
+    _check_chat_protocol(messages, where)
     tools = row.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise RowError(f"{where}: field 'tools' must be a list")
@@ -50,6 +51,41 @@ def _check_message(m: Any, field: str) -> None:
             raise RowError(f"{field}.tool_calls[{j}].function.arguments is not JSON: {parsed.error}")
         if not isinstance(parsed.raw, str | dict):
             raise RowError(f"{field}.tool_calls[{j}].function.arguments must be a JSON string")
+
+
+def _check_chat_protocol(messages: list[dict[str, Any]], where: str) -> None:
+    """Every tool message answers a call of the assistant turn before it, and the row ends on an
+    assistant turn: otherwise the model learns from results nobody asked for, or from a turn it
+    never completes."""
+    pending: list[Any] = []  # ids of the last assistant turn's calls not yet answered (None: no id)
+    for i, m in enumerate(messages):
+        if m["role"] == "assistant":
+            pending = [call.get("id") for call in m.get("tool_calls") or []]
+        elif m["role"] == "tool":
+            _answer_call(pending, m.get("tool_call_id"), f"{where}: field messages[{i}]")
+        else:
+            pending = []
+    last = messages[-1]["role"]
+    if last != "assistant":
+        raise RowError(
+            f"{where}: field messages[{len(messages) - 1}] is a {last} turn: "
+            "a row must end on an assistant turn (remove the trailing turns or complete the row)"
+        )
+
+
+def _answer_call(pending: list[Any], call_id: Any, field: str) -> None:
+    """Mark the call a tool message answers; raise `RowError` when it answers none."""
+    if not pending:
+        raise RowError(f"{field} is a tool message with no assistant tool call before it to answer")
+    if call_id is None:
+        pending.pop(0)
+    elif call_id in pending:
+        pending.remove(call_id)
+    elif None in pending:
+        pending.remove(None)
+    else:
+        open_ids = ", ".join(repr(p) for p in pending)
+        raise RowError(f"{field}.tool_call_id {call_id!r} answers no call of the turn before it (open: {open_ids})")
 
 
 def read_sft_jsonl(path: str | Path) -> list[dict[str, Any]]:

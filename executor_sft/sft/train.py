@@ -18,16 +18,21 @@ from types import SimpleNamespace
 from typing import Any
 
 from tqdm.auto import tqdm
+from transformers import TrainerCallback
+from transformers.trainer_pt_utils import nested_gather
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import ScriptArguments, SFTTrainer
 
 from executor_sft.errors import ConfigError
-from executor_sft.jsonl import InputError
-from executor_sft.sft.card import executor_card_section, model_card
+from executor_sft.jsonl import InputError, MissingFileError
+from executor_sft.sft.card import config_record, executor_card_section, model_card
+from executor_sft.sft.checkpoints import checkpoint_problems, last_complete_checkpoint
 from executor_sft.sft.compile import compile_decoder_layers
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
 from executor_sft.sft.length import LengthReport, RowTooLongError, fit_row
-from executor_sft.sft.models import load_tokenizer_and_model
+from executor_sft.sft.models import DEFAULT_MODEL, load_tokenizer_and_model
 from executor_sft.sft.output_dir import claim_output_dir
+from executor_sft.sft.resume import RunRecord, check_finished, continue_run, run_identity
 from executor_sft.sft.templates import inference_chat_template
 from executor_sft.sft.varlen import VARLEN_ATTENTION
 
@@ -63,7 +68,14 @@ class SFTScriptArguments(ScriptArguments):
         default=None, metadata={"help": "Path to a training template with {%% generation %%} markers."}
     )
     auto_resume: bool = field(
-        default=True, metadata={"help": "Resume from the last checkpoint in output_dir."}
+        default=True, metadata={"help": "Resume from the last complete checkpoint in output_dir."}
+    )
+    resume_with_changes: bool = field(
+        default=False,
+        metadata={
+            "help": "Resume a checkpoint trained with other data or hyperparameters (refused otherwise); "
+            "the model card records each configuration."
+        },
     )
     fresh: bool = field(
         default=False,
@@ -135,15 +147,40 @@ def prepare_dataset(
 
 
 class ExecutorSFTTrainer(SFTTrainer):
-    """SFTTrainer whose model card carries the executor data record, and which never builds a
-    KV cache in training (with a cache, packed sequences attend to each other)."""
+    """SFTTrainer whose model card carries the executor data record, which never builds a KV
+    cache in training (with a cache, packed sequences attend to each other), and whose
+    checkpoints carry the run record (`executor_sft.sft.resume`): what they were trained with,
+    and the loss sum that lets `train_loss` span every process of a resumed run."""
 
-    def __init__(self, *args, card_section: str | None = None, compile_layers: bool = False, **kwargs):
+    def __init__(
+        self,
+        *args,
+        card_section: str | None = None,
+        compile_layers: bool = False,
+        run_record: RunRecord | None = None,
+        **kwargs,
+    ):
         self.card_section = card_section
+        self.run_record = run_record
         super().__init__(*args, **kwargs)
+        self.add_callback(_ContinueLossSum(self))
         if compile_layers:
             count = compile_decoder_layers(self.model)
             logger.info("compiled %d decoder layers", count)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        # Every rank gathers (a collective); the record goes in before the Trainer's own files, so
+        # trainer_state.json stays the last file written and marks a complete checkpoint.
+        unlogged = nested_gather(self._tr_loss, self.args.parallel_mode).mean().item()
+        if self.run_record is not None and self.args.should_save:
+            folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            self.record_so_far(self._total_loss_scalar + unlogged).write(folder)
+        super()._save_checkpoint(model, trial)
+
+    def record_so_far(self, loss_sum: float | None = None) -> RunRecord:
+        """The run record at the current step (after `train`, the loss sum of the whole run)."""
+        loss_sum = self._total_loss_scalar if loss_sum is None else loss_sum
+        return dataclasses.replace(self.run_record, loss_sum=loss_sum, global_step=self.state.global_step)
 
     def compute_loss(self, model, inputs, *args, **kwargs):
         inputs["use_cache"] = False
@@ -170,6 +207,18 @@ class ExecutorSFTTrainer(SFTTrainer):
             self.model.tie_weights()
             load_result = SimpleNamespace(missing_keys=[], unexpected_keys=load_result.unexpected_keys)
         super()._issue_warnings_after_load(load_result)
+
+
+class _ContinueLossSum(TrainerCallback):
+    """Start the Trainer's loss sum (reset when training starts) at the resumed checkpoint's, so
+    that the `train_loss` it logs, prints and returns averages every step of the run."""
+
+    def __init__(self, trainer: ExecutorSFTTrainer):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.trainer.run_record is not None:
+            self.trainer._total_loss_scalar = self.trainer.run_record.loss_sum
 
 
 def _tied_parameter_names(model) -> set[str]:
@@ -219,63 +268,23 @@ def finished_run(output_dir: str, max_steps: int, num_train_epochs: float) -> di
     state_path = Path(output_dir) / "trainer_state.json"
     if not state_path.is_file():
         return None
-    state = json.loads(state_path.read_text(encoding="utf-8"))
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        logger.warning("%s is unreadable (a process stopped while writing it): the run is not finished", state_path)
+        return None
     step, epoch = state.get("global_step", 0), state.get("epoch") or 0.0
     done = step >= max_steps if max_steps > 0 else epoch >= num_train_epochs
     return state if done and step > 0 else None
 
 
-def _last_checkpoint(output_dir: str) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
-
-
-def _config_record(script_args, training_args, model_args) -> dict[str, Any]:
-    """The settings that took effect, as plain values."""
-    world = max(1, training_args.world_size)
-    warmup = training_args.warmup_steps
-    length = (
-        {"max_steps": training_args.max_steps}
-        if training_args.max_steps > 0
-        else {"num_train_epochs": training_args.num_train_epochs}
-    )
-    return {
-        "model": model_args.model_name_or_path,
-        "learning_rate": training_args.learning_rate,
-        "lr_scheduler_type": getattr(
-            training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type
-        ),
-        "warmup": f"{warmup:.0%} of the steps" if 0 < warmup < 1 else f"{int(warmup)} steps",
-        **length,
-        "global_batch": {
-            "per_device": training_args.per_device_train_batch_size,
-            "gradient_accumulation_steps": training_args.gradient_accumulation_steps,
-            "processes": world,
-            "total": training_args.per_device_train_batch_size
-            * training_args.gradient_accumulation_steps
-            * world,
-        },
-        "max_length": training_args.max_length,
-        "packing": training_args.packing,
-        "bf16": training_args.bf16,
-        "gradient_checkpointing": training_args.gradient_checkpointing,
-        "attn_implementation": model_args.attn_implementation,
-        "compile_layers": script_args.compile_layers,
-        "use_liger_kernel": training_args.use_liger_kernel,
-        "enable_thinking": script_args.enable_thinking,
-        "overflow": script_args.overflow,
-        "use_peft": model_args.use_peft,
-        "lora": {"r": model_args.lora_r, "alpha": model_args.lora_alpha} if model_args.use_peft else None,
-        "seed": training_args.seed,
-    }
-
-
-def _finished(script_args: SFTScriptArguments, training_args) -> TrainResult | None:
-    """The result of a finished run already in `output_dir` (said once, on rank 0), or None."""
+def _finished(script_args: SFTScriptArguments, training_args, record: RunRecord) -> TrainResult | None:
+    """The result of a finished run already in `output_dir` (said once, on rank 0), or None;
+    refused when that run was trained with other data or settings."""
     done = finished_run(training_args.output_dir, training_args.max_steps, training_args.num_train_epochs)
     if not done:
         return None
+    check_finished(training_args.output_dir, record)
     loss = next((h["train_loss"] for h in reversed(done.get("log_history", [])) if "train_loss" in h), None)
     if training_args.process_index == 0:
         print(
@@ -285,6 +294,37 @@ def _finished(script_args: SFTScriptArguments, training_args) -> TrainResult | N
         )
     report = LengthReport(max_length=training_args.max_length, policy=script_args.overflow)
     return TrainResult(training_args.output_dir, {"train_loss": loss}, report, None)
+
+
+def _resume_point(script_args: SFTScriptArguments, training_args, record: RunRecord) -> tuple[str | None, RunRecord]:
+    """The checkpoint to resume (an explicit `resume_from_checkpoint`, else the last complete one
+    in output_dir), and this run's record continuing it; checked before any model loads."""
+    with_optimizer = not training_args.save_only_model
+    resume = training_args.resume_from_checkpoint
+    if resume:
+        if not Path(resume).is_dir():
+            raise MissingFileError(f"{resume}: checkpoint folder not found (--resume_from_checkpoint)")
+        if problems := checkpoint_problems(resume, with_optimizer=with_optimizer):
+            raise InputError(
+                f"{resume}: incomplete checkpoint (missing or damaged: {', '.join(problems)}); "
+                "pass a complete one to --resume_from_checkpoint"
+            )
+    elif script_args.auto_resume and not script_args.fresh:
+        resume = last_complete_checkpoint(training_args.output_dir, with_optimizer=with_optimizer)
+    if not resume:
+        return None, record
+    record = continue_run(resume, record, accept_changes=script_args.resume_with_changes)
+    logger.warning("resuming from %s", resume)
+    return resume, record
+
+
+def _training_template(script_args: SFTScriptArguments) -> str | None:
+    if not script_args.training_chat_template:
+        return None
+    path = Path(script_args.training_chat_template)
+    if not path.is_file():
+        raise MissingFileError(f"{path}: training chat template not found (--training_chat_template)")
+    return path.read_text(encoding="utf-8")
 
 
 def _push(trainer, script_args: SFTScriptArguments, training_args, rows: list[dict[str, Any]], name: str) -> None:
@@ -299,7 +339,8 @@ def _push(trainer, script_args: SFTScriptArguments, training_args, rows: list[di
 
 
 def train_executor(script_args: SFTScriptArguments, training_args, model_args) -> TrainResult:
-    """Load rows, tokenise with passage masks, train, save (model, inference-template tokenizer, card)."""
+    """Load rows, check what a resume would continue, tokenise with passage masks, train, save
+    (model, inference-template tokenizer, card, run record)."""
     from transformers import set_seed
     from trl import get_peft_config
 
@@ -309,19 +350,23 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     ):
         raise ConfigError(f"attn_implementation={VARLEN_ATTENTION} needs packing=true or padding_free=true")
     claim_output_dir(training_args.output_dir, main_process=training_args.process_index == 0)
-    if not script_args.fresh and (done := _finished(script_args, training_args)):
-        return done
-    tokenizer, model = load_tokenizer_and_model(model_args, training_args)
-    model_args.model_name_or_path = model_args.model_name_or_path or "offline:smollm2"
-    # Saved with the model: the template whose turn prompts are the prefixes trained on.
-    inference_template = tokenizer.chat_template = inference_chat_template(tokenizer)
-    training_template = None
-    if script_args.training_chat_template:
-        training_template = Path(script_args.training_chat_template).read_text(encoding="utf-8")
-
+    model_args.model_name_or_path = model_args.model_name_or_path or DEFAULT_MODEL
+    training_template = _training_template(script_args)
     rows = load_sft_rows(
         script_args.dataset_name, script_args.dataset_train_split, script_args.dataset_config
     )
+    record = RunRecord(
+        identity=run_identity(script_args, training_args, model_args, rows, training_template),
+        data_source=str(script_args.dataset_name),
+        config=config_record(script_args, training_args, model_args),
+    )
+    if not script_args.fresh and (done := _finished(script_args, training_args, record)):
+        return done
+    resume, record = _resume_point(script_args, training_args, record)
+
+    tokenizer, model = load_tokenizer_and_model(model_args, training_args)
+    # Saved with the model: the template whose turn prompts are the prefixes trained on.
+    inference_template = tokenizer.chat_template = inference_chat_template(tokenizer)
     counts = row_counts(rows)
     composition = find_composition_report(script_args.dataset_name, script_args.composition_report)
     with training_args.main_process_first(desc="tokenising SFT rows"):
@@ -346,7 +391,8 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
         row_counts=counts,
         composition_report=composition,
         length_summary=length_report.to_dict(),
-        config=_config_record(script_args, training_args, model_args),
+        config=record.config,
+        earlier=record.earlier,
     )
     with _quiet_library_output(training_args):
         trainer = ExecutorSFTTrainer(
@@ -357,12 +403,8 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
             peft_config=get_peft_config(model_args),
             card_section=card,
             compile_layers=script_args.compile_layers,
+            run_record=record,
         )
-    resume = training_args.resume_from_checkpoint
-    if resume is None and script_args.auto_resume and not script_args.fresh:
-        resume = _last_checkpoint(training_args.output_dir)
-        if resume:
-            logger.warning("resuming from %s", resume)
     result = trainer.train(resume_from_checkpoint=resume)
     with _quiet_library_output(training_args):
         trainer.save_model(training_args.output_dir)
@@ -373,6 +415,8 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
     trainer.save_state()
+    if training_args.should_save:
+        trainer.record_so_far().write(training_args.output_dir)
     name = (training_args.hub_model_id or Path(training_args.output_dir).name).split("/")[-1]
     trainer.create_model_card(model_name=name, base_model=model_args.model_name_or_path, first_row=rows[0])
     _push(trainer, script_args, training_args, rows, name)

@@ -1,0 +1,119 @@
+"""Which `checkpoint-N/` folders in an output_dir can be resumed from.
+
+A process killed while the Trainer saves leaves a folder with only some of its files. The
+Trainer writes `trainer_state.json` last, so a folder without a readable one is incomplete;
+the weights and the optimizer/scheduler state must be there too (in whichever form the run's
+backend saved them), and safetensors and torch files must be whole.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import struct
+import zipfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_WEIGHTS = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+    "pytorch_model_fsdp.bin",
+    "pytorch_model_fsdp_0",
+)
+_OPTIMIZER = ("optimizer.pt", "optimizer.bin", "optimizer_0")
+_SCHEDULER = ("scheduler.pt",)
+
+
+def checkpoint_step(path: str | Path) -> int | None:
+    match = _CHECKPOINT.match(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def checkpoint_problems(path: str | Path, *, with_optimizer: bool = True) -> list[str]:
+    """What a checkpoint folder lacks for a resume (empty: complete)."""
+    path = Path(path)
+    problems = []
+    if not _readable_state(path / "trainer_state.json"):
+        problems.append("trainer_state.json")
+    # DeepSpeed keeps weights, optimizer and scheduler in its own `global_stepN/` folder.
+    deepspeed = any(p.is_dir() and any(p.iterdir()) for p in path.glob("global_step*"))
+    if not deepspeed and not any((path / name).exists() for name in _WEIGHTS):
+        problems.append("model weights")
+    if with_optimizer and not deepspeed:
+        for what, names in (("optimizer state", _OPTIMIZER), ("scheduler state", _SCHEDULER)):
+            if not any((path / name).exists() for name in names):
+                problems.append(what)
+    problems += [f"{name} (a shard)" for name in _missing_shards(path)]
+    problems += [f"{p.name} (cut short)" for p in sorted(path.iterdir()) if p.is_file() and not _whole(p)]
+    return problems
+
+
+def last_complete_checkpoint(output_dir: str | Path, *, with_optimizer: bool = True) -> str | None:
+    """The highest-numbered complete checkpoint in `output_dir`; incomplete ones above it are
+    skipped with a warning."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return None
+    found = sorted(
+        (step, p) for p in output_dir.iterdir() if p.is_dir() and (step := checkpoint_step(p)) is not None
+    )
+    for _, path in reversed(found):
+        problems = checkpoint_problems(path, with_optimizer=with_optimizer)
+        if not problems:
+            return str(path)
+        logger.warning(
+            "skipping incomplete checkpoint %s (missing or damaged: %s); a process was probably "
+            "stopped while saving it",
+            path,
+            ", ".join(problems),
+        )
+    return None
+
+
+def _readable_state(path: Path) -> bool:
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(state, dict) and isinstance(state.get("global_step"), int)
+
+
+def _missing_shards(path: Path) -> list[str]:
+    index = path / "model.safetensors.index.json"
+    if not index.is_file():
+        return []
+    try:
+        shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        return [index.name]
+    return sorted(name for name in shards if not (path / name).is_file())
+
+
+def _whole(path: Path) -> bool:
+    """False for a safetensors or torch file cut short; other files are not checked."""
+    if path.suffix == ".safetensors":
+        return _whole_safetensors(path)
+    if path.suffix in {".pt", ".pth", ".bin"}:
+        return zipfile.is_zipfile(path)  # torch.save writes a zip; its directory comes last
+    return True
+
+
+def _whole_safetensors(path: Path) -> bool:
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as f:
+            (header_len,) = struct.unpack("<Q", f.read(8))
+            if 8 + header_len > size:
+                return False
+            header = json.loads(f.read(header_len))
+    except (OSError, struct.error, ValueError):
+        return False
+    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
+    return 8 + header_len + max(ends, default=0) <= size
