@@ -159,6 +159,7 @@ class ExecutorSFTTrainer(SFTTrainer):
             model_dir=self.args.hub_model_id or self.args.output_dir,
             first_row=first_row or {},
             record=self.card_section or "",
+            log_history=self.state.log_history,
         )
         (Path(self.args.output_dir) / "README.md").write_text(text, encoding="utf-8")
 
@@ -279,7 +280,7 @@ def _finished(script_args: SFTScriptArguments, training_args) -> TrainResult | N
     if training_args.process_index == 0:
         print(
             f"[executor_sft] {training_args.output_dir} already holds a finished run "
-            f"(step {done['global_step']}, train_loss={loss}); nothing to do. "
+            f"(step {done['global_step']}, train_loss={'unknown' if loss is None else f'{loss:.4g}'}); nothing to do. "
             "Pass --fresh true to train again."
         )
     report = LengthReport(max_length=training_args.max_length, policy=script_args.overflow)
@@ -377,7 +378,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     if trainer.is_world_process_zero():
         print(
             f"[executor_sft] trained {model_args.model_name_or_path} on {len(dataset)} rows "
-            f"({length_report.summary()}); train_loss={metrics.get('train_loss', float('nan')):.4f}; "
+            f"({length_report.summary()}); train_loss={metrics.get('train_loss', float('nan')):.4g}; "
             f"saved to {training_args.output_dir}"
         )
     return TrainResult(training_args.output_dir, metrics, length_report, resume)
