@@ -4,7 +4,9 @@ The work is I/O bound, so `concurrency` episodes stay in flight on one event loo
 episodes are committed in groups: everything finished since the last commit goes in one write
 and one fsync, and that write runs in a worker thread, so a slow disk never stalls the loop.
 Ids already in the store are skipped (a killed run resumes where it stopped); an episode that
-raises is logged and left out of the store, so a re-run retries it.
+raises is logged and left out of the store, so a re-run retries it. An episode can take minutes
+of model calls, so every model call is counted (`note_model_call`) and a heartbeat shows the
+count every `heartbeat_s` on the bar (or as a log line without one): the run visibly moves.
 
 It sits in layer 0 beside the store because it needs nothing else: what an episode is made of
 comes in as `run_one`, so collection (layer 3) and evaluation (layer 4) share it without either
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +53,31 @@ def work_items(
 
 
 @dataclass
+class CallMeter:
+    """Model calls finished so far in one `run_episodes`, and their tokens."""
+
+    calls: int = 0
+    tokens: int = 0
+
+    def postfix(self) -> dict[str, str]:
+        return {"calls": str(self.calls), "tok": f"{self.tokens / 1000:.1f}k"}
+
+
+_METER: ContextVar[CallMeter | None] = ContextVar("executor_sft_call_meter", default=None)
+
+
+def note_model_call(usage: Any = None) -> None:
+    """Count one finished model call (usage: a TokenUsage or its dict) towards the running
+    `run_episodes`; outside one it does nothing. Agents call it after every model call."""
+    meter = _METER.get()
+    if meter is None:
+        return
+    meter.calls += 1
+    get = usage.get if isinstance(usage, Mapping) else lambda key, default: getattr(usage, key, default)
+    meter.tokens += int(get("prompt_tokens", 0) or 0) + int(get("completion_tokens", 0) or 0)
+
+
+@dataclass
 class RunReport:
     written: int = 0
     skipped: int = 0
@@ -67,12 +96,14 @@ async def run_episodes(
     on_written: Callable[[Episode], None] | None = None,
     progress: Mapping[str, Any] | None = None,
     postfix: Callable[[int], Mapping[str, str]] | None = None,
+    heartbeat_s: float = 10.0,
 ) -> RunReport:
     """Run every item not yet done with `concurrency` in flight; commit finished episodes in groups.
 
     Items are started in order. `on_written` sees each episode once it is durable (collection
     adds it to its running stats). `progress` holds tqdm arguments (None: no bar);
-    `postfix(n_failed)` is shown on the bar after each commit.
+    `postfix(n_failed)` is shown on the bar after each commit, with the model calls so far.
+    Every `heartbeat_s` the bar is redrawn with the calls made (without a bar: an INFO line).
     """
     skip = set(skip_ids)
     todo = [item for item in items if item.episode_id not in store and item.episode_id not in skip]
@@ -81,13 +112,18 @@ async def run_episodes(
     run = _GroupCommit(run_one, store, report, bar, on_written, postfix if progress is not None else None)
     for item in todo:
         run.todo.put_nowait(item)
+    meter_token = _METER.set(run.meter)  # the workers' tasks copy this context: their calls count here
     writing = asyncio.create_task(run.writer())
+    beating = asyncio.create_task(run.heartbeat(heartbeat_s, len(todo))) if todo else None
     try:
         await asyncio.gather(*(run.worker() for _ in range(min(concurrency, max(1, len(todo))))))
     finally:
+        if beating is not None:
+            beating.cancel()
         run.finished.put_nowait(None)
         await writing
         bar.close()
+        _METER.reset(meter_token)
     return report
 
 
@@ -104,6 +140,29 @@ class _GroupCommit:
     todo: asyncio.Queue[WorkItem] = field(default_factory=asyncio.Queue)
     finished: asyncio.Queue[Episode | None] = field(default_factory=asyncio.Queue)
     """Episodes waiting for the writer; None tells it to finish."""
+    meter: CallMeter = field(default_factory=CallMeter)
+
+    def show(self, refresh: bool) -> None:
+        """The caller's postfix (after a commit) and the model calls so far, on the bar."""
+        shown = dict(self.postfix(len(self.report.failed))) if self.postfix is not None else {}
+        self.bar.set_postfix({**shown, **self.meter.postfix()}, refresh=refresh)
+
+    async def heartbeat(self, every_s: float, total: int) -> None:
+        """Redraw the bar (elapsed time, calls) every `every_s`, or log a line when there is no bar."""
+        start = time.monotonic()
+        while True:
+            await asyncio.sleep(every_s)
+            if not self.bar.disable:
+                self.show(refresh=True)
+            else:
+                logger.info(
+                    "%d/%d episodes, %d model calls (%s tokens), %.0f s",
+                    self.report.written + len(self.report.failed),
+                    total,
+                    self.meter.calls,
+                    f"{self.meter.tokens:,}",
+                    time.monotonic() - start,
+                )
 
     async def worker(self) -> None:
         while not self.todo.empty():
@@ -140,8 +199,8 @@ class _GroupCommit:
                 if self.on_written is not None:
                     self.on_written(episode)
         self.bar.update(len(episodes))
-        if self.postfix is not None:
-            self.bar.set_postfix(self.postfix(len(self.report.failed)), refresh=False)
+        if not self.bar.disable:
+            self.show(refresh=False)
 
 
 def _log_failure(episode_id: str, exc: Exception, *, first: bool) -> None:

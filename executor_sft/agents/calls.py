@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Any
 
+from executor_sft.episode_runner import note_model_call
 from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
 from executor_sft.schema import LLMCallRecord, Message, TokenUsage
 
@@ -149,6 +150,7 @@ async def call_model(
     try:
         result = await model.chat(request, tools=tools, sampling=sampling)
     except Exception as exc:  # noqa: BLE001 - agents record failures instead of raising
+        note_model_call()
         if not isinstance(exc, ChatError):
             logger.exception("%s: unexpected error from the chat backend", getattr(model, "name", model))
         error = f"{type(exc).__name__}: {exc}"
@@ -161,6 +163,7 @@ async def call_model(
             "t_start": t_start,
         }
         return CallResult(message=None, error=error, fields=fields)
+    note_model_call(result.usage)
     message = normalize_assistant(result.message, call_prefix)
     fields = {
         "model": result.model or getattr(model, "name", "unknown"),

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from executor_sft.episode_runner import note_model_call
 from executor_sft.jsonl import iter_records
 from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
 from executor_sft.llm.parsing import strip_think
@@ -134,6 +135,7 @@ class LLMJudge:
             try:
                 self.calls += 1
                 result = await self.model.chat(messages, tools=None, sampling=self.sampling)
+                note_model_call(result.usage)
             except ChatError as exc:
                 logger.warning("judge call failed (not cached): %s", exc)
             else:
