@@ -8,9 +8,11 @@ Every recipe config (collect, evaluate, sweep, build the evaluation set) goes th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
+import os
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_type_hints
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -18,6 +20,9 @@ from pydantic import BaseModel, ValidationError
 from executor_sft.errors import ConfigError
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+"""The folder holding the package (the repository root in a checkout)."""
 
 
 class DuplicateKeyError(yaml.MarkedYAMLError):
@@ -126,11 +131,34 @@ def add_option(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> arg
     return parser.add_argument(f"--{name}", **kwargs)
 
 
+def relative_paths(text: str) -> str:
+    """`text` with absolute paths inside the working directory or the checkout written relative,
+    so help and records show `data/sft.jsonl`, not one machine's folders."""
+    for root in dict.fromkeys((str(Path.cwd()), str(CHECKOUT))):
+        if root != os.sep:
+            text = text.replace(root + os.sep, "")
+    return text
+
+
+class RecipeHelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The recipe's docstring as written (examples keep their lines), paths shown relative."""
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return relative_paths(super()._expand_help(action))
+
+
+class RecipeDefaultsHelpFormatter(RecipeHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """`RecipeHelpFormatter` that also shows each option's default (as HfArgumentParser does)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.required or action.default is None:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
 def config_recipe_parser(description: str | None, config_help: str) -> argparse.ArgumentParser:
     """The command line every YAML-config recipe shares: --config, --output_dir, --set, --no_progress, -v."""
-    parser = argparse.ArgumentParser(
-        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=description, formatter_class=RecipeHelpFormatter)
     parser.add_argument("--config", required=True, help=config_help)
     add_option(parser, "output_dir", help="override output_dir")
     parser.add_argument(
@@ -176,24 +204,67 @@ def _key_lines(path: Path) -> dict[str, int]:
     return {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
 
 
-def parse_trl_args(types: tuple[type, ...], argv: list[str] | None, default_config: Path | None = None):
+def _library_title(dtype: type) -> str | None:
+    """The help heading of a dataclass that TRL or transformers declares (None: the project's own)."""
+    library = dtype.__module__.split(".")[0]
+    names = {"trl": "TRL", "transformers": "transformers"}
+    return f"{names[library]} {dtype.__name__} options" if library in names else None
+
+
+def trl_recipe_parser(types: tuple[type, ...], description: str | None, config_help: str):
+    """A TrlParser whose help starts with the recipe's docstring, lists `--config`, and shows the
+    project's options first, then each TRL dataclass under its own heading, with a short usage line."""
+    from trl import TrlParser
+
+    class RecipeParser(TrlParser):
+        def _add_dataclass_arguments(self, dtype: type) -> None:
+            if "--config" not in self._option_string_actions:
+                # TrlParser reads --config itself before parsing; listed here so --help shows it.
+                self.add_argument("--config", default=argparse.SUPPRESS, metavar="FILE", help=config_help)
+            title = _library_title(dtype)
+            if title is None:
+                return super()._add_dataclass_arguments(dtype)
+            group = self.add_argument_group(title)
+            hints = get_type_hints(dtype)
+            for f in dataclasses.fields(dtype):
+                if f.init:
+                    f.type = hints[f.name]
+                    self._parse_dataclass_field(group, f)
+
+    parser = RecipeParser(types, description=description, formatter_class=RecipeDefaultsHelpFormatter)
+    if any(_library_title(t) for t in types):
+        usage = parser._get_formatter()
+        usage.add_usage(None, parser._optionals._group_actions, [], prefix="usage: ")
+        text = usage.format_help().strip().removeprefix("usage: ")
+        parser.usage = text.replace("%", "%%") + " [TRL options]"
+    return parser
+
+
+def parse_trl_args(
+    types: tuple[type, ...],
+    argv: list[str] | None,
+    default_config: Path | None = None,
+    description: str | None = None,
+):
     """TrlParser over dataclass configs (`--config file.yaml` and flags) with one-line errors.
 
     A missing or malformed `--config` file, a key no dataclass declares, and a value a
     dataclass refuses end like argparse's own errors: one line, `error: <file>[:<line>]: ...`,
     exit status 2, before anything loads. `default_config` is used when no `--config` is given.
+    `description` (the recipe's docstring) opens `--help`.
     """
     import difflib
     import sys
-
-    from trl import TrlParser
 
     args: list[str] = []
     for item in argv if argv is not None else sys.argv[1:]:
         args.extend(item.split("=", 1) if item.startswith("--config=") else [item])
     if "--config" not in args and default_config is not None:
         args = ["--config", str(default_config), *args]
-    parser = TrlParser(types)
+    config_help = "YAML file setting any option below by name; flags given after it override it"
+    if default_config is not None:
+        config_help += f" (default: {relative_paths(str(default_config))})"
+    parser = trl_recipe_parser(types, description, config_help)
     config = args[args.index("--config") + 1] if "--config" in args[:-1] else None
 
     def fail(message: str):
@@ -205,7 +276,7 @@ def parse_trl_args(types: tuple[type, ...], argv: list[str] | None, default_conf
             data = read_yaml(config)
         except ConfigError as exc:
             fail(str(exc))
-        known = {a.dest for a in parser._actions} | {"env"}
+        known = ({a.dest for a in parser._actions} - {"config"}) | {"env"}
         lines = _key_lines(Path(config))
         for key in data:
             if key not in known:

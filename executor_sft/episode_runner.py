@@ -13,6 +13,10 @@ count (`give_up`) instead of being tried again. After `halt_after` failures in a
 episode starts (an outage would otherwise spend an attempt of every remaining episode); the
 re-run picks them up.
 
+An episode can take minutes of model calls, so every model call is counted (`note_model_call`)
+and a heartbeat shows the count every `heartbeat_s` on the bar (or as a log line without one):
+the run visibly moves.
+
 It sits in layer 0 beside the store because it needs nothing else: what an episode is made of
 comes in as `run_one`, so collection (layer 3) and evaluation (layer 4) share it without either
 depending on the other.
@@ -27,6 +31,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,6 +142,31 @@ def gave_up_episode(
 
 
 @dataclass
+class CallMeter:
+    """Model calls finished so far in one `run_episodes`, and their tokens."""
+
+    calls: int = 0
+    tokens: int = 0
+
+    def postfix(self) -> dict[str, str]:
+        return {"calls": str(self.calls), "tok": f"{self.tokens / 1000:.1f}k"}
+
+
+_METER: ContextVar[CallMeter | None] = ContextVar("executor_sft_call_meter", default=None)
+
+
+def note_model_call(usage: Any = None) -> None:
+    """Count one finished model call (usage: a TokenUsage or its dict) towards the running
+    `run_episodes`; outside one it does nothing. Agents call it after every model call."""
+    meter = _METER.get()
+    if meter is None:
+        return
+    meter.calls += 1
+    get = usage.get if isinstance(usage, Mapping) else lambda key, default: getattr(usage, key, default)
+    meter.tokens += int(get("prompt_tokens", 0) or 0) + int(get("completion_tokens", 0) or 0)
+
+
+@dataclass
 class RunReport:
     written: int = 0
     """Episodes stored by this run (final errors of `gave_up` included)."""
@@ -170,6 +200,7 @@ async def run_episodes(
     attempts_file: str | Path | None = None,
     halt_after: int | None = None,
     expected_failures: tuple[type[BaseException], ...] = (),
+    heartbeat_s: float = 10.0,
 ) -> RunReport:
     """Run every item not yet done with `concurrency` in flight; commit finished episodes in groups.
 
@@ -180,7 +211,8 @@ async def run_episodes(
     makes the final record of an item that failed `max_attempts` times. `halt_after` failures
     in a row (default: twice `concurrency`, at least 8) stop new items from starting. Failures
     of the `expected_failures` types (outages) are logged in one line; any other keeps the
-    traceback of its first occurrence (a bug).
+    traceback of its first occurrence (a bug). The bar shows the model calls so far, redrawn
+    every `heartbeat_s` (without a bar: an INFO line).
     """
     skip = set(skip_ids)
     todo = [item for item in items if item.episode_id not in store and item.episode_id not in skip]
@@ -204,13 +236,18 @@ async def run_episodes(
             run.finished.put_nowait(run.final_error(item, run.attempts.last_error[item.episode_id]))
         else:
             run.todo.put_nowait(item)
+    meter_token = _METER.set(run.meter)  # the workers' tasks copy this context: their calls count here
     writing = asyncio.create_task(run.writer())
+    beating = asyncio.create_task(run.heartbeat(heartbeat_s, len(todo))) if todo else None
     try:
         await asyncio.gather(*(run.worker() for _ in range(min(concurrency, max(1, len(todo))))))
     finally:
+        if beating is not None:
+            beating.cancel()
         run.finished.put_nowait(None)
         await writing
         bar.close()
+        _METER.reset(meter_token)
     while not run.todo.empty():
         report.not_started.append(run.todo.get_nowait().episode_id)
     if report.not_started:
@@ -241,6 +278,29 @@ class _GroupCommit:
     finished: asyncio.Queue[Episode | None] = field(default_factory=asyncio.Queue)
     """Episodes waiting for the writer; None tells it to finish."""
     failures_in_a_row: int = 0
+    meter: CallMeter = field(default_factory=CallMeter)
+
+    def show(self, refresh: bool) -> None:
+        """The caller's postfix (after a commit) and the model calls so far, on the bar."""
+        shown = dict(self.postfix(len(self.report.failed))) if self.postfix is not None else {}
+        self.bar.set_postfix({**shown, **self.meter.postfix()}, refresh=refresh)
+
+    async def heartbeat(self, every_s: float, total: int) -> None:
+        """Redraw the bar (elapsed time, calls) every `every_s`, or log a line when there is no bar."""
+        start = time.monotonic()
+        while True:
+            await asyncio.sleep(every_s)
+            if not self.bar.disable:
+                self.show(refresh=True)
+            else:
+                logger.info(
+                    "%d/%d episodes, %d model calls (%s tokens), %.0f s",
+                    self.report.written + len(self.report.failed),
+                    total,
+                    self.meter.calls,
+                    f"{self.meter.tokens:,}",
+                    time.monotonic() - start,
+                )
 
     async def worker(self) -> None:
         while not self.todo.empty() and self.failures_in_a_row < self.halt_after:
@@ -291,8 +351,8 @@ class _GroupCommit:
                 if self.on_written is not None:
                     self.on_written(episode)
         self.bar.update(len(episodes))
-        if self.postfix is not None:
-            self.bar.set_postfix(self.postfix(len(self.report.failed)), refresh=False)
+        if not self.bar.disable:
+            self.show(refresh=False)
 
 
 def stored_count(path: str | Path) -> int:

@@ -1,4 +1,4 @@
-"""GRPO prompts from rollouts: verified teacher reports -> (sub-query, reference) rows.
+r"""GRPO prompts from rollouts: verified teacher reports -> (sub-query, reference) rows.
 
     python recipes/build_grpo_data.py --rollouts runs/rollouts.jsonl --output runs/grpo.jsonl \
         [--roles teacher] [--no_require_judge] [--system_prompt file:my_prompt.md] [--top_k 3 --max_searches 2]
@@ -40,7 +40,7 @@ class BuildGRPOData:
 
 
 def main(argv: list[str] | None = None) -> GRPODataReport:
-    (args,) = parse_trl_args((BuildGRPOData,), argv)
+    (args,) = parse_trl_args((BuildGRPOData,), argv, description=__doc__)
     report = GRPODataReport()
     rows = grpo_examples_from_rollouts(
         args.rollouts,

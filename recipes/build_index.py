@@ -94,5 +94,5 @@ def main(args: BuildIndexArgs) -> None:
 
 
 if __name__ == "__main__":
-    (parsed,) = parse_trl_args((BuildIndexArgs,), None)
+    (parsed,) = parse_trl_args((BuildIndexArgs,), None, description=__doc__)
     sys.exit(report_user_errors(lambda: main(parsed)))

@@ -1,4 +1,4 @@
-"""Evaluate one system (pipeline or single-agent baseline) on question sets, resumably.
+r"""Evaluate one system (pipeline or single-agent baseline) on question sets, resumably.
 
     python recipes/evaluate.py --config recipes/configs/eval_minibench_smollm2.yaml \
         [--output_dir runs/eval/x] [--samples 3] [--limit 20] [--concurrency 8] \

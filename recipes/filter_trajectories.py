@@ -1,4 +1,4 @@
-"""Filter rollouts into SFT rows: rollouts.jsonl -> sft.jsonl + composition report.
+r"""Filter rollouts into SFT rows: rollouts.jsonl -> sft.jsonl + composition report.
 
     python recipes/filter_trajectories.py --rollouts rollouts.jsonl --output sft.jsonl \
         --report report.json [--no_require_judge] [--teacher_single_search all] [--min_searches 2]
@@ -70,7 +70,7 @@ def _check_paths(paths: FilterPaths) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    paths, config = parse_trl_args((FilterPaths, FilterConfig), argv)
+    paths, config = parse_trl_args((FilterPaths, FilterConfig), argv, description=__doc__)
     start = time.perf_counter()
     filt = EpisodeFilter(config)
     try:

@@ -1,4 +1,4 @@
-"""Optional GRPO stage for the executor: multi-turn search rollouts, weighted rewards (TRL GRPOTrainer).
+r"""Optional GRPO stage for the executor: multi-turn search rollouts, weighted rewards (TRL GRPOTrainer).
 
     # 1) prompts + references from verified teacher reports
     python recipes/build_grpo_data.py --rollouts runs/rollouts.jsonl --output runs/grpo.jsonl
@@ -26,7 +26,7 @@ def parse_args(argv: list[str] | None = None):
     from executor_sft.configfile import parse_trl_args
     from executor_sft.grpo.train import GRPOScriptArguments
 
-    return parse_trl_args((GRPOScriptArguments, GRPOConfig, ModelConfig), argv)
+    return parse_trl_args((GRPOScriptArguments, GRPOConfig, ModelConfig), argv, description=__doc__)
 
 
 def main(argv: list[str] | None = None):

@@ -84,5 +84,5 @@ def main(args: ServeArgs) -> None:
 
 
 if __name__ == "__main__":
-    (parsed,) = parse_trl_args((ServeArgs,), None)
+    (parsed,) = parse_trl_args((ServeArgs,), None, description=__doc__)
     sys.exit(report_user_errors(lambda: main(parsed)))

@@ -1,4 +1,4 @@
-"""Passage-masked SFT of a search executor (TRL SFTTrainer underneath).
+r"""Passage-masked SFT of a search executor (TRL SFTTrainer underneath).
 
     # embedded default: SmolLM2-135M on the project's sample data/sft.jsonl, CPU, a few minutes
     accelerate launch recipes/sft_executor.py          # or: python recipes/sft_executor.py
@@ -30,7 +30,7 @@ def parse_args(argv: list[str] | None = None):
 
     from executor_sft.configfile import parse_trl_args
 
-    return parse_trl_args((SFTScriptArguments, SFTConfig, ModelConfig), argv, DEFAULT_CONFIG)
+    return parse_trl_args((SFTScriptArguments, SFTConfig, ModelConfig), argv, DEFAULT_CONFIG, __doc__)
 
 
 def main(argv: list[str] | None = None):

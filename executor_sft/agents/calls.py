@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+from executor_sft.episode_runner import note_model_call
 from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
 from executor_sft.retrieval.remote import RetrievalError
 from executor_sft.schema import LLMCallRecord, Message, TokenUsage
@@ -176,8 +177,10 @@ async def call_model(
     try:
         result = await model.chat(request, tools=tools, sampling=sampling)
     except INFRASTRUCTURE_ERRORS:
+        note_model_call()
         raise
     except Exception as exc:  # noqa: BLE001 - a backend's own failure on this request is recorded
+        note_model_call()
         logger.exception("%s: unexpected error from the chat backend", getattr(model, "name", model))
         error = f"{type(exc).__name__}: {exc}"
         fields = {
@@ -189,6 +192,7 @@ async def call_model(
             "t_start": t_start,
         }
         return CallResult(message=None, error=error, fields=fields)
+    note_model_call(result.usage)
     message = normalize_assistant(result.message, call_prefix)
     fields = {
         "model": result.model or getattr(model, "name", "unknown"),

@@ -7,7 +7,7 @@ backbone, tiny random Qwen3 (real transformers model)} x executors {scripted tea
 again when the first search misses), scripted student (searches once)} with the scripted
 answerer and judge. The scripted policies are data sources with known behaviour, not LLMs:
 the point is a reproducible run of the whole evaluation path (episodes, mean@k table,
-Pareto and capacity plots) in about a minute on 2 CPU cores.
+Pareto and capacity plots) in minutes on 2 CPU cores (docs/timings.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ Conventions (each a documented choice, see docs/eval.md):
 - `average` ("avg") weights each dataset by the questions that scored it, i.e. it is the mean
   over every evaluated question, the paper's "Avg."; `macro` is the plain mean over datasets.
 - The LLM judge averages over the episodes that have a verdict (`n` says how many); a
-  group without any verdict reports None, not 0.
+  group without any verdict reports None, not 0. `judge_em_disagreement` is the share of
+  those episodes whose verdict differs from EM: above one half, the judge is not measuring
+  answer quality (the tables flag it).
 - Sub-agent tokens and searches count the system's own executor runs (the driver role;
   counterfactual re-runs excluded); for the single-agent baseline that is its one agent.
 - "No sub-query" episodes are those where the backbone dispatched nothing (no system run).
@@ -67,6 +69,9 @@ class GroupResult:
     no_subquery_share: float
     error_share: float
     cover_em: Stat | None = None
+    judge_em_disagreement: float | None = None
+    """Share of the judged episodes whose verdict differs from EM (None: no verdicts)."""
+    judged_episodes: int = 0
 
 
 @dataclass
@@ -146,6 +151,7 @@ def summarize_group(
     """Score one group (a dataset, or everything pooled)."""
     no_sub = [e for e in episodes if not has_subquery(e)]
     em, cover, f1, judge, tokens, cer = [], [], [], [], [], []
+    disagree = 0
     curves: list[list[float]] = []
     runs = []
     for e in episodes:
@@ -160,6 +166,7 @@ def summarize_group(
         cover.append((*key, cover_exact_match(e.answer, gold, normalization or "squad")))
         if e.metrics.judge is not None:
             judge.append((*key, float(e.metrics.judge)))
+            disagree += bool(e.metrics.judge) != (em[-1][2] >= 1.0)
         tokens.append((*key, float(subagent_tokens(e, tokenizer=tokenizer))))
         runs.extend(system_runs(e))
         scored = episode_cer_c(e, bucket_tokens, n_buckets)
@@ -182,6 +189,8 @@ def summarize_group(
         cer_curve=curve,
         no_subquery_share=len(no_sub) / n,
         error_share=sum(e.stop_reason == "error" for e in episodes) / n,
+        judge_em_disagreement=disagree / len(judge) if judge else None,
+        judged_episodes=len(judge),
     )
 
 

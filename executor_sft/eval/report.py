@@ -7,6 +7,27 @@ from pathlib import Path
 
 from executor_sft.eval.aggregate import AVG, MACRO, EvalResults, GroupResult, Stat
 
+JUDGE_DISAGREEMENT_LIMIT = 0.5
+"""Above this share of judged episodes where the judge's verdict differs from EM, a table flags the judge."""
+FLAG = "†"
+
+
+def judge_disagrees(group: GroupResult) -> bool:
+    share = group.judge_em_disagreement
+    return share is not None and share > JUDGE_DISAGREEMENT_LIMIT
+
+
+def judge_warning(results: EvalResults) -> str | None:
+    """One sentence when the judge disagrees with EM on most judged episodes, else None."""
+    pooled = results.pooled
+    if not judge_disagrees(pooled):
+        return None
+    return (
+        f"{FLAG} the judge disagrees with EM on {100 * pooled.judge_em_disagreement:.0f}% of the "
+        f"{pooled.judged_episodes} judged episodes: its score is not a measure of answer quality "
+        'here; use a stronger judge model (docs/eval.md, "LLM judge")'
+    )
+
 
 def _pct(stat: Stat | None, with_std: bool = True) -> str:
     if stat is None:
@@ -32,7 +53,9 @@ def _row(name: str, g: GroupResult) -> list[str]:
         _pct(g.em),
         _pct(g.cover_em),
         _pct(g.f1),
-        _pct(g.judge) + (f" (n={g.judge.n})" if g.judge and g.judge.n < g.n_questions else ""),
+        _pct(g.judge)
+        + (f" (n={g.judge.n})" if g.judge and g.judge.n < g.n_questions else "")
+        + (f" {FLAG}" if judge_disagrees(g) else ""),
         _num(g.subagent_tokens.mean if g.subagent_tokens else None, pct=False),
         _num(fr.get("1"), digits=0) if has_runs else "–",
         _num(fr.get(">=2"), digits=0) if has_runs else "–",
@@ -97,8 +120,10 @@ def results_markdown(results: EvalResults) -> str:
     bt, nb = results.settings.get("bucket_tokens"), results.settings.get("n_buckets")
     if bt and nb:
         notes.append(f"CER-C over {nb} buckets of {bt:,} context tokens")
+    warning = judge_warning(results)
     title = f"### {results.name}\n\n"
-    return title + _table(HEADER, rows) + ("\n\n" + "; ".join(notes) + "." if notes else "") + "\n"
+    text = title + _table(HEADER, rows) + ("\n\n" + "; ".join(notes) + "." if notes else "")
+    return text + (f"\n\n{warning}." if warning else "") + "\n"
 
 
 SWEEP_HEADER = [
@@ -137,14 +162,21 @@ def sweep_markdown(
             _num(a.get("em")),
             _num(a.get("cover_em")),
             _num(a.get("f1")),
-            _num(a.get("judge")),
+            _num(a.get("judge")) + (f" {FLAG}" if judge_disagrees(r.pooled) else ""),
             _num(a.get("subagent_tokens"), pct=False),
             _num(a.get("search_2plus"), digits=0),
             _num(a.get("cer_c")),
         ]
         row += [_pct(getattr(r.datasets[d], metric)) if d in r.datasets else "–" for d in datasets]
         rows.append(row)
-    return _table(header, rows) + "\n"
+    flagged = [name for name, _, _, r in cells if judge_disagrees(r.pooled)]
+    note = (
+        f"\n\n{FLAG} the judge disagrees with EM on more than half of the judged episodes of "
+        f'{", ".join(flagged)}: that judge score is not a measure of answer quality (docs/eval.md, "LLM judge").'
+        if flagged
+        else ""
+    )
+    return _table(header, rows) + note + "\n"
 
 
 def write_markdown(text: str, path: str | Path) -> Path:

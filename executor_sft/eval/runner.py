@@ -27,7 +27,7 @@ from executor_sft.data.selection import select_questions
 from executor_sft.episode_runner import RunReport, WorkItem, run_episodes, work_items
 from executor_sft.eval.aggregate import EvalResults, summarize
 from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
-from executor_sft.eval.report import results_markdown, write_markdown
+from executor_sft.eval.report import judge_warning, results_markdown, write_markdown
 from executor_sft.jsonl import MissingFileError
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.pool import ModelPool, build_models
@@ -116,6 +116,8 @@ class EvalRun:
             f"sub-agent tokens/q {tokens}  "
             f"CER-C {pct('cer_c')}  no-sub-query {pct('no_subquery_share')}%",
         ]
+        if warning := judge_warning(self.results):
+            lines.append(f"  {warning}")
         if self.failed:
             lines.append(
                 f"  failed (rerun to retry): {', '.join(self.failed[:5])}{' ...' if len(self.failed) > 5 else ''}"

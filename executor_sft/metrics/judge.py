@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from executor_sft.episode_runner import note_model_call
 from executor_sft.jsonl import iter_records
 from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.llm.parsing import strip_think
@@ -133,6 +134,7 @@ class LLMJudge:
             messages = [{"role": "user", "content": self.render(question, golden, prediction)}]
             self.calls += 1
             result = await self.model.chat(messages, tools=None, sampling=self.sampling)
+            note_model_call(result.usage)
             raw = result.message.get("content") or ""
             verdict = parse_verdict(raw)
             self._store(key, question, golden, prediction, verdict, raw)

@@ -7,6 +7,7 @@ PyStemmer) over title + text, so their results are comparable.
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,15 @@ import numpy as np
 from executor_sft.retrieval.base import Hit, Retriever, top_k_rows
 from executor_sft.retrieval.corpus import Corpus
 from executor_sft.retrieval.manifest import BM25Info
+
+
+def _bm25s():
+    """bm25s, with its logger back to the application's level (bm25s sets it to DEBUG on import,
+    which prints `DEBUG:bm25s:...` lines into every run)."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.NOTSET)
+    return bm25s
 
 
 @functools.lru_cache(maxsize=4)
@@ -26,7 +36,7 @@ def _stemmer(language: str | None):
 
 
 def tokenize(texts: list[str], info: BM25Info, show_progress: bool = False) -> list[list[str]]:
-    import bm25s
+    bm25s = _bm25s()
 
     stemmer = _stemmer(info.stemmer)
     stem = stemmer.stemWords if stemmer else None
@@ -58,7 +68,7 @@ class BM25Retriever(Retriever):
     def build(
         cls, corpus: Corpus, info: BM25Info | None = None, show_progress: bool = False
     ) -> BM25Retriever:
-        import bm25s
+        bm25s = _bm25s()
 
         info = info or BM25Info()
         model = bm25s.BM25(k1=info.k1, b=info.b, method=info.method)
@@ -72,7 +82,7 @@ class BM25Retriever(Retriever):
     def load(
         cls, directory: str | Path, corpus: Corpus, info: BM25Info, mmap: bool = True, index_id: str = "bm25"
     ):
-        import bm25s
+        bm25s = _bm25s()
 
         model = bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False)
         return cls(model, corpus, info, index_id)

@@ -197,6 +197,7 @@ class ExecutorSFTTrainer(SFTTrainer):
             model_dir=self.args.hub_model_id or self.args.output_dir,
             first_row=first_row or {},
             record=self.card_section or "",
+            log_history=self.state.log_history,
         )
         (Path(self.args.output_dir) / "README.md").write_text(text, encoding="utf-8")
 
@@ -289,7 +290,7 @@ def _finished(script_args: SFTScriptArguments, training_args, record: RunRecord)
     if training_args.process_index == 0:
         print(
             f"[executor_sft] {training_args.output_dir} already holds a finished run "
-            f"(step {done['global_step']}, train_loss={loss}); nothing to do. "
+            f"(step {done['global_step']}, train_loss={'unknown' if loss is None else f'{loss:.4g}'}); nothing to do. "
             "Pass --fresh true to train again."
         )
     report = LengthReport(max_length=training_args.max_length, policy=script_args.overflow)
@@ -349,7 +350,6 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
         training_args.packing or training_args.padding_free
     ):
         raise ConfigError(f"attn_implementation={VARLEN_ATTENTION} needs packing=true or padding_free=true")
-    claim_output_dir(training_args.output_dir, main_process=training_args.process_index == 0)
     model_args.model_name_or_path = model_args.model_name_or_path or DEFAULT_MODEL
     training_template = _training_template(script_args)
     rows = load_sft_rows(
@@ -360,6 +360,8 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
         data_source=str(script_args.dataset_name),
         config=config_record(script_args, training_args, model_args),
     )
+    # Ours before anything is written into it; after the rows, so a bad row leaves no folder behind.
+    claim_output_dir(training_args.output_dir, main_process=training_args.process_index == 0)
     if not script_args.fresh and (done := _finished(script_args, training_args, record)):
         return done
     resume, record = _resume_point(script_args, training_args, record)
@@ -423,7 +425,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     if trainer.is_world_process_zero():
         print(
             f"[executor_sft] trained {model_args.model_name_or_path} on {len(dataset)} rows "
-            f"({length_report.summary()}); train_loss={metrics.get('train_loss', float('nan')):.4f}; "
+            f"({length_report.summary()}); train_loss={metrics.get('train_loss', float('nan')):.4g}; "
             f"saved to {training_args.output_dir}"
         )
     return TrainResult(training_args.output_dir, metrics, length_report, resume)

@@ -202,3 +202,60 @@ def test_bad_episode_file_names_the_line(tmp_path):
     path.write_text(episodes()[0].to_json() + "\n" + json.dumps({"episode_id": "x"}) + "\n")
     with pytest.raises(ValueError, match=r"episodes.jsonl:2: .*question"):
         summarize_file(path)
+
+
+def _plumbing_judge_episodes(agreeing: int, disagreeing: int) -> list[Episode]:
+    """A judge that says True to wrong answers (gold "Rush", answer "Counterparts"), as the
+    offline SmolLM2 judge does, on `disagreeing` episodes; EM and judge agree on the rest."""
+    q = Question(id="r", question="Who?", golden_answers=["Rush"], dataset="musique")
+    wrong = EpisodeMetrics(em=0.0, f1=0.0, judge=True)
+    right = EpisodeMetrics(em=1.0, f1=1.0, judge=True)
+    eps = [
+        Episode(
+            episode_id=f"r#{i}",
+            sample_index=i,
+            question=q,
+            answer="The answer is: Counterparts",
+            metrics=wrong,
+        )
+        for i in range(disagreeing)
+    ]
+    eps += [
+        Episode(episode_id=f"r#{i}", sample_index=i, question=q, answer="Rush", metrics=right)
+        for i in range(disagreeing, disagreeing + agreeing)
+    ]
+    return eps
+
+
+def test_a_judge_that_disagrees_with_em_on_most_episodes_is_flagged(tmp_path):
+    from executor_sft.eval.runner import EvalRun
+
+    r = summarize(_plumbing_judge_episodes(agreeing=1, disagreeing=4), "offline", normalization="squad")
+    g = r.datasets["musique"]
+    assert (g.judge_em_disagreement, g.judged_episodes) == (pytest.approx(0.8), 5)
+    assert (r.average["em"], r.average["judge"]) == (pytest.approx(0.2), pytest.approx(1.0))
+    md = results_markdown(r)
+    assert "| 20.0 ± 40.0 | 100.0 ± 0.0 † |" in md  # F1, then the judge with its flag
+    assert "† the judge disagrees with EM on 80% of the 5 judged episodes" in md
+    table = sweep_markdown([("smollm2", "oracle", "smollm2", r)])
+    assert "| 100.0 † |" in table and "judged episodes of smollm2" in table
+    summary = EvalRun(r, tmp_path).summary()
+    assert "judge disagrees with EM on 80%" in summary.splitlines()[2]
+    # Round trip: an older results.json without the field loads as "not measured".
+    loaded = EvalResults.load_json(r.save_json(tmp_path / "results.json"))
+    assert loaded.pooled.judge_em_disagreement == pytest.approx(0.8)
+    old = json.loads((tmp_path / "results.json").read_text())
+    for group in [old["pooled"], *old["datasets"].values()]:
+        del group["judge_em_disagreement"], group["judged_episodes"]
+    assert EvalResults.from_dict(old).pooled.judge_em_disagreement is None
+
+
+def test_a_judge_that_agrees_on_half_or_more_is_not_flagged(tmp_path):
+    half = summarize(_plumbing_judge_episodes(agreeing=2, disagreeing=2), "half", normalization="squad")
+    assert half.pooled.judge_em_disagreement == pytest.approx(0.5)
+    assert "†" not in results_markdown(half) and "†" not in sweep_markdown([("c", "b", "e", half)])
+    hand = summarize(episodes())
+    # Judged: a1#0 agree, a1#1 agree, a2#1 (EM 0, judge True) disagrees, b1#0 and b1#1 agree.
+    assert hand.datasets["hotpotqa"].judge_em_disagreement == pytest.approx(1 / 3)
+    assert hand.pooled.judge_em_disagreement == pytest.approx(1 / 5)
+    assert "†" not in results_markdown(hand)

@@ -1,0 +1,52 @@
+"""Wall times of documented commands live in one table (docs/timings.md); other pages link to it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TIMINGS = REPO / "docs" / "timings.md"
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+LINK = re.compile(r"timings\.md#([\w-]+)")
+
+
+def _table_rows() -> list[str]:
+    return [line for line in TIMINGS.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
+
+
+def test_every_timings_link_names_a_row():
+    anchors = set(re.findall(r'<a id="([\w-]+)"></a>', TIMINGS.read_text(encoding="utf-8")))
+    for page in PAGES:
+        for anchor in LINK.findall(page.read_text(encoding="utf-8")):
+            assert anchor in anchors, f"{page.name}: timings.md#{anchor} is not a row of docs/timings.md"
+
+
+def test_the_table_says_where_each_figure_came_from():
+    rows = _table_rows()[1:]
+    assert rows, "no table"
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == 6, row
+        state, source = cells[4], cells[5]
+        assert state, f"no machine state: {row}"
+        assert re.search(r"\b[0-9a-f]{7}\b, 20\d\d-\d\d-\d\d|issue #\d+|session, 20\d\d", source), row
+
+
+# The wall times that README and docs used to quote in several places (and disagree on).
+ONCE = ["152 s", "525 s", "395 s", "381 s", "8 min 24 s", "17.7 min", "22.8 min", "42.3 min", "82.9 min"]
+ONCE += ["73.1 min", "3 min 53 s", "19 min 27 s", "288 s", "12 min 40 s", "1,571 s"]
+
+
+def test_no_other_page_restates_a_wall_time_of_the_table():
+    table = TIMINGS.read_text(encoding="utf-8")
+    assert [f for f in ONCE if f not in table] == []
+    for page in PAGES:
+        if page == TIMINGS:
+            continue
+        text = page.read_text(encoding="utf-8")
+        repeated = [f for f in ONCE if re.search(rf"(?<![\w.,]){re.escape(f)}(?![\w/])", text)]
+        stale = re.findall(r"~\d+ min\b|6\.4 minutes", text)  # the old "~18 min" / "6.4 minutes" kind
+        assert not repeated and not stale, (
+            f"{page.relative_to(REPO)} restates {repeated + stale}: link to docs/timings.md instead"
+        )
