@@ -256,8 +256,7 @@ def collect_parallel(
                 config, workers, questions, done, models_factory, retriever_factory, show_progress, stop
             )
         except KeyboardInterrupt:
-            store.close()
-            merge_parts(config)  # the workers committed what they finished before they stopped
+            merge_parts(config, store)  # the workers committed what they finished before they stopped
             raise
         t_merge = time.perf_counter()
         stats = _merge_reports(config, store, reports, prior)
