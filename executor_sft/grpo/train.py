@@ -28,8 +28,10 @@ from trl import ScriptArguments
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.data import grpo_examples_from_rollouts, load_jsonl, to_dataset
 from executor_sft.grpo.environment import SearchEnvironmentFactory
+from executor_sft.grpo.policy import load_policy
 from executor_sft.grpo.reward_funcs import build_reward_funcs, check_reward_weights, check_rewards
 from executor_sft.grpo.rewards import JudgeFn
+from executor_sft.llm.response_template import ensure_response_template
 from executor_sft.registry import import_path
 from executor_sft.retrieval.base import Retriever
 from executor_sft.retrieval.config import RetrieverConfig
@@ -273,9 +275,10 @@ def build_grpo_trainer(
     )
     if model is None:
         _model_init_kwargs(training_args, model_args)
-        model = model_args.model_name_or_path
-        if not model:
-            raise ConfigError("model_name_or_path is required (the SFT checkpoint to start from)")
+        model, tokenizer = load_policy(model_args, training_args.trust_remote_code)
+        processing_class = processing_class if processing_class is not None else tokenizer
+    if processing_class is not None:
+        ensure_response_template(processing_class)
     cls = trainer_cls or GRPOTrainer
     return cls(
         model=model,

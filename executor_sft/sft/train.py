@@ -20,6 +20,7 @@ from typing import Any
 from tqdm.auto import tqdm
 from trl import ScriptArguments, SFTTrainer
 
+from executor_sft.llm.response_template import ensure_response_template
 from executor_sft.sft.card import executor_card_section, model_card
 from executor_sft.sft.compile import compile_decoder_layers
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
@@ -298,6 +299,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     model_args.model_name_or_path = model_args.model_name_or_path or "offline:smollm2"
     # Saved with the model: the template whose turn prompts are the prefixes trained on.
     inference_template = tokenizer.chat_template = inference_chat_template(tokenizer)
+    ensure_response_template(tokenizer)  # GRPO and distillation parse the saved executor's replies with it
     training_template = None
     if script_args.training_chat_template:
         training_template = Path(script_args.training_chat_template).read_text(encoding="utf-8")

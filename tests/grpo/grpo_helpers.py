@@ -104,3 +104,21 @@ def load_recipe(name: str):
     sys.modules[f"recipes_{name}"] = module  # dataclasses resolve annotations through sys.modules
     spec.loader.exec_module(module)
     return module
+
+
+def run_recipe(name: str, *args: str, expect: int = 0, timeout: int = 1200):
+    """`python recipes/<name>.py ARGS` in a subprocess from the repository root; checks its exit status."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRL_EXPERIMENTAL_SILENCE": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / f"{name}.py"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == expect, f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return proc
