@@ -1,4 +1,4 @@
-"""Optional GRPO stage: named weighted rewards (CLP built in), search environment for TRL's GRPOTrainer, data from rollouts."""
+"""Optional GRPO stage: named weighted rewards (outcome, CLP), search environment for TRL's GRPOTrainer, data from rollouts."""
 
 from executor_sft.grpo.data import (
     GRPODataReport,
@@ -10,9 +10,12 @@ from executor_sft.grpo.data import (
     write_jsonl,
 )
 from executor_sft.grpo.environment import SearchEnvironment, SearchEnvironmentFactory
+from executor_sft.grpo.outcome import OUTCOME_COLUMNS, OutcomeReward
+from executor_sft.grpo.policy import load_policy
 from executor_sft.grpo.reward_funcs import build_reward_funcs
 from executor_sft.grpo.rewards import (
     DEFAULT_EPS,
+    DEFAULT_GROUNDING_SCORE,
     REWARDS,
     CLPReward,
     JudgeCLPReward,
@@ -22,17 +25,21 @@ from executor_sft.grpo.rewards import (
     clp_reward,
     count_tool_calls,
     final_report,
+    grounded,
 )
 from executor_sft.grpo.train import GRPOScriptArguments, build_grpo_trainer, load_grpo_dataset, run_grpo
 
 __all__ = [
     "DEFAULT_EPS",
+    "DEFAULT_GROUNDING_SCORE",
+    "OUTCOME_COLUMNS",
     "REWARDS",
     "CLPReward",
     "GRPODataReport",
     "GRPOScriptArguments",
     "JudgeCLPReward",
     "JudgeFn",
+    "OutcomeReward",
     "RewardFactory",
     "RewardFunc",
     "SearchEnvironment",
@@ -44,9 +51,11 @@ __all__ = [
     "count_tool_calls",
     "final_report",
     "grpo_examples_from_episodes",
+    "grounded",
     "grpo_examples_from_rollouts",
     "load_grpo_dataset",
     "load_jsonl",
+    "load_policy",
     "run_grpo",
     "to_dataset",
     "write_jsonl",

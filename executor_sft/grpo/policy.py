@@ -43,7 +43,9 @@ def load_policy(model_args: Any, trust_remote_code: bool = False) -> tuple[Any, 
     if is_offline(name):
         if OFFLINE_MODELS.get(name) is None or OFFLINE_MODELS[name].load is None:
             models = [a for a, m in OFFLINE_MODELS.items() if m.load is not None]
-            raise ConfigError(f"model_name_or_path {name!r}: not an offline model; known: {', '.join(models)}")
+            raise ConfigError(
+                f"model_name_or_path {name!r}: not an offline model; known: {', '.join(models)}"
+            )
         model, tokenizer = load_offline(name, offline_dtype(model_args.dtype))
         if model_args.attn_implementation:
             model.set_attn_implementation(model_args.attn_implementation)

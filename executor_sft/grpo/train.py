@@ -90,8 +90,10 @@ class GRPOScriptArguments(ScriptArguments):
     reward_funcs: list[str] = field(
         default_factory=lambda: ["clp_em"],
         metadata={
-            "help": "Rewards, summed with GRPOConfig.reward_weights: clp_em, clp_f1, clp_judge (CLP over EM, "
-            "F1 or a judge verdict) or 'module:attr' factories of your own."
+            "help": "Rewards, summed with GRPOConfig.reward_weights: outcome, outcome_judge (the system's final "
+            "answer with the rollout's report substituted, on the gold answers; need `answerer`), clp_em, clp_f1, "
+            "clp_judge (CLP over EM, F1 or a judge verdict against the teacher's answer) or 'module:attr' "
+            "factories of your own."
         },
     )
     reward_kwargs: dict | str | None = field(
@@ -108,6 +110,14 @@ class GRPOScriptArguments(ScriptArguments):
         },
     )
     judge_cache: str | None = field(default=None, metadata={"help": "JSONL verdict cache for the LLM judge."})
+    answerer: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "For outcome / outcome_judge, the fixed answerer: 'module:attr' (a chat model or a zero-arg "
+            "factory of one), a mapping {factory: 'module:attr', ...its keyword arguments}, or a ModelConfig "
+            "mapping (YAML/JSON) of the answerer model, as in collection."
+        },
+    )
 
     def __post_init__(self) -> None:
         from executor_sft.llm.config import ModelConfig as ChatModelConfig
@@ -123,6 +133,11 @@ class GRPOScriptArguments(ScriptArguments):
             self.judge = parsed if isinstance(parsed, dict) else self.judge
         if isinstance(self.judge, dict):
             _validate(ChatModelConfig, self.judge, "judge")
+        if isinstance(self.answerer, str):
+            parsed = _mapping(self.answerer, "answerer")
+            self.answerer = parsed if isinstance(parsed, dict) else self.answerer
+        if isinstance(self.answerer, dict) and "factory" not in self.answerer:
+            _validate(ChatModelConfig, self.answerer, "answerer")
         self.reward_kwargs = _mapping(self.reward_kwargs, "reward_kwargs") or {}
         check_rewards(self.reward_funcs, self.reward_kwargs)
 
@@ -222,6 +237,59 @@ def build_judge(args: GRPOScriptArguments) -> Any:
     )
 
 
+def _zero_arg_factory(obj: Any) -> bool:
+    if isinstance(obj, type):
+        return True
+    try:
+        return callable(obj) and not inspect.signature(obj).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def build_answerer(args: GRPOScriptArguments) -> Any:
+    """The fixed answerer the arguments name: 'module:attr', {factory: 'module:attr', ...}, or a model mapping."""
+    spec = args.answerer
+    if isinstance(spec, str):
+        if ":" not in spec:
+            raise ConfigError(f"answerer {spec!r}: expected 'module:attr' or a model mapping")
+        obj: Any = import_path(spec, "answerer")
+        return obj() if not callable(getattr(obj, "chat", None)) and _zero_arg_factory(obj) else obj
+    if isinstance(spec, dict) and "factory" in spec:
+        options = {k: v for k, v in spec.items() if k != "factory"}
+        factory = import_path(str(spec["factory"]), "answerer factory")
+        try:
+            inspect.signature(factory).bind(**options)
+        except TypeError as exc:
+            raise ConfigError(f"answerer: {spec['factory']}: {exc}") from None
+        except ValueError:
+            pass
+        return factory(**options)
+    if isinstance(spec, dict):
+        from executor_sft.llm.config import ModelConfig as ChatModelConfig
+        from executor_sft.llm.config import build_chat_model
+
+        return build_chat_model(ChatModelConfig.model_validate(spec))
+    raise ConfigError(
+        "the outcome rewards need `answerer`: the fixed answerer's model mapping (as in collection, e.g. "
+        "'{model: Qwen/Qwen3-32B}') or 'module:attr'"
+    )
+
+
+def check_reward_columns(rewards: list, dataset: Any, training_args: Any) -> None:
+    """Every reward finds the dataset columns it reads, and accepts the training arguments."""
+    have = set(getattr(dataset, "column_names", None) or [])
+    for func in rewards:
+        missing = [c for c in getattr(func, "columns", ()) if c not in have]
+        if missing:
+            raise ConfigError(
+                f"reward {getattr(func, '__name__', func)!r} needs the dataset columns {missing}; build the rows "
+                "from rollouts (`rollouts:`, or recipes/build_grpo_data.py)"
+            )
+        check = getattr(func, "check_training_args", None)
+        if callable(check):
+            check(training_args)
+
+
 def _model_init_kwargs(training_args, model_args) -> None:
     """As TRL's own grpo script: ModelConfig's dtype / attention / revision go to model_init_kwargs."""
     kwargs: dict[str, Any] = {
@@ -246,12 +314,13 @@ def build_grpo_trainer(
     train_dataset: Any = None,
     retriever: Retriever | None = None,
     judge: JudgeFn | Any = None,
+    answerer: Any = None,
     trainer_cls: type | None = None,
     callbacks: list | None = None,
 ):
     """A ready GRPOTrainer: dataset, search environment, the weighted rewards, optional LoRA.
 
-    `model`/`processing_class`/`train_dataset`/`retriever`/`judge` override what the arguments
+    `model`/`processing_class`/`train_dataset`/`retriever`/`judge`/`answerer` override what the arguments
     would load (e.g. an in-memory model); `trainer_cls` may be a GRPOTrainer subclass. The
     rewards are built (and checked against `reward_weights`) before anything else loads.
     """
@@ -259,7 +328,12 @@ def build_grpo_trainer(
 
     check_reward_weights(script_args.reward_funcs, training_args.reward_weights)
     configured_judge = functools.cache(lambda: judge if judge is not None else build_judge(script_args))
-    rewards = build_reward_funcs(script_args.reward_funcs, script_args.reward_kwargs, configured_judge)
+    configured_answerer = functools.cache(
+        lambda: answerer if answerer is not None else build_answerer(script_args)
+    )
+    rewards = build_reward_funcs(
+        script_args.reward_funcs, script_args.reward_kwargs, configured_judge, configured_answerer
+    )
     if script_args.max_searches < 0 or script_args.retriever_top_k < 1:
         raise ConfigError(
             f"need max_searches >= 0 and top_k >= 1, got {script_args.max_searches}, {script_args.retriever_top_k}"
@@ -269,6 +343,7 @@ def build_grpo_trainer(
         training_args.max_tool_calling_iterations = script_args.max_searches
         logger.info("max_tool_calling_iterations unset: using max_searches=%d", script_args.max_searches)
     dataset = train_dataset if train_dataset is not None else load_grpo_dataset(script_args)
+    check_reward_columns(rewards, dataset, training_args)
     retriever = retriever if retriever is not None else load_retriever_from_args(script_args)
     factory = SearchEnvironmentFactory(
         retriever, top_k=script_args.retriever_top_k, max_searches=script_args.max_searches
@@ -304,7 +379,14 @@ def run_grpo(script_args: GRPOScriptArguments, training_args, model_args, **over
             last = logs[-1]
             summary = ", ".join(
                 f"{k}={last[k]:.3f}"
-                for k in ("reward", "executor/correct", "executor/tool_calls", "executor/format_ok")
+                for k in (
+                    "reward",
+                    *sorted(k for k in last if k.startswith("rewards/") and k.endswith("/mean")),
+                    "executor/correct",
+                    "executor/tool_calls",
+                    "executor/format_ok",
+                    "outcome/correct",
+                )
                 if k in last
             )
             trainer.accelerator.print(f"GRPO done: {trainer.state.global_step} steps; last log: {summary}")

@@ -48,6 +48,8 @@ def ensure_response_template(tokenizer: Any) -> Any:
     A tokenizer that already has a `response_template`, or carries another chat template
     (TRL recognises the ones it ships), is left as it is. Returns the tokenizer.
     """
-    if getattr(tokenizer, "response_template", None) is None and is_executor_template(tokenizer.chat_template):
+    if getattr(tokenizer, "response_template", None) is None and is_executor_template(
+        tokenizer.chat_template
+    ):
         tokenizer.response_template = EXECUTOR_RESPONSE_TEMPLATE
     return tokenizer

@@ -56,9 +56,15 @@ class ScriptedTurns(LogitsProcessor):
 class Script:
     """Turn 1: a search call (all rows but FREE_ROW). Turn 2: the report `report_text` writes."""
 
-    def __init__(self, tokenizer, report_text: ReportText = right_wrong_right):
+    def __init__(
+        self,
+        tokenizer,
+        report_text: ReportText = right_wrong_right,
+        sub_queries: list[tuple[str, str]] = SUB_QUERIES,
+    ):
         self.tok = tokenizer
         self.report_text = report_text
+        self.sub_queries = sub_queries
         self.response_id = tokenizer.convert_tokens_to_ids("<tool_response>")
         self.first_turns: list[list[int]] = []
         self.second_turns: list[list[int]] = []
@@ -68,7 +74,7 @@ class Script:
 
     def for_row(self, row: int, prompt: list[int]) -> list[int | None]:
         text = self.tok.decode(prompt)
-        sub_query, reference = next((q, a) for q, a in SUB_QUERIES if q in text)
+        sub_query, reference = next((q, a) for q, a in self.sub_queries if q in text)
         if self.response_id not in prompt:  # first turn
             if row % NUM_GENERATIONS == FREE_ROW:
                 return [None] * FREE_TOKENS + [self.tok.convert_tokens_to_ids("<|im_end|>")]

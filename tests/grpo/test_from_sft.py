@@ -24,12 +24,16 @@ def _trainer(model, tokenizer, tmp_path, minibench_bm25):
     from trl import GRPOConfig, GRPOTrainer
 
     from executor_sft.grpo import SearchEnvironmentFactory, to_dataset
-    from executor_sft.grpo.rewards import clp_em
     from executor_sft.grpo.data import build_prompt
+    from executor_sft.grpo.rewards import clp_em
 
     rows = [{"prompt": build_prompt("Who?", "Search."), "reference": ["x"]}] * 2
     args = GRPOConfig(
-        output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2, use_cpu=True, report_to="none"
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=2,
+        num_generations=2,
+        use_cpu=True,
+        report_to="none",
     )
     return GRPOTrainer(
         model=model,
@@ -88,7 +92,10 @@ def test_grpo_recipe_runs_two_steps_on_the_sft_recipes_output(sft_output, world_
     )  # fmt: skip
     assert "GRPO done: 2 steps" in proc.stdout
     assert (out / "model.safetensors").exists()
-    assert json.loads((out / "tokenizer_config.json").read_text())["response_template"] == EXECUTOR_RESPONSE_TEMPLATE
+    assert (
+        json.loads((out / "tokenizer_config.json").read_text())["response_template"]
+        == EXECUTOR_RESPONSE_TEMPLATE
+    )
 
 
 @pytest.mark.slow
