@@ -1,9 +1,11 @@
 """Optional GRPO stage: named weighted rewards (outcome, CLP), search environment for TRL's GRPOTrainer, data from rollouts."""
 
+from executor_sft.grpo.arguments import ExecutorDataArguments, load_prompt_dataset
 from executor_sft.grpo.data import (
     GRPODataReport,
     build_prompt,
     grpo_examples_from_episodes,
+    grpo_examples_from_questions,
     grpo_examples_from_rollouts,
     load_jsonl,
     to_dataset,
@@ -27,11 +29,12 @@ from executor_sft.grpo.rewards import (
     final_report,
     grounded,
 )
-from executor_sft.grpo.train import GRPOScriptArguments, build_grpo_trainer, load_grpo_dataset, run_grpo
+from executor_sft.grpo.train import GRPOScriptArguments, build_grpo_trainer, run_grpo
 
 __all__ = [
     "DEFAULT_EPS",
     "DEFAULT_GROUNDING_SCORE",
+    "ExecutorDataArguments",
     "OUTCOME_COLUMNS",
     "REWARDS",
     "CLPReward",
@@ -51,9 +54,10 @@ __all__ = [
     "count_tool_calls",
     "final_report",
     "grpo_examples_from_episodes",
+    "grpo_examples_from_questions",
     "grounded",
     "grpo_examples_from_rollouts",
-    "load_grpo_dataset",
+    "load_prompt_dataset",
     "load_jsonl",
     "load_policy",
     "run_grpo",

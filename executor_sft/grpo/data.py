@@ -256,6 +256,31 @@ def grpo_examples_from_rollouts(
     return rows
 
 
+def grpo_examples_from_questions(
+    path: str | Path, system_prompt: str | None = None, top_k: int = 3, max_searches: int = 2
+) -> list[dict[str, Any]]:
+    """Rows from any questions JSONL (`data.questions.load_questions`), each question one executor prompt.
+
+    `reference` is the question's gold answers; there is no episode, so these rows serve the
+    stages that need only prompts (distillation) and the references' rewards, not `outcome`.
+    `system_prompt`: None = the packaged executor prompt; text or `file:<path>` = that prompt.
+    """
+    from executor_sft.data.questions import load_questions
+
+    prompts = Prompts() if system_prompt is None else Prompts(executor_native=system_prompt)
+    system = prompts.render("executor_native", top_k=top_k, max_searches=max_searches)
+    return [
+        {
+            "prompt": build_prompt(" ".join(q.question.split()), system),
+            "reference": list(q.golden_answers),
+            "sub_query": " ".join(q.question.split()),
+            "question_id": q.id,
+            "dataset": q.dataset,
+        }
+        for q in load_questions(path)
+    ]
+
+
 def to_dataset(rows: list[dict[str, Any]]):
     """A `datasets.Dataset` TRL's GRPOTrainer takes as `train_dataset`."""
     from datasets import Dataset

@@ -51,3 +51,17 @@ def load_policy(model_args: Any, trust_remote_code: bool = False) -> tuple[Any, 
             model.set_attn_implementation(model_args.attn_implementation)
         return model, ensure_response_template(tokenizer)
     return name, load_tokenizer(name, model_args.model_revision, trust_remote_code)
+
+
+def set_model_init_kwargs(training_args: Any, model_args: Any) -> None:
+    """As TRL's own scripts: ModelConfig's dtype / attention / revision go to `model_init_kwargs`
+    (kept where the config sets them too)."""
+    kwargs: dict[str, Any] = {
+        "revision": model_args.model_revision,
+        "trust_remote_code": training_args.trust_remote_code,
+        "attn_implementation": model_args.attn_implementation,
+        "dtype": model_args.dtype,
+    }
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    kwargs.update(training_args.model_init_kwargs or {})
+    training_args.model_init_kwargs = kwargs

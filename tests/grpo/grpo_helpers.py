@@ -126,5 +126,7 @@ def run_recipe(name: str, *args: str, expect: int = 0, timeout: int = 1200):
         text=True,
         timeout=timeout,
     )
-    assert proc.returncode == expect, f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    assert proc.returncode == expect, (
+        f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    )
     return proc
