@@ -27,31 +27,13 @@ def tiny_checkpoint(tmp_path_factory):
 @pytest.fixture(scope="session")
 def world_index(tmp_path_factory):
     """A BM25 index directory over the sample world's corpus (data/world/corpus.jsonl)."""
-    from grpo_helpers import ROOT
+    from grpo_helpers import build_world_index
 
-    from executor_sft.retrieval import build_index
-
-    path = tmp_path_factory.mktemp("world") / "index"
-    build_index(ROOT / "data" / "world" / "corpus.jsonl", path, bm25=True)
-    return path
+    return build_world_index(tmp_path_factory.mktemp("world") / "index")
 
 
 @pytest.fixture(scope="session")
 def sft_output(tmp_path_factory):
-    """An SFT output directory as a user has it: `recipes/sft_executor.py` run as a command
-    (tiny Qwen3, one step on two rows of data/sft.jsonl, to keep the time down)."""
-    from grpo_helpers import ROOT, run_recipe
+    from grpo_helpers import make_sft_output
 
-    root = tmp_path_factory.mktemp("sft")
-    rows = (ROOT / "data" / "sft.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:2]
-    (root / "sft.jsonl").write_text("".join(rows), encoding="utf-8")
-    out = root / "out"
-    run_recipe(
-        "sft_executor",
-        "--model_name_or_path", "offline:tiny-qwen3",
-        "--dataset_name", str(root / "sft.jsonl"),
-        "--max_steps", "1",
-        "--max_length", "2048",
-        "--output_dir", str(out),
-    )  # fmt: skip
-    return out
+    return make_sft_output(tmp_path_factory.mktemp("sft"))

@@ -130,3 +130,28 @@ def run_recipe(name: str, *args: str, expect: int = 0, timeout: int = 1200):
         f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     )
     return proc
+
+
+def build_world_index(path: Path) -> Path:
+    """A BM25 index directory over the sample world's corpus (data/world/corpus.jsonl)."""
+    from executor_sft.retrieval import build_index
+
+    build_index(ROOT / "data" / "world" / "corpus.jsonl", path, bm25=True)
+    return path
+
+
+def make_sft_output(root: Path) -> Path:
+    """An SFT output directory as a user has it: `recipes/sft_executor.py` run as a command
+    (tiny Qwen3, one step on two rows of data/sft.jsonl, to keep the time down)."""
+    rows = (ROOT / "data" / "sft.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:2]
+    (root / "sft.jsonl").write_text("".join(rows), encoding="utf-8")
+    out = root / "out"
+    run_recipe(
+        "sft_executor",
+        "--model_name_or_path", "offline:tiny-qwen3",
+        "--dataset_name", str(root / "sft.jsonl"),
+        "--max_steps", "1",
+        "--max_length", "2048",
+        "--output_dir", str(out),
+    )  # fmt: skip
+    return out
