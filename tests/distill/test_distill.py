@@ -155,6 +155,10 @@ def test_the_qwen3_config_parses():
     script, training, model = load_recipe("distill_executor").parse_args(
         ["--config", str(ROOT / "recipes" / "configs" / "distill_qwen3_1.7b.yaml"), "--use_vllm", "false"]
     )
-    assert (training.beta, training.teacher_model_name_or_path, training.max_steps) == (1.0, "Qwen/Qwen3-8B", 50)
+    assert (training.beta, training.teacher_model_name_or_path, training.max_steps) == (
+        1.0,
+        "Qwen/Qwen3-8B",
+        50,
+    )
     assert training.chat_template_kwargs == {"enable_thinking": False} and model.dtype == "bfloat16"
     assert (script.rollouts, script.max_searches, script.retriever_top_k) == (["runs/rollouts.jsonl"], 2, 3)
