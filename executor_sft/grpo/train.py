@@ -113,15 +113,7 @@ def load_judge(spec: str) -> JudgeFn:
     if ":" not in spec:
         raise ConfigError(f"judge {spec!r}: expected 'module:attr'")
     obj: Any = import_path(spec, "judge")
-    if isinstance(obj, type):
-        return obj()
-    try:
-        params = inspect.signature(obj).parameters
-        if not params:
-            return obj()
-    except (TypeError, ValueError):
-        pass
-    return obj
+    return obj() if _zero_arg_factory(obj) else obj
 
 
 def build_judge(args: GRPOScriptArguments) -> Any:
