@@ -9,6 +9,7 @@ executor reads the same system prompt, sub-query and tool turns in each.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -31,7 +32,8 @@ class ExecutorDataArguments(ScriptArguments):
 
     Exactly one prompt source: `dataset_name` (rows from recipes/build_grpo_data.py; `--dataset`
     is the same flag), `rollouts` (rows built on the fly from verified teacher reports) or
-    `questions` (any questions JSONL, e.g. a sub-query split: each question is one sub-query).
+    `questions` (any questions JSONL, e.g. a sub-query split: each question is one sub-query;
+    `hf://<repo>` reads a Hub dataset).
     `retriever` is a `RetrieverConfig` mapping, as in collection and evaluation configs
     (`{index: DIR, kind: bm25, k: 3}`): its `k` is the passages per search. On the command line
     the mappings take YAML or JSON text: `--retriever '{index: indexes/wiki, k: 3}'`.
@@ -138,6 +140,13 @@ def load_prompt_dataset(args: ExecutorDataArguments):
             "give exactly one of `dataset_name` (GRPO rows JSONL), `rollouts` (rollouts.jsonl files) or "
             f"`questions` (a questions JSONL); got {given or 'none'}"
         )
+    files = {"dataset_name": [args.dataset_name], "rollouts": args.rollouts or []}
+    if args.questions is not None and not str(args.questions).startswith("hf://"):
+        files["questions"] = [args.questions]
+    for name, paths in files.items():
+        missing = [p for p in paths if p is not None and not Path(p).is_file()]
+        if missing:
+            raise ConfigError(f"{name}: {missing[0]}: no such file")
     if args.dataset_name is not None:
         rows = load_jsonl(args.dataset_name)
     elif args.rollouts is not None:

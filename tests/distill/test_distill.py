@@ -153,7 +153,14 @@ def test_the_qwen3_config_parses():
     from grpo_helpers import load_recipe
 
     script, training, model = load_recipe("distill_executor").parse_args(
-        ["--config", str(ROOT / "recipes" / "configs" / "distill_qwen3_1.7b.yaml"), "--use_vllm", "false"]
+        [
+            "--config",
+            str(ROOT / "recipes" / "configs" / "distill_qwen3_1.7b.yaml"),
+            "--use_vllm",
+            "false",
+            "--bf16",
+            "false",
+        ]
     )
     assert (training.beta, training.teacher_model_name_or_path, training.max_steps) == (
         1.0,
@@ -162,3 +169,21 @@ def test_the_qwen3_config_parses():
     )
     assert training.chat_template_kwargs == {"enable_thinking": False} and model.dtype == "bfloat16"
     assert (script.rollouts, script.max_searches, script.retriever_top_k) == (["runs/rollouts.jsonl"], 2, 3)
+
+
+def test_prompts_from_any_questions_file_use_the_runtime_executor_prompt():
+    from executor_sft.agents.prompting import Prompts
+    from executor_sft.grpo import load_prompt_dataset
+
+    ds = load_prompt_dataset(
+        DistillScriptArguments(
+            questions=str(ROOT / "data" / "world" / "subqueries_train.jsonl"), max_searches=2
+        )
+    )
+    first = json.loads((ROOT / "data" / "world" / "subqueries_train.jsonl").open().readline())
+    system, user = ds[0]["prompt"]
+    assert system["content"] == Prompts().render("executor_native", top_k=3, max_searches=2)
+    assert (
+        user == {"role": "user", "content": first["question"]}
+        and ds[0]["reference"] == first["golden_answers"]
+    )

@@ -213,3 +213,14 @@ def test_two_grpo_steps_with_outcome_and_clp(tiny_checkpoint, world_index, tmp_p
             h["rewards/outcome/mean"] + 0.5 * h["rewards/clp_em/mean"], abs=1e-3
         )
         assert h["outcome/correct"] == pytest.approx(0.5) and h["outcome/searches"] == pytest.approx(0.75)
+
+
+def test_a_missing_prompt_file_is_a_config_error(tmp_path):
+    from executor_sft.grpo import load_prompt_dataset
+
+    for source in (
+        {"dataset_name": str(tmp_path / "no.jsonl")},
+        {"rollouts": [str(ROLLOUTS), str(tmp_path / "r")]},
+    ):
+        with pytest.raises(ConfigError, match=r"(dataset_name|rollouts): .*: no such file"):
+            load_prompt_dataset(GRPOScriptArguments(**source))
