@@ -31,6 +31,7 @@ LAYERS = {
     "filters": 3,
     "sft": 3,
     "grpo": 3,
+    "distill": 3,
     "synthetic": 3,
     "eval": 4,
     "demos": 5,

@@ -9,7 +9,7 @@ gives when that run's report replaces the driver's at its position (`answer_with
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from executor_sft.agents.answerer import Finding, run_answerer
@@ -21,7 +21,17 @@ from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
-from executor_sft.schema import Episode, EpisodeMetrics, ExecutorRun, Outcome, Question, Role, Round, Usage
+from executor_sft.schema import (
+    Episode,
+    EpisodeMetrics,
+    ExecutorRun,
+    Outcome,
+    Question,
+    Report,
+    Role,
+    Round,
+    Usage,
+)
 from executor_sft.schema import episode_id as make_episode_id
 
 BACKBONE, ANSWERER = Role.BACKBONE, Role.ANSWERER
@@ -282,6 +292,17 @@ def driver_findings(episode: Episode, driver: str | None = None) -> list[tuple[t
     ]
 
 
+def substitute_report(findings: Sequence[Finding], at: int, report: Report | None) -> list[Finding]:
+    """The answerer's findings with `report` in place of the one at position `at`, all others unchanged.
+
+    The one substitution behind a run's outcome: collection labels runs with it, and GRPO's
+    `outcome` reward scores each rollout with it.
+    """
+    if not 0 <= at < len(findings):
+        raise ValueError(f"position {at} is not one of the {len(findings)} findings")
+    return [(q, report if i == at else r) for i, (q, r) in enumerate(findings)]
+
+
 async def answer_with_substitution(
     episode: Episode,
     run: ExecutorRun,
@@ -304,9 +325,7 @@ async def answer_with_substitution(
     if findings[at][2] == run.report and episode.answer is not None:
         m = episode.metrics
         return Outcome(answer=episode.answer, em=m.em, f1=m.f1, judge=m.judge, substituted=False)
-    pairs: list[Finding] = [
-        (q, run.report if i == at else report) for i, (_, q, report) in enumerate(findings)
-    ]
+    pairs = substitute_report([(q, report) for _, q, report in findings], at, run.report)
     result = await run_answerer(
         answerer,
         episode.question.question,

@@ -7,7 +7,11 @@ and case folded); further verified answers to the same sub-query are kept as ext
 
 Rows: `prompt` (system + user messages, TRL conversational format), `reference` (list of
 answer aliases, first = first verified report), `sub_query`, `question_id`, `dataset`,
-`episode_id`, `source_run_id`.
+`episode_id`, `source_run_id`, and the episode the sub-query came from, for the `outcome`
+reward: `question` (the original question), `golden_answers`, `findings` (every dispatched
+sub-query with the driver's report, `{sub_query, answer, evidence}`, answer None where there
+was none, in the answerer's order) and `position` (this sub-query's index in `findings`).
+A sub-query seen in several episodes keeps the first one's context.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from executor_sft.agents.pipeline import driver_findings
 from executor_sft.agents.prompting import Prompts, fill
 from executor_sft.filters.records import RecordError, parse_run
 from executor_sft.jsonl import MissingFileError, iter_jsonl, iter_records
 from executor_sft.jsonl import write_jsonl as write_jsonl  # the package's one writer, (path, rows)
 from executor_sft.metrics.answer import normalize_answer
-from executor_sft.schema import Message, Role
+from executor_sft.schema import Episode, Message, Report, Role
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +116,42 @@ def _verified_answer(
     return answer
 
 
+def _finding(sub_query: str, report: Report | None) -> dict[str, Any]:
+    return {
+        "sub_query": sub_query,
+        "answer": report.answer if report is not None else None,
+        "evidence": report.evidence if report is not None else None,
+    }
+
+
+def _episode_context(where: str, ep: Mapping[str, Any]) -> tuple[dict[str, Any], dict[tuple[int, int], int]]:
+    """The episode's columns for the outcome reward, and each (round, sub-query index)'s position.
+
+    The findings are the answerer's (`agents.pipeline.driver_findings`); an episode recorded
+    without rounds falls back to its driver's runs in (round, index) order.
+    """
+    from pydantic import ValidationError
+
+    try:
+        episode = Episode.model_validate(ep)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise RecordError(where, ".".join(str(p) for p in err["loc"]) or "<record>", err["msg"]) from None
+    findings = driver_findings(episode)
+    if not findings:
+        driver = episode.config.get("driver", Role.TEACHER)
+        runs = sorted(
+            (r for r in episode.runs if r.role == driver), key=lambda r: (r.round, r.sub_query_index)
+        )
+        findings = [((r.round, r.sub_query_index), r.sub_query, r.report) for r in runs]
+    columns = {
+        "question": episode.question.question,
+        "golden_answers": list(episode.question.golden_answers),
+        "findings": [_finding(q, report) for _, q, report in findings],
+    }
+    return columns, {slot: i for i, (slot, _, _) in enumerate(findings)}
+
+
 def _add_alias(row: dict[str, Any], answer: str, report: GRPODataReport) -> None:
     """A further verified answer to a seen sub-query: an extra alias unless it normalises the same."""
     report.duplicates += 1
@@ -141,6 +182,7 @@ def grpo_examples_from_episodes(
     for where, ep in episodes:
         report.episodes += 1
         question, runs = _episode_runs(where, ep)
+        new: list[tuple[dict[str, Any], tuple[Any, Any], str]] = []
         for i, run in enumerate(runs):
             path = f"runs[{i}]"
             if not isinstance(run, Mapping):
@@ -169,8 +211,21 @@ def grpo_examples_from_episodes(
                 "episode_id": str(ep.get("episode_id", "")),
                 "source_run_id": str(run.get("run_id", "")),
             }
+            new.append((by_key[key], (run.get("round"), run.get("sub_query_index")), f"{path}.round"))
+        if new:
+            _add_context(where, ep, new)
     report.examples = len(by_key)
     return list(by_key.values())
+
+
+def _add_context(
+    where: str, ep: Mapping[str, Any], new: list[tuple[dict[str, Any], tuple[Any, Any], str]]
+) -> None:
+    columns, positions = _episode_context(where, ep)
+    for row, slot, path in new:
+        if slot not in positions:
+            raise RecordError(where, path, f"round/sub_query_index {slot} is not a dispatched sub-query")
+        row.update(columns, position=positions[slot])
 
 
 def grpo_examples_from_rollouts(
@@ -198,6 +253,31 @@ def grpo_examples_from_rollouts(
     )
     logger.info(report.summary())
     return rows
+
+
+def grpo_examples_from_questions(
+    path: str | Path, system_prompt: str | None = None, top_k: int = 3, max_searches: int = 2
+) -> list[dict[str, Any]]:
+    """Rows from any questions JSONL (`data.questions.load_questions`), each question one executor prompt.
+
+    `reference` is the question's gold answers; there is no episode, so these rows serve the
+    stages that need only prompts (distillation) and the references' rewards, not `outcome`.
+    `system_prompt`: None = the packaged executor prompt; text or `file:<path>` = that prompt.
+    """
+    from executor_sft.data.questions import load_questions
+
+    prompts = Prompts() if system_prompt is None else Prompts(executor_native=system_prompt)
+    system = prompts.render("executor_native", top_k=top_k, max_searches=max_searches)
+    return [
+        {
+            "prompt": build_prompt(" ".join(q.question.split()), system),
+            "reference": list(q.golden_answers),
+            "sub_query": " ".join(q.question.split()),
+            "question_id": q.id,
+            "dataset": q.dataset,
+        }
+        for q in load_questions(path)
+    ]
 
 
 def to_dataset(rows: list[dict[str, Any]]):

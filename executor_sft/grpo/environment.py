@@ -70,6 +70,25 @@ class SearchEnvironment:
         return len(self.searches)
 
 
+def search_tool(retriever: Retriever, top_k: int = 3):
+    """The search tool as one plain function, for trainers that take `tools=` (TRL's DistillationTrainer).
+
+    Same name, schema and result text as `SearchEnvironment.search`, without a per-rollout
+    budget: such trainers call tools without saying whose rollout the call belongs to, so the
+    budget is the number of tool turns (`max_tool_calling_iterations = max_searches`).
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+
+    def search(query: str):  # no return annotation: it would add a "return" key to the tool schema
+        query = " ".join(str(query).split())
+        return search_result(retriever.search([query], top_k)[0] if query else [])
+
+    search.__doc__ = _search_docstring()
+    search.__name__ = SEARCH_TOOL_NAME
+    return search
+
+
 @dataclass
 class SearchEnvironmentFactory:
     """Picklable zero-argument factory TRL calls once per rollout; all instances share one retriever."""

@@ -1,8 +1,9 @@
 """The rewards of one GRPO run: `reward_funcs` names and `reward_kwargs` -> TRL reward functions.
 
 Each name is a `REWARDS` entry or a `module:attr` factory; `reward_kwargs[name]` are the
-factory's keyword arguments. A factory with a `judge` parameter that `reward_kwargs` leaves
-out gets the run's configured judge. The weights are TRL's own `GRPOConfig.reward_weights`.
+factory's keyword arguments. A factory with a `judge` (or `answerer`) parameter that
+`reward_kwargs` leaves out gets the run's configured judge (or answerer). The weights are
+TRL's own `GRPOConfig.reward_weights`.
 Everything a user can get wrong is checked before any model loads.
 """
 
@@ -12,10 +13,12 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import executor_sft.grpo.outcome  # noqa: F401  (registers the outcome rewards)
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.rewards import REWARDS, RewardFactory, RewardFunc
 
 JUDGE_PARAMETER = "judge"
+ANSWERER_PARAMETER = "answerer"
 
 
 def reward_factory(name: str) -> RewardFactory:
@@ -35,9 +38,10 @@ def _signature(factory: RewardFactory) -> inspect.Signature | None:
         return None
 
 
-def wants_judge(factory: RewardFactory) -> bool:
+def wants(factory: RewardFactory, parameter: str) -> bool:
+    """Whether the factory takes `parameter` (the run's judge or answerer is passed in then)."""
     sig = _signature(factory)
-    return sig is not None and JUDGE_PARAMETER in sig.parameters
+    return sig is not None and parameter in sig.parameters
 
 
 def _bind(name: str, factory: RewardFactory, kwargs: Mapping[str, Any], partial: bool) -> None:
@@ -74,17 +78,25 @@ def check_reward_weights(names: Sequence[str], weights: Sequence[float] | None) 
         )
 
 
+def _no_answerer() -> Any:
+    raise ConfigError("the outcome rewards need `answerer` (the fixed answerer's model, or 'module:attr')")
+
+
 def build_reward_funcs(
-    names: Sequence[str], kwargs: Mapping[str, Mapping[str, Any]], judge: Callable[[], Any]
+    names: Sequence[str],
+    kwargs: Mapping[str, Mapping[str, Any]],
+    judge: Callable[[], Any],
+    answerer: Callable[[], Any] = _no_answerer,
 ) -> list[RewardFunc]:
-    """One reward function per name, in order; `judge()` is called only if a factory needs it."""
+    """One reward function per name, in order; `judge()` / `answerer()` are called only if a factory needs one."""
     check_rewards(names, kwargs)
     funcs: list[RewardFunc] = []
     for name in names:
         factory = reward_factory(name)
         options = dict(kwargs.get(name, {}))
-        if wants_judge(factory) and JUDGE_PARAMETER not in options:
-            options[JUDGE_PARAMETER] = judge()
+        for parameter, provide in ((JUDGE_PARAMETER, judge), (ANSWERER_PARAMETER, answerer)):
+            if wants(factory, parameter) and parameter not in options:
+                options[parameter] = provide()
         _bind(name, factory, options, partial=False)
         func = factory(**options)
         if not callable(func):

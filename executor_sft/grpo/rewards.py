@@ -2,7 +2,8 @@
 
 `R = score * max(0, 1 - eps * log(1 + tool_calls))`: a wrong (or missing) report scores 0
 whatever it cost, a correct one is discounted by the number of searches with diminishing
-marginal cost, so the policy learns to search again only when it pays off.
+marginal cost, so the policy learns to search again only when it pays off. A report given
+without any search scores `grounding_score * R` (`grounded`; 0 by default, None: plain CLP).
 
 The TRL reward functions below read the executor's multi-turn completion (assistant turns,
 with `tool_calls`, and `tool` turns) as TRL hands it over, parse the final report with the
@@ -25,6 +26,7 @@ from typing import Any, Literal
 
 from executor_sft.agents.parsing import parse_report
 from executor_sft.agents.prompting import Prompts
+from executor_sft.errors import ConfigError
 from executor_sft.llm.base import ChatError
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.registry import Registry
@@ -48,6 +50,10 @@ JudgeFn = Callable[[str, list[str], str], "bool | None | Awaitable[bool | None]"
 such a `.judge` method (e.g. `executor_sft.metrics.judge.LLMJudge`) is accepted too."""
 
 DEFAULT_EPS = 0.15
+DEFAULT_GROUNDING_SCORE = 0.0
+"""What a report given without any search scores, times its answer score: nothing, by default.
+The executor's prompt forbids answering from memory and SFT never trains on zero-search runs
+(the `no_search` exclusion), so no reward should pay for it either."""
 
 
 def clp_reward(em: float, tool_calls: int, eps: float = DEFAULT_EPS) -> float:
@@ -63,6 +69,18 @@ def clp_reward(em: float, tool_calls: int, eps: float = DEFAULT_EPS) -> float:
     if em <= 0:
         return 0.0
     return float(em) * max(0.0, 1.0 - eps * math.log1p(tool_calls))
+
+
+def grounded(reward: float, searches: int, grounding_score: float | None) -> float:
+    """`reward`, or `grounding_score * reward` for a report given without a search (None: no rule)."""
+    if searches == 0 and grounding_score is not None:
+        return grounding_score * reward
+    return reward
+
+
+def check_grounding_score(value: float | None, name: str) -> None:
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise ConfigError(f"reward {name}: grounding_score must be in [0, 1] or null, got {value}")
 
 
 def _as_messages(completion: Any) -> list[Message]:
@@ -142,19 +160,31 @@ class _CLPBase:
 
     metric: str
 
-    def __init__(self, eps: float = DEFAULT_EPS, metric_prefix: str = "executor"):
+    def __init__(
+        self,
+        eps: float = DEFAULT_EPS,
+        metric_prefix: str = "executor",
+        grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
+    ):
         if eps < 0:
             raise ValueError(f"eps must be >= 0, got {eps}")
         self.eps = eps
         self.metric_prefix = metric_prefix
         self.__name__ = f"clp_{self.metric}"  # TRL names the logged column `rewards/<__name__>/mean`
+        check_grounding_score(grounding_score, self.__name__)
+        self.grounding_score = grounding_score
         self.last: list[ScoredCompletion] = []
 
     def _finish(
         self, parsed: list[tuple[int, Report | None]], scores: list[float], kwargs: dict
     ) -> list[float]:
         self.last = [
-            ScoredCompletion(calls, report, score, clp_reward(score, calls, self.eps))
+            ScoredCompletion(
+                calls,
+                report,
+                score,
+                grounded(clp_reward(score, calls, self.eps), calls, self.grounding_score),
+            )
             for (calls, report), score in zip(parsed, scores, strict=True)
         ]
         log_metric = kwargs.get("log_metric")
@@ -192,13 +222,17 @@ class CLPReward(_CLPBase):
     """
 
     def __init__(
-        self, metric: Literal["em", "f1"] = "em", eps: float = DEFAULT_EPS, metric_prefix: str = "executor"
+        self,
+        metric: Literal["em", "f1"] = "em",
+        eps: float = DEFAULT_EPS,
+        metric_prefix: str = "executor",
+        grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
     ):
         if metric not in ("em", "f1"):
             raise ValueError(f"metric must be 'em' or 'f1' (use JudgeCLPReward for a judge), got {metric!r}")
         self.metric = metric
         self._score = exact_match if metric == "em" else f1_score
-        super().__init__(eps, metric_prefix)
+        super().__init__(eps, metric_prefix, grounding_score)
 
     def __call__(self, prompts=None, completions=(), reference=None, **kwargs: Any) -> list[float]:
         parsed = self._parse(completions)
@@ -221,7 +255,12 @@ class JudgeCLPReward(_CLPBase):
     metric = "judge"
 
     def __init__(
-        self, judge: Any, eps: float = DEFAULT_EPS, metric_prefix: str = "executor", max_concurrency: int = 16
+        self,
+        judge: Any,
+        eps: float = DEFAULT_EPS,
+        metric_prefix: str = "executor",
+        max_concurrency: int = 16,
+        grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
     ):
         method = getattr(judge, "judge", None)
         if not callable(judge) and callable(method):
@@ -234,7 +273,7 @@ class JudgeCLPReward(_CLPBase):
             type(judge).__call__
         )
         self.max_concurrency = max_concurrency
-        super().__init__(eps, metric_prefix)
+        super().__init__(eps, metric_prefix, grounding_score)
 
     async def _verdict(
         self, sem: asyncio.Semaphore, question: str, gold: list[str], prediction: str
@@ -273,20 +312,32 @@ class JudgeCLPReward(_CLPBase):
 
 
 @REWARDS.register("clp_em")
-def clp_em(eps: float = DEFAULT_EPS, metric_prefix: str = "executor") -> CLPReward:
-    """CLP over exact match against `reference` (the default reward)."""
-    return CLPReward("em", eps, metric_prefix)
+def clp_em(
+    eps: float = DEFAULT_EPS,
+    metric_prefix: str = "executor",
+    grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
+) -> CLPReward:
+    """CLP over exact match against `reference` (the teacher's verified answers)."""
+    return CLPReward("em", eps, metric_prefix, grounding_score)
 
 
 @REWARDS.register("clp_f1")
-def clp_f1(eps: float = DEFAULT_EPS, metric_prefix: str = "executor") -> CLPReward:
+def clp_f1(
+    eps: float = DEFAULT_EPS,
+    metric_prefix: str = "executor",
+    grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
+) -> CLPReward:
     """CLP over token F1 against `reference` (partial credit)."""
-    return CLPReward("f1", eps, metric_prefix)
+    return CLPReward("f1", eps, metric_prefix, grounding_score)
 
 
 @REWARDS.register("clp_judge")
 def clp_judge(
-    judge: JudgeFn | Any, eps: float = DEFAULT_EPS, metric_prefix: str = "executor", max_concurrency: int = 16
+    judge: JudgeFn | Any,
+    eps: float = DEFAULT_EPS,
+    metric_prefix: str = "executor",
+    max_concurrency: int = 16,
+    grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
 ) -> JudgeCLPReward:
     """CLP over a judge's verdict; `judge` is the run's configured judge unless given."""
-    return JudgeCLPReward(judge, eps, metric_prefix, max_concurrency)
+    return JudgeCLPReward(judge, eps, metric_prefix, max_concurrency, grounding_score)

@@ -22,74 +22,44 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-from trl import ScriptArguments
-
 from executor_sft.errors import ConfigError
-from executor_sft.grpo.data import grpo_examples_from_rollouts, load_jsonl, to_dataset
+from executor_sft.grpo.arguments import (
+    ExecutorDataArguments,
+    load_prompt_dataset,
+    load_retriever_from_args,
+    parse_mapping,
+    validate_model,
+)
 from executor_sft.grpo.environment import SearchEnvironmentFactory
+from executor_sft.grpo.policy import load_policy, set_model_init_kwargs
 from executor_sft.grpo.reward_funcs import build_reward_funcs, check_reward_weights, check_rewards
 from executor_sft.grpo.rewards import JudgeFn
+from executor_sft.llm.response_template import ensure_response_template
 from executor_sft.registry import import_path
 from executor_sft.retrieval.base import Retriever
-from executor_sft.retrieval.config import RetrieverConfig
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class GRPOScriptArguments(ScriptArguments):
-    """Stage options that are not TRL's (data, retrieval, rewards).
+class GRPOScriptArguments(ExecutorDataArguments):
+    """GRPO's options that are not TRL's: the prompts and retrieval (`ExecutorDataArguments`), the rewards.
 
-    `trl.ScriptArguments` gives the data fields; `dataset_name` is the GRPO rows file here
-    (`--dataset` is the same flag). `retriever` is a `RetrieverConfig` mapping, as in collection
-    and evaluation configs (`{index: DIR, kind: bm25, k: 3}`): its `k` is the passages per
-    search. `reward_funcs` names the rewards (their weights are `GRPOConfig.reward_weights`),
+    `reward_funcs` names the rewards (their weights are `GRPOConfig.reward_weights`),
     `reward_kwargs` maps a reward's name to its factory's keyword arguments. `judge` (for
-    `clp_judge`) is 'module:attr', or a `ModelConfig` mapping of the judge model (an `LLMJudge`
-    over it, verdicts cached in `judge_cache`). On the command line the mappings take YAML or
-    JSON text: `--retriever '{index: indexes/wiki, k: 3}'`.
+    `clp_judge`, `outcome_judge`) is 'module:attr', or a `ModelConfig` mapping of the judge model
+    (an `LLMJudge` over it, verdicts cached in `judge_cache`). `answerer` (for the outcome
+    rewards) is the fixed answerer: 'module:attr', `{factory: 'module:attr', ...}`, or a
+    `ModelConfig` mapping, as in collection.
     """
 
-    dataset_name: str | None = field(
-        default=None,
-        metadata={
-            "help": "GRPO rows (JSONL from recipes/build_grpo_data.py): prompt + reference.",
-            "aliases": ["--dataset"],
-        },
-    )
-    rollouts: list[str] | None = field(
-        default=None, metadata={"help": "Build the rows on the fly from these rollouts.jsonl files instead."}
-    )
-    roles: list[str] = field(
-        default_factory=lambda: ["teacher"],
-        metadata={"help": "Roles whose verified reports become references."},
-    )
-    require_judge: bool = field(
-        default=True, metadata={"help": "A reference needs EM == 1 and judge True (False: EM only)."}
-    )
-    system_prompt: str | None = field(
-        default=None,
-        metadata={
-            "help": "Executor system prompt (text or file:PATH) when building from rollouts; default: the one recorded in each run."
-        },
-    )
-    max_examples: int | None = field(default=None, metadata={"help": "Use at most this many rows (first N)."})
-    retriever: dict | str | None = field(
-        default=None,
-        metadata={
-            "help": "RetrieverConfig mapping (YAML/JSON): index directory (recipes/build_index.py) or url "
-            "(Search-R1 wire format), kind, k (passages per search; GRPOConfig.top_k is sampling), cache."
-        },
-    )
-    max_searches: int = field(
-        default=2, metadata={"help": "Searches per rollout; further calls get a 'report now' notice."}
-    )
     reward_funcs: list[str] = field(
         default_factory=lambda: ["clp_em"],
         metadata={
-            "help": "Rewards, summed with GRPOConfig.reward_weights: clp_em, clp_f1, clp_judge (CLP over EM, "
-            "F1 or a judge verdict) or 'module:attr' factories of your own."
+            "help": "Rewards, summed with GRPOConfig.reward_weights: outcome, outcome_judge (the system's final "
+            "answer with the rollout's report substituted, on the gold answers; need `answerer`), clp_em, clp_f1, "
+            "clp_judge (CLP over EM, F1 or a judge verdict against the teacher's answer) or 'module:attr' "
+            "factories of your own."
         },
     )
     reward_kwargs: dict | str | None = field(
@@ -106,85 +76,36 @@ class GRPOScriptArguments(ScriptArguments):
         },
     )
     judge_cache: str | None = field(default=None, metadata={"help": "JSONL verdict cache for the LLM judge."})
+    answerer: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "For outcome / outcome_judge, the fixed answerer: 'module:attr' (a chat model or a zero-arg "
+            "factory of one), a mapping {factory: 'module:attr', ...its keyword arguments}, or a ModelConfig "
+            "mapping (YAML/JSON) of the answerer model, as in collection."
+        },
+    )
 
     def __post_init__(self) -> None:
-        from executor_sft.llm.config import ModelConfig as ChatModelConfig
-
-        self.retriever = _mapping(self.retriever, "retriever") or {}
-        # Check the fields now; the source (index or url) may come later as a retriever object.
-        has_source = self.retriever.get("index") is not None or self.retriever.get("url") is not None
-        _validate(
-            RetrieverConfig, self.retriever if has_source else {**self.retriever, "index": ""}, "retriever"
-        )
-        if isinstance(self.judge, str):
-            parsed = _mapping(self.judge, "judge")
-            self.judge = parsed if isinstance(parsed, dict) else self.judge
-        if isinstance(self.judge, dict):
-            _validate(ChatModelConfig, self.judge, "judge")
-        self.reward_kwargs = _mapping(self.reward_kwargs, "reward_kwargs") or {}
+        super().__post_init__()
+        self.judge = _model_spec(self.judge, "judge")
+        self.answerer = _model_spec(self.answerer, "answerer")
+        self.reward_kwargs = parse_mapping(self.reward_kwargs, "reward_kwargs") or {}
         check_rewards(self.reward_funcs, self.reward_kwargs)
 
-    @property
-    def retriever_top_k(self) -> int:
-        """Passages per search: `retriever.k` (read-only; set `retriever.k`)."""
-        return int(self.retriever.get("k", RetrieverConfig.model_fields["k"].default))
 
-    def retriever_config(self) -> RetrieverConfig:
-        """The `retriever` mapping as a `RetrieverConfig` (needs `index` or `url`)."""
-        return _validate(RetrieverConfig, self.retriever, "retriever")
+def _model_spec(value: Any, name: str) -> Any:
+    """'module:attr' stays text; YAML/JSON text becomes a mapping; a model mapping is checked now."""
+    from executor_sft.llm.config import ModelConfig as ChatModelConfig
 
-
-def _mapping(value: Any, name: str) -> Any:
-    """A mapping from YAML/JSON text (the command line); other values pass through."""
-    if not isinstance(value, str):
-        return value
-    try:
-        parsed = yaml.safe_load(value)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{name}: not YAML/JSON ({exc})") from None
-    examples = {"retriever": "{index: indexes/wiki, k: 3}", "reward_kwargs": "{clp_em: {eps: 0.15}}"}
-    if name in examples and not isinstance(parsed, dict | None):
-        raise ValueError(f"{name}: expected a mapping such as '{examples[name]}', got {value!r}")
-    return parsed
-
-
-def _validate(cls: Any, data: dict[str, Any], name: str) -> Any:
-    from pydantic import ValidationError
-
-    try:
-        return cls.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"field '{'.'.join(str(p) for p in (name, *err['loc']))}': {err['msg']}" for err in exc.errors()
-        )
-        raise ValueError(f"GRPOScriptArguments: {problems}") from None
-
-
-def load_grpo_dataset(args: GRPOScriptArguments):
-    if (args.dataset_name is None) == (args.rollouts is None):
-        raise ConfigError(
-            "give exactly one of `dataset_name` (GRPO rows JSONL) or `rollouts` (rollouts.jsonl files)"
-        )
-    if args.dataset_name is not None:
-        rows = load_jsonl(args.dataset_name)
-    else:
-        rows = grpo_examples_from_rollouts(
-            args.rollouts,
-            roles=tuple(args.roles),
-            require_judge=args.require_judge,
-            system_prompt=args.system_prompt,
-            top_k=args.retriever_top_k,
-            max_searches=args.max_searches,
-        )
-    if args.max_examples is not None:
-        rows = rows[: args.max_examples]
-    return to_dataset(rows)
-
-
-def load_retriever_from_args(args: GRPOScriptArguments) -> Retriever:
-    from executor_sft.retrieval.config import build_retriever
-
-    return build_retriever(args.retriever_config())
+    if isinstance(value, str):
+        parsed = parse_mapping(value, name)
+        value = parsed if isinstance(parsed, dict) else value
+    if isinstance(value, dict) and "factory" not in value:
+        try:
+            validate_model(ChatModelConfig, value, name)
+        except ValueError as exc:
+            raise ValueError(f"GRPOScriptArguments: {exc}") from None
+    return value
 
 
 def load_judge(spec: str) -> JudgeFn:
@@ -192,15 +113,7 @@ def load_judge(spec: str) -> JudgeFn:
     if ":" not in spec:
         raise ConfigError(f"judge {spec!r}: expected 'module:attr'")
     obj: Any = import_path(spec, "judge")
-    if isinstance(obj, type):
-        return obj()
-    try:
-        params = inspect.signature(obj).parameters
-        if not params:
-            return obj()
-    except (TypeError, ValueError):
-        pass
-    return obj
+    return obj() if _zero_arg_factory(obj) else obj
 
 
 def build_judge(args: GRPOScriptArguments) -> Any:
@@ -220,18 +133,57 @@ def build_judge(args: GRPOScriptArguments) -> Any:
     )
 
 
-def _model_init_kwargs(training_args, model_args) -> None:
-    """As TRL's own grpo script: ModelConfig's dtype / attention / revision go to model_init_kwargs."""
-    kwargs: dict[str, Any] = {
-        "revision": model_args.model_revision,
-        "trust_remote_code": training_args.trust_remote_code,
-        "attn_implementation": model_args.attn_implementation,
-        "dtype": model_args.dtype,
-    }
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    if training_args.model_init_kwargs:
-        kwargs.update(training_args.model_init_kwargs)
-    training_args.model_init_kwargs = kwargs
+def _zero_arg_factory(obj: Any) -> bool:
+    if isinstance(obj, type):
+        return True
+    try:
+        return callable(obj) and not inspect.signature(obj).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def build_answerer(args: GRPOScriptArguments) -> Any:
+    """The fixed answerer the arguments name: 'module:attr', {factory: 'module:attr', ...}, or a model mapping."""
+    spec = args.answerer
+    if isinstance(spec, str):
+        if ":" not in spec:
+            raise ConfigError(f"answerer {spec!r}: expected 'module:attr' or a model mapping")
+        obj: Any = import_path(spec, "answerer")
+        return obj() if not callable(getattr(obj, "chat", None)) and _zero_arg_factory(obj) else obj
+    if isinstance(spec, dict) and "factory" in spec:
+        options = {k: v for k, v in spec.items() if k != "factory"}
+        factory = import_path(str(spec["factory"]), "answerer factory")
+        try:
+            inspect.signature(factory).bind(**options)
+        except TypeError as exc:
+            raise ConfigError(f"answerer: {spec['factory']}: {exc}") from None
+        except ValueError:
+            pass
+        return factory(**options)
+    if isinstance(spec, dict):
+        from executor_sft.llm.config import ModelConfig as ChatModelConfig
+        from executor_sft.llm.config import build_chat_model
+
+        return build_chat_model(ChatModelConfig.model_validate(spec))
+    raise ConfigError(
+        "the outcome rewards need `answerer`: the fixed answerer's model mapping (as in collection, e.g. "
+        "'{model: Qwen/Qwen3-32B}') or 'module:attr'"
+    )
+
+
+def check_reward_columns(rewards: list, dataset: Any, training_args: Any) -> None:
+    """Every reward finds the dataset columns it reads, and accepts the training arguments."""
+    have = set(getattr(dataset, "column_names", None) or [])
+    for func in rewards:
+        missing = [c for c in getattr(func, "columns", ()) if c not in have]
+        if missing:
+            raise ConfigError(
+                f"reward {getattr(func, '__name__', func)!r} needs the dataset columns {missing}; build the rows "
+                "from rollouts (`rollouts:`, or recipes/build_grpo_data.py)"
+            )
+        check = getattr(func, "check_training_args", None)
+        if callable(check):
+            check(training_args)
 
 
 def build_grpo_trainer(
@@ -244,12 +196,13 @@ def build_grpo_trainer(
     train_dataset: Any = None,
     retriever: Retriever | None = None,
     judge: JudgeFn | Any = None,
+    answerer: Any = None,
     trainer_cls: type | None = None,
     callbacks: list | None = None,
 ):
     """A ready GRPOTrainer: dataset, search environment, the weighted rewards, optional LoRA.
 
-    `model`/`processing_class`/`train_dataset`/`retriever`/`judge` override what the arguments
+    `model`/`processing_class`/`train_dataset`/`retriever`/`judge`/`answerer` override what the arguments
     would load (e.g. an in-memory model); `trainer_cls` may be a GRPOTrainer subclass. The
     rewards are built (and checked against `reward_weights`) before anything else loads.
     """
@@ -257,7 +210,12 @@ def build_grpo_trainer(
 
     check_reward_weights(script_args.reward_funcs, training_args.reward_weights)
     configured_judge = functools.cache(lambda: judge if judge is not None else build_judge(script_args))
-    rewards = build_reward_funcs(script_args.reward_funcs, script_args.reward_kwargs, configured_judge)
+    configured_answerer = functools.cache(
+        lambda: answerer if answerer is not None else build_answerer(script_args)
+    )
+    rewards = build_reward_funcs(
+        script_args.reward_funcs, script_args.reward_kwargs, configured_judge, configured_answerer
+    )
     if script_args.max_searches < 0 or script_args.retriever_top_k < 1:
         raise ConfigError(
             f"need max_searches >= 0 and top_k >= 1, got {script_args.max_searches}, {script_args.retriever_top_k}"
@@ -266,16 +224,19 @@ def build_grpo_trainer(
         # K = max_searches + 1 turns: every budgeted search, then the report.
         training_args.max_tool_calling_iterations = script_args.max_searches
         logger.info("max_tool_calling_iterations unset: using max_searches=%d", script_args.max_searches)
-    dataset = train_dataset if train_dataset is not None else load_grpo_dataset(script_args)
+    dataset = train_dataset if train_dataset is not None else load_prompt_dataset(script_args)
+    check_reward_columns(rewards, dataset, training_args)
     retriever = retriever if retriever is not None else load_retriever_from_args(script_args)
     factory = SearchEnvironmentFactory(
         retriever, top_k=script_args.retriever_top_k, max_searches=script_args.max_searches
     )
     if model is None:
-        _model_init_kwargs(training_args, model_args)
-        model = model_args.model_name_or_path
-        if not model:
-            raise ConfigError("model_name_or_path is required (the SFT checkpoint to start from)")
+        model, tokenizer = load_policy(model_args, training_args.trust_remote_code)
+        if isinstance(model, str):  # TRL loads it, with ModelConfig's dtype / attention / revision
+            set_model_init_kwargs(training_args, model_args)
+        processing_class = processing_class if processing_class is not None else tokenizer
+    if processing_class is not None:
+        ensure_response_template(processing_class)
     cls = trainer_cls or GRPOTrainer
     return cls(
         model=model,
@@ -301,7 +262,14 @@ def run_grpo(script_args: GRPOScriptArguments, training_args, model_args, **over
             last = logs[-1]
             summary = ", ".join(
                 f"{k}={last[k]:.3f}"
-                for k in ("reward", "executor/correct", "executor/tool_calls", "executor/format_ok")
+                for k in (
+                    "reward",
+                    *sorted(k for k in last if k.startswith("rewards/") and k.endswith("/mean")),
+                    "executor/correct",
+                    "executor/tool_calls",
+                    "executor/format_ok",
+                    "outcome/correct",
+                )
                 if k in last
             )
             trainer.accelerator.print(f"GRPO done: {trainer.state.global_step} steps; last log: {summary}")

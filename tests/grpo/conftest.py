@@ -22,3 +22,18 @@ def tiny_checkpoint(tmp_path_factory):
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def world_index(tmp_path_factory):
+    """A BM25 index directory over the sample world's corpus (data/world/corpus.jsonl)."""
+    from grpo_helpers import build_world_index
+
+    return build_world_index(tmp_path_factory.mktemp("world") / "index")
+
+
+@pytest.fixture(scope="session")
+def sft_output(tmp_path_factory):
+    from grpo_helpers import make_sft_output
+
+    return make_sft_output(tmp_path_factory.mktemp("sft"))

@@ -56,9 +56,15 @@ class ScriptedTurns(LogitsProcessor):
 class Script:
     """Turn 1: a search call (all rows but FREE_ROW). Turn 2: the report `report_text` writes."""
 
-    def __init__(self, tokenizer, report_text: ReportText = right_wrong_right):
+    def __init__(
+        self,
+        tokenizer,
+        report_text: ReportText = right_wrong_right,
+        sub_queries: list[tuple[str, str]] = SUB_QUERIES,
+    ):
         self.tok = tokenizer
         self.report_text = report_text
+        self.sub_queries = sub_queries
         self.response_id = tokenizer.convert_tokens_to_ids("<tool_response>")
         self.first_turns: list[list[int]] = []
         self.second_turns: list[list[int]] = []
@@ -68,7 +74,7 @@ class Script:
 
     def for_row(self, row: int, prompt: list[int]) -> list[int | None]:
         text = self.tok.decode(prompt)
-        sub_query, reference = next((q, a) for q, a in SUB_QUERIES if q in text)
+        sub_query, reference = next((q, a) for q, a in self.sub_queries if q in text)
         if self.response_id not in prompt:  # first turn
             if row % NUM_GENERATIONS == FREE_ROW:
                 return [None] * FREE_TOKENS + [self.tok.convert_tokens_to_ids("<|im_end|>")]
@@ -104,3 +110,48 @@ def load_recipe(name: str):
     sys.modules[f"recipes_{name}"] = module  # dataclasses resolve annotations through sys.modules
     spec.loader.exec_module(module)
     return module
+
+
+def run_recipe(name: str, *args: str, expect: int = 0, timeout: int = 1200):
+    """`python recipes/<name>.py ARGS` in a subprocess from the repository root; checks its exit status."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRL_EXPERIMENTAL_SILENCE": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / f"{name}.py"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == expect, (
+        f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    )
+    return proc
+
+
+def build_world_index(path: Path) -> Path:
+    """A BM25 index directory over the sample world's corpus (data/world/corpus.jsonl)."""
+    from executor_sft.retrieval import build_index
+
+    build_index(ROOT / "data" / "world" / "corpus.jsonl", path, bm25=True)
+    return path
+
+
+def make_sft_output(root: Path) -> Path:
+    """An SFT output directory as a user has it: `recipes/sft_executor.py` run as a command
+    (tiny Qwen3, one step on two rows of data/sft.jsonl, to keep the time down)."""
+    rows = (ROOT / "data" / "sft.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:2]
+    (root / "sft.jsonl").write_text("".join(rows), encoding="utf-8")
+    out = root / "out"
+    run_recipe(
+        "sft_executor",
+        "--model_name_or_path", "offline:tiny-qwen3",
+        "--dataset_name", str(root / "sft.jsonl"),
+        "--max_steps", "1",
+        "--max_length", "2048",
+        "--output_dir", str(out),
+    )  # fmt: skip
+    return out

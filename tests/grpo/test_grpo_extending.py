@@ -127,8 +127,8 @@ def run_grpo_recipe(*args: str) -> subprocess.CompletedProcess[str]:
             "reward 'no_such_module:Reward': cannot import module 'no_such_module'",
         ),
         (
-            ["--reward_weights", "1.0", "0.5"],
-            "reward_weights: 2 weight(s) for 1 reward(s) ['clp_em']",
+            ["--reward_weights", "1.0", "0.5", "0.2"],
+            "reward_weights: 3 weight(s) for 2 reward(s) ['outcome', 'clp_em']",
         ),
     ],
     ids=["unknown-name", "unknown-path", "weights-mismatch"],

@@ -78,7 +78,12 @@ def test_reference_config_parses():
     assert training.max_tool_calling_iterations == 2 and training.vllm_mode == "colocate"
     assert training.chat_template_kwargs == {"enable_thinking": False}
     assert (script.retriever_top_k, script.max_searches) == (3, 2)
-    assert (script.reward_funcs, training.reward_weights, script.reward_kwargs) == (["clp_em"], [1.0], {})
+    assert (script.reward_funcs, training.reward_weights, script.reward_kwargs) == (
+        ["outcome", "clp_em"],
+        [1.0, 0.5],
+        {},
+    )
+    assert script.answerer == {"model": "Qwen/Qwen3-32B", "base_urls": ["http://127.0.0.1:8001/v1"]}
     assert model.dtype == "bfloat16" and model.use_peft is False
 
 
@@ -108,6 +113,8 @@ def test_grpo_recipe_one_step(workdir, tmp_path):
             "--warmup_steps", "0",
             "--save_strategy", "no",
             "--log_completions", "false",
+            "--reward_funcs", "clp_em",  # the outcome reward needs the answerer's server
+            "--reward_weights", "1.0",
             "--use_peft", "true",
             "--lora_r", "4",
             "--lora_alpha", "8",

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from executor_sft.errors import ConfigError
 from executor_sft.grpo.rewards import (
     CLPReward,
     JudgeCLPReward,
@@ -165,12 +166,25 @@ def test_em_reward_scores_and_logs():
         reference=[["Paris"], ["Paris"], ["Paris"], ["Paris"], "Paris"],
         log_metric=lambda k, v: logged.setdefault(k, []).append(v),
     )
-    assert out == pytest.approx([clp_reward(1, 1), clp_reward(1, 2), 0.0, 0.0, 1.0])
+    # the last is right without a search: the grounding rule (default 0) scores it 0, not CLP's 1.0
+    assert out == pytest.approx([clp_reward(1, 1), clp_reward(1, 2), 0.0, 0.0, 0.0])
     assert reward.__name__ == "clp_em"
     assert logged["executor/tool_calls"] == [pytest.approx(1.0)]
     assert logged["executor/correct"] == [pytest.approx(3 / 5)]
     assert logged["executor/format_ok"] == [pytest.approx(4 / 5)]
     assert logged["executor/answer_score"] == [pytest.approx(3 / 5)]
+
+
+@pytest.mark.parametrize(("grounding_score", "expected"), [(None, 1.0), (0.5, 0.5), (0.0, 0.0)])
+def test_a_correct_zero_search_report_scores_the_grounding_score(grounding_score, expected):
+    reward = CLPReward("em", grounding_score=grounding_score)
+    out = reward(completions=[completion("Paris", 0), completion("Paris", 1)], reference=[["Paris"]] * 2)
+    assert out == pytest.approx([expected, clp_reward(1, 1)])  # one search: CLP, whatever the rule
+
+
+def test_grounding_score_is_checked():
+    with pytest.raises(ConfigError, match="grounding_score must be in"):
+        CLPReward("em", grounding_score=2.0)
 
 
 def test_em_matches_any_alias():

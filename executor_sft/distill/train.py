@@ -1,0 +1,175 @@
+"""On-policy distillation of the executor: the student samples its own search episodes, the teacher scores them.
+
+`recipes/distill_executor.py` parses (DistillScriptArguments, DistillationConfig, ModelConfig)
+and calls `run_distill`. TRL's `DistillationTrainer` (trl 1.16) generates with the student,
+runs the search tool on each `<tool_call>` and generates again (up to
+`max_tool_calling_iterations`, here `max_searches`), then trains the student on the teacher's
+per-token distribution over the whole episode under a generalized JSD: `beta = 1` is the
+reverse KL the search-agent blog distils with (the default). The tool-result tokens get
+`tool_mask = 0`, so the loss (`completion_mask * tool_mask`) never trains on passages.
+
+The prompts are those of GRPO (`grpo.arguments.load_prompt_dataset`: rows, rollouts or a
+questions file), the tool is the runtime's search with its result text
+(`grpo.environment.search_tool`), and the student and teacher load as in GRPO (`offline:`
+aliases included). A teacher whose tokenizer is not the student's is refused before anything
+loads. Each logging step adds `distill/teacher_kl` (the divergence the loss minimises: the
+reverse KL at beta 1), `distill/searches` (searches per episode), `distill/zero_search` and
+`distill/report` (shares of episodes without a search and ending with a report).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from trl import DistillationTrainer
+
+from executor_sft.distill.tokenizers import check_same_tokenizer
+from executor_sft.errors import ConfigError
+from executor_sft.grpo.arguments import ExecutorDataArguments, load_prompt_dataset, load_retriever_from_args
+from executor_sft.grpo.environment import search_tool
+from executor_sft.grpo.policy import load_policy, offline_dtype, set_model_init_kwargs
+from executor_sft.grpo.rewards import count_tool_calls, final_report
+from executor_sft.llm.offline import is_offline, load_offline
+from executor_sft.llm.response_template import ensure_response_template
+from executor_sft.retrieval.base import Retriever
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DistillScriptArguments(ExecutorDataArguments):
+    """Distillation's options that are not TRL's: the prompts and retrieval, as GRPO's.
+
+    The teacher is TRL's own `teacher_model_name_or_path` (a checkpoint, a hub id, or an
+    `offline:` alias), its dtype `teacher_model_init_kwargs: {dtype: bfloat16}`.
+    """
+
+
+class ExecutorDistillationTrainer(DistillationTrainer):
+    """TRL's DistillationTrainer plus the executor's metrics: teacher KL and searches per episode."""
+
+    def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, images, multimodal_fields):
+        out = super()._tool_call_loop(
+            prompts, prompt_ids, completion_ids, completions, images, multimodal_fields
+        )
+        episodes = out[1]
+        mode = "train" if self.model.training else "eval"
+        device = self.accelerator.device
+        searches = self.accelerator.gather(
+            torch.tensor([float(count_tool_calls(c)) for c in episodes], device=device)
+        )
+        reports = self.accelerator.gather(
+            torch.tensor([float(final_report(c) is not None) for c in episodes], device=device)
+        )
+        self._metrics[mode]["distill/searches"].append(searches.mean().item())
+        self._metrics[mode]["distill/zero_search"].append((searches == 0).float().mean().item())
+        self._metrics[mode]["distill/report"].append(reports.mean().item())
+        return out
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        loss = out[0] if return_outputs else out
+        mode = "train" if self.model.training else "eval"
+        # In training each micro-batch's loss is its share of the generation batch's token mean, so the
+        # micro-batches of one step add up to it (entries are averaged when logged, hence the factor).
+        share = self.args.gradient_accumulation_steps if mode == "train" else 1
+        kl = self.accelerator.gather_for_metrics(loss.detach().reshape(1)).mean().item() * share
+        self._metrics[mode]["distill/teacher_kl"].append(kl)
+        return out
+
+
+def _teacher(training_args: Any) -> Any:
+    """The teacher as TRL takes it: a model object for an offline alias, else its path or hub id."""
+    name = training_args.teacher_model_name_or_path
+    if not is_offline(name):
+        return name
+    dtype = (training_args.teacher_model_init_kwargs or {}).get("dtype")
+    training_args.teacher_model_init_kwargs = None  # the model is built here, not by TRL
+    model, _ = load_offline(name, offline_dtype(dtype))
+    return model
+
+
+def check_distill_args(script_args: DistillScriptArguments, training_args: Any, model_args: Any) -> None:
+    """What a user can get wrong, checked before any model loads (the tokenizers are read)."""
+    if not model_args.model_name_or_path:
+        raise ConfigError("model_name_or_path is required (the student: the SFT output directory)")
+    if not training_args.teacher_model_name_or_path:
+        raise ConfigError(
+            "teacher_model_name_or_path is required (a checkpoint, a hub id or an offline: alias)"
+        )
+    if script_args.max_searches < 1:
+        raise ConfigError(f"max_searches must be >= 1 for a search executor, got {script_args.max_searches}")
+    check_same_tokenizer(
+        model_args.model_name_or_path,
+        training_args.teacher_model_name_or_path,
+        revision=training_args.teacher_model_revision,
+        trust_remote_code=training_args.trust_remote_code,
+    )
+
+
+def build_distill_trainer(
+    script_args: DistillScriptArguments,
+    training_args,
+    model_args,
+    *,
+    model: Any = None,
+    teacher: Any = None,
+    processing_class: Any = None,
+    train_dataset: Any = None,
+    retriever: Retriever | None = None,
+    trainer_cls: type | None = None,
+    callbacks: list | None = None,
+):
+    """A ready `ExecutorDistillationTrainer` (or `trainer_cls`): prompts, search tool, student, teacher.
+
+    `model`/`teacher`/`processing_class`/`train_dataset`/`retriever` override what the arguments
+    would load; with neither `model` nor `teacher` given, the tokenizers are compared first.
+    """
+    from trl import get_peft_config
+
+    if model is None and teacher is None:
+        check_distill_args(script_args, training_args, model_args)
+    if training_args.max_tool_calling_iterations is None:
+        training_args.max_tool_calling_iterations = script_args.max_searches
+    dataset = train_dataset if train_dataset is not None else load_prompt_dataset(script_args)
+    retriever = retriever if retriever is not None else load_retriever_from_args(script_args)
+    if model is None:
+        model, tokenizer = load_policy(model_args, training_args.trust_remote_code)
+        if isinstance(model, str):  # TRL loads it, with ModelConfig's dtype / attention / revision
+            set_model_init_kwargs(training_args, model_args)
+        processing_class = processing_class if processing_class is not None else tokenizer
+    if processing_class is not None:
+        ensure_response_template(processing_class)
+        processing_class.padding_side = "left"
+    cls = trainer_cls or ExecutorDistillationTrainer
+    return cls(
+        model=model,
+        teacher_model=teacher if teacher is not None else _teacher(training_args),
+        args=training_args,
+        train_dataset=dataset,
+        processing_class=processing_class,
+        peft_config=get_peft_config(model_args),
+        tools=[search_tool(retriever, script_args.retriever_top_k)],
+        callbacks=callbacks,
+    )
+
+
+def run_distill(script_args: DistillScriptArguments, training_args, model_args, **overrides: Any):
+    """Build the trainer, train, save to `output_dir` (model and tokenizer); returns the trainer."""
+    trainer = build_distill_trainer(script_args, training_args, model_args, **overrides)
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        logs = [h for h in trainer.state.log_history if "distill/teacher_kl" in h]
+        if logs:
+            first, last = logs[0], logs[-1]
+            trainer.accelerator.print(
+                f"distillation done: {trainer.state.global_step} steps; teacher KL "
+                f"{first['distill/teacher_kl']:.4f} -> {last['distill/teacher_kl']:.4f}; searches per episode "
+                f"{first['distill/searches']:.2f} -> {last['distill/searches']:.2f}"
+            )
+        trainer.accelerator.print(f"model saved to {training_args.output_dir}")
+    return trainer

@@ -1,0 +1,67 @@
+"""The policy a post-training stage starts from: a checkpoint, a hub id or an `offline:` alias.
+
+Stages after SFT (GRPO, distillation) run tools, so TRL parses every sampled turn with the
+tokenizer's `response_template`. Checkpoints this project writes carry one; older ones, and
+the offline aliases, get it here (`ensure_response_template`), so any SFT output is a start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from executor_sft.errors import ConfigError
+from executor_sft.llm.offline import OFFLINE_MODELS, is_offline, load_offline
+from executor_sft.llm.response_template import ensure_response_template
+
+
+def offline_dtype(dtype: str | None) -> str:
+    """ModelConfig's dtype for an offline model: `auto`/unset is float32 (the models' own)."""
+    return dtype if dtype not in (None, "auto") else "float32"
+
+
+def load_tokenizer(name: str, revision: str | None = None, trust_remote_code: bool = False) -> Any:
+    """The tokenizer of a checkpoint, hub id or offline alias, ready for tool-calling trainers."""
+    if is_offline(name):
+        from executor_sft.llm.offline import load_offline_tokenizer
+
+        return ensure_response_template(load_offline_tokenizer(name))
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=trust_remote_code)
+    return ensure_response_template(tokenizer)
+
+
+def load_policy(model_args: Any, trust_remote_code: bool = False) -> tuple[Any, Any]:
+    """(model or model id, tokenizer) for `model_args.model_name_or_path`.
+
+    An offline alias is loaded here (TRL cannot resolve it); a path or hub id comes back as a
+    string for the trainer to load with its `model_init_kwargs` (DeepSpeed ZeRO-3 shards at load).
+    """
+    name = model_args.model_name_or_path
+    if not name:
+        raise ConfigError("model_name_or_path is required (the previous stage's output directory)")
+    if is_offline(name):
+        if OFFLINE_MODELS.get(name) is None or OFFLINE_MODELS[name].load is None:
+            models = [a for a, m in OFFLINE_MODELS.items() if m.load is not None]
+            raise ConfigError(
+                f"model_name_or_path {name!r}: not an offline model; known: {', '.join(models)}"
+            )
+        model, tokenizer = load_offline(name, offline_dtype(model_args.dtype))
+        if model_args.attn_implementation:
+            model.set_attn_implementation(model_args.attn_implementation)
+        return model, ensure_response_template(tokenizer)
+    return name, load_tokenizer(name, model_args.model_revision, trust_remote_code)
+
+
+def set_model_init_kwargs(training_args: Any, model_args: Any) -> None:
+    """As TRL's own scripts: ModelConfig's dtype / attention / revision go to `model_init_kwargs`
+    (kept where the config sets them too)."""
+    kwargs: dict[str, Any] = {
+        "revision": model_args.model_revision,
+        "trust_remote_code": training_args.trust_remote_code,
+        "attn_implementation": model_args.attn_implementation,
+        "dtype": model_args.dtype,
+    }
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    kwargs.update(training_args.model_init_kwargs or {})
+    training_args.model_init_kwargs = kwargs
