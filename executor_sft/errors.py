@@ -22,10 +22,22 @@ class ConfigError(UserError, ValueError):
     """A config file or option that cannot be used as written (missing, malformed, unknown key)."""
 
 
+INTERRUPTED = (
+    "interrupted: what finished is kept and nothing is left half-written; "
+    "run the same command again to resume"
+)
+"""The line a recipe prints on Ctrl-C (SIGINT). True of every recipe: outputs are written
+atomically, stores keep whole episodes, index builds and SFT keep their staging and checkpoints."""
+
+
 def report_user_errors(fn: Callable[[], T]) -> T | int:
-    """Run a recipe body; a `UserError` becomes `error: <message>` on stderr and exit status 2."""
+    """Run a recipe body; a `UserError` becomes `error: <message>` on stderr and exit status 2,
+    Ctrl-C becomes `INTERRUPTED` and exit status 130 (no KeyboardInterrupt traceback)."""
     try:
         return fn()
     except UserError as exc:
         print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        return 130

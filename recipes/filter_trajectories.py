@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from executor_sft.configfile import parse_trl_args
-from executor_sft.errors import UserError
+from executor_sft.errors import INTERRUPTED, UserError
 from executor_sft.filters import (
     EpisodeFilter,
     FilterConfig,
@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}; nothing written", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
     print_report(report)
     totals = report["totals"]
     print(

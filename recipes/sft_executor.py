@@ -37,13 +37,16 @@ def main(argv: list[str] | None = None):
     """Train; bad data, a resume of a checkpoint trained with other data or settings, or an
     output_dir that is not ours ends with one line and exit 2 before any model loads
     (`train_executor` checks them first); so does a full or read-only disk met while saving."""
-    from executor_sft.errors import UserError
+    from executor_sft.errors import INTERRUPTED, UserError
     from executor_sft.jsonl import as_output_error
     from executor_sft.sft.train import train_executor
 
     script_args, training_args, model_args = parse_args(argv)
     try:
         return train_executor(script_args, training_args, model_args)
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        raise SystemExit(130) from None
     except Exception as exc:
         error = exc if isinstance(exc, UserError) else as_output_error(training_args.output_dir, exc)
         if error is None:

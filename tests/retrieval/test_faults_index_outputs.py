@@ -75,3 +75,36 @@ def test_an_output_under_a_file_is_one_line(tmp_path: Path, corpus: Path):
     line = one_error_line(build(corpus, tmp_path / "afile" / "idx"))
     assert line == f"error: {tmp_path / 'afile'}: --output needs a directory here, but it is a file"
     assert (tmp_path / "afile").read_bytes() == b"x\n"
+
+
+def test_ctrl_c_during_a_build_is_one_line_and_the_rerun_completes(tmp_path: Path):
+    """A real SIGINT once the build has started: exit 130, one `interrupted:` line, no traceback;
+    the output is absent (never half-written) and the same command then builds it."""
+    import signal
+    import time
+
+    corpus = tmp_path / "big.jsonl"
+    with corpus.open("w", encoding="utf-8") as fh:
+        for i in range(150_000):
+            fh.write(
+                json.dumps({"id": f"d{i}", "contents": f"t{i % 97}\npassage {i} words {i * 7} {i % 13}"})
+                + "\n"
+            )
+    output = tmp_path / "index"
+    cmd = [sys.executable, str(RECIPE), "--corpus", str(corpus), "--output", str(output), "--bm25"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while not any(tmp_path.glob(".index.partial*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("the build finished before the signal arrived")
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
+    assert [line for line in stderr.splitlines() if line.startswith("interrupted:")], stderr[-3000:]
+    assert not (output / "manifest.json").exists()
+    again = build(corpus, output)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert load_retriever(output, "bm25").search(["passage 12"], 1)[0][0].doc_id == "d12"
