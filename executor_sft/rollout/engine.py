@@ -40,7 +40,6 @@ from executor_sft.rollout.summary import CollectionStats, collection_stats, rend
 from executor_sft.schema import Episode, Question, Role, Usage
 from executor_sft.store import (
     EpisodeStore,
-    StoreWriteError,
     SystemChangedError,
     read_episodes,
     read_system,
@@ -262,13 +261,8 @@ def finish_collection(
             summary[key] = len(result_fields[key])
     summary.update(summary_extra or {})
     summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
-    try:
-        write_text(summary_path, json.dumps(summary, indent=2) + "\n")  # atomic: a full disk leaves the last one
-    except OSError as exc:
-        raise StoreWriteError(
-            f"{summary_path}: cannot write the summary ({exc.strerror or exc}); the episodes in "
-            f"{config.rollouts_path} are kept: free space and re-run the same command to write it"
-        ) from None
+    # Atomic: a full disk keeps the last whole summary and is one OutputError line.
+    write_text(summary_path, json.dumps(summary, indent=2) + "\n")
     return CollectResult(
         path=config.rollouts_path,
         written=written,

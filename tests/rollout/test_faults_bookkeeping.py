@@ -271,7 +271,7 @@ def test_a_full_disk_at_the_summary_is_one_line_and_keeps_the_old_summary(
     full = _run("--config", str(config))
     assert full.returncode == 2
     line = _error_line(full.stderr)
-    assert line.startswith(f"error: {summary}: cannot write the summary (No space left on device)"), line
+    assert line.startswith(f"error: {summary}: the disk is full"), line
     assert (summary.read_bytes(), rollouts.read_bytes()) == before
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
 
