@@ -82,20 +82,30 @@ def system_record(config: EvalConfig) -> dict[str, Any]:
     return data
 
 
-def _check_system(out: Path, config: EvalConfig) -> None:
+def _check_system(out: Path, config: EvalConfig) -> dict[str, Any] | None:
+    """Refuse a store of another system; the record to write once inputs are checked, if none is stored.
+
+    It is written only just before the first episode, so a run that fails on its inputs (a wrong
+    questions path) leaves nothing that refuses its corrected re-run.
+    """
     path = out / SYSTEM_FILE
     record = system_record(config)
-    if path.exists():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        if stored != record:
-            changed = sorted(k for k in set(stored) | set(record) if stored.get(k) != record.get(k))
-            raise ConfigError(
-                f"{out}: holds episodes of a different system (changed: {', '.join(changed)}); "
-                f"use a new output_dir or delete {path} and {out / EPISODES_FILE}"
-            )
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    if not path.exists():
+        return record
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    if stored != record:
+        changed = sorted(k for k in set(stored) | set(record) if stored.get(k) != record.get(k))
+        raise ConfigError(
+            f"{out}: holds episodes of a different system (changed: {', '.join(changed)}); "
+            f"use a new output_dir or delete {path} and {out / EPISODES_FILE}"
+        )
+    return None
+
+
+def _write_system(out: Path, record: dict[str, Any] | None) -> None:
+    if record is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / SYSTEM_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
 @dataclass
@@ -202,7 +212,7 @@ def run_eval(
     """
     start = time.perf_counter()
     out = config.out
-    _check_system(out, config)
+    new_system = _check_system(out, config)
     if config.identical_samples():
         logger.warning(
             "%s: samples=%d at temperature 0 in every role (%s): the samples are identical, so "
@@ -227,6 +237,7 @@ def run_eval(
                 retriever = build_retriever(config.retriever)
             if models is None:
                 models = build_models(config.models, cache_file=config.llm_cache_file(), pool=pool)
+            _write_system(out, new_system)
             report = asyncio.run(
                 run_episodes(
                     work,
