@@ -27,6 +27,7 @@ import re
 import runpy
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ from executor_sft.testing.paths import REPO_ROOT, minibench_dir, shared_dir
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 KINDS = ("run", "validate", "gpu", "hub")
 DIRECTIVE = re.compile(r"<!--\s*doc-test:\s*(?P<body>.*?)\s*-->")
+RUN_TIMEOUT_S = 1800  # the slowest block (SmolLM2 collection) takes minutes idle, 15+ on a busy 2-core box
 FILE_OPTION = re.compile(r'file (?P<name>[\w.-]+) = (?P<page>[\w.-]+\.md) "(?P<heading>[^"]+)"')
 ENV_OPTION = re.compile(r"env(?P<pairs>( [A-Z_][A-Z0-9_]*=\S+)+)")
 
@@ -215,17 +217,24 @@ def _write_files(block: DocBlock, root: Path) -> None:
 @pytest.mark.parametrize("block", RUN, ids=lambda b: b.id)
 def test_run_block(block: DocBlock, clone: Path, minibench_corpus_path):
     _write_files(block, clone)
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         ["bash", "-e", "-o", "pipefail", "-c", block.text],
         cwd=clone,
         env={**_user_env(clone), **dict(block.env)},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=900,
+        start_new_session=True,  # its own process group, so a timeout stops the recipe it runs too
     )
-    output = (proc.stdout + proc.stderr)[-6000:]
+    try:
+        stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"{block.id}: still running after {RUN_TIMEOUT_S} s:\n{(stdout + stderr)[-3000:]}")
+    output = (stdout + stderr)[-6000:]
     assert proc.returncode == 0, f"{block.id} failed (exit {proc.returncode}):\n{output}"
-    assert "Traceback (most recent call last)" not in proc.stderr, output
+    assert "Traceback (most recent call last)" not in stderr, output
 
 
 # --- validate: each command parsed by its recipe's own parser, inputs resolved -----------------
@@ -383,15 +392,13 @@ def _one_command(tokens: list[str], earlier) -> tuple[dict[str, str], list[str]]
     return env, [t for t in kept if t != "..."]
 
 
-def validate_command(env: dict[str, str], argv: list[str], root: Path) -> str:
-    """Check one command as far as this machine allows; returns what was checked."""
+def _python_args(argv: list[str], root: Path) -> list[str] | str:
+    """The python arguments a command runs (accelerate's launcher unwrapped), or a note why none."""
     prog, *args = argv
     if prog in NOT_OURS:
-        assert shutil.which(prog) or prog == "curl", f"{prog}: not installed"
         return f"{prog}: not checked ({NOT_OURS[prog]})"
     if prog == "bash":
-        script = root / args[0]
-        subprocess.run(["bash", "-n", str(script)], check=True)
+        subprocess.run(["bash", "-n", str(root / args[0])], check=True)
         return f"bash -n {args[0]}: exists, parses"
     if prog == "accelerate":
         from accelerate.commands.launch import launch_command_parser
@@ -402,33 +409,45 @@ def validate_command(env: dict[str, str], argv: list[str], root: Path) -> str:
             assert (root / launch.config_file).is_file(), f"--config_file {launch.config_file}: not found"
         prog, args = "python", [launch.training_script, *launch.training_script_args]
     assert prog in ("python", "python3"), f"{prog}: no rule to check this command ({argv})"
-    if args[0] == "-m" and args[1] == "pytest":
+    if args[:2] == ["-m", "pytest"]:
         return "pytest: not checked (this test suite)"
     if args[0].endswith(("sft_executor.py", "grpo_executor.py")):
         import torch
 
         if not torch.cuda.is_available():
             args = [*args, "--bf16", "false"]  # the one setting TRL checks against the device
+    return args
+
+
+def _run_to_checkpoint(args: list[str], root: Path) -> Checked:
+    """Run `python ARGS` in this process until it reaches a checkpoint (the clone is the cwd)."""
+    with checkpoints():
+        try:
+            if args[0] == "-m":
+                sys.argv = [args[1], *args[2:]]
+                runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+            else:
+                assert (root / args[0]).is_file(), f"{args[0]}: not found"
+                sys.argv = list(args)
+                runpy.run_path(args[0], run_name="__main__")
+        except Checked as stop:
+            return stop
+        except SystemExit as exc:
+            raise AssertionError(f"{' '.join(args)}: exit {exc.code}") from None
+    raise AssertionError(f"{' '.join(args)}: ran to the end without reaching a checkpoint")
+
+
+def validate_command(env: dict[str, str], argv: list[str], root: Path) -> str:
+    """Check one command as far as this machine allows; returns what was checked."""
+    args = _python_args(argv, root)
+    if isinstance(args, str):
+        return args
     saved_env, saved_path, saved_argv = dict(os.environ), list(sys.path), list(sys.argv)
     os.environ.update({k: v for k, v in env.items() if k != "PYTHONPATH"})
     if "PYTHONPATH" in env:
         sys.path.insert(0, str((root / env["PYTHONPATH"]).resolve()))
     try:
-        with checkpoints():
-            try:
-                if args[0] == "-m":
-                    sys.argv = [args[1], *args[2:]]
-                    runpy.run_module(args[1], run_name="__main__", alter_sys=True)
-                else:
-                    assert (root / args[0]).is_file(), f"{args[0]}: not found"
-                    sys.argv = list(args)
-                    runpy.run_path(args[0], run_name="__main__")
-            except Checked as stop:
-                checked = stop
-            except SystemExit as exc:
-                raise AssertionError(f"{' '.join(argv)}: exit {exc.code}") from None
-            else:
-                raise AssertionError(f"{' '.join(argv)}: ran to the end without reaching a checkpoint")
+        checked = _run_to_checkpoint(args, root)
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
@@ -436,7 +455,7 @@ def validate_command(env: dict[str, str], argv: list[str], root: Path) -> str:
         sys.argv = saved_argv
     missing = missing_inputs(checked.value, root)
     assert not missing, f"{' '.join(argv)}: input paths not found: {', '.join(missing)}"
-    return f"{args[0] if args[0] != '-m' else args[1]}: parsed by {checked.where}"
+    return f"{args[1] if args[0] == '-m' else args[0]}: parsed by {checked.where}"
 
 
 @pytest.mark.parametrize("block", VALIDATE, ids=lambda b: b.id)
