@@ -3,6 +3,11 @@
 Every recipe config (collect, evaluate, sweep, build the evaluation set) goes through
 `load_config(cls, path, overrides, sets)`, so a typo gets the same one-line error everywhere:
 `<file>[:<line>]: ... field 'a.b': <problem>`.
+
+String values may name environment variables, `${NAME}` or `${NAME:-default}` (the shell's
+spelling), so one config finds data that lives in different places on different machines:
+`${EXECUTOR_SFT_SHARED:-../shared}/minibench/corpus.jsonl`. Every YAML config, the TRL
+recipes' included, is read by `read_yaml` and so expanded the same way.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
@@ -76,7 +82,37 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}{line}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
+    return expand_env(data, path)
+
+
+_ENV_REFERENCE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}")
+
+
+def expand_env(value: Any, path: str | Path, where: str = "") -> Any:
+    """`${NAME}` / `${NAME:-default}` in every string value, replaced from the environment.
+
+    An empty variable counts as unset, as in the shell's `:-`. A variable that is unset and has
+    no default is an error naming the file and field, not an empty path.
+    """
+    if isinstance(value, dict):
+        return {k: expand_env(v, path, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, path, f"{where}.{i}") for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(m: re.Match[str]) -> str:
+        found = os.environ.get(m["name"])
+        if found:
+            return found
+        if m["default"] is not None:
+            return m["default"]
+        raise ConfigError(
+            f"{path}: field '{where}': ${{{m['name']}}} is not set; export it, "
+            f"or give a default as ${{{m['name']}:-DEFAULT}}"
+        )
+
+    return _ENV_REFERENCE.sub(substitute, value)
 
 
 def validation_message(path: str | Path, exc: ValidationError) -> str:
@@ -285,6 +321,20 @@ def parse_trl_args(
                 where = f"{config}:{lines[key]}" if key in lines else str(config)
                 fail(f"{where}: unknown key '{key}': {hint}")
     try:
-        return parser.parse_args_and_config(args=args)
+        if config is None:
+            return parser.parse_args_into_dataclasses(args=args)
+        return _parse_with_config(parser, args, data)
     except (ValueError, TypeError) as exc:  # a value a dataclass's own checks refuse
         fail(f"{config or 'command line'}: {exc}")
+
+
+def _parse_with_config(parser, args: list[str], data: dict[str, Any]):
+    """TrlParser's `--config` handling, from the mapping `read_yaml` expanded rather than the raw file."""
+    at = args.index("--config")
+    args = args[:at] + args[at + 2 :]
+    env = data.pop("env", None) or {}
+    if not isinstance(env, dict):
+        raise ValueError("`env` must be a mapping of environment variables")
+    os.environ.update({str(k): str(v) for k, v in env.items()})
+    parser.set_defaults_with_config(**data)
+    return parser.parse_args_into_dataclasses(args=args)

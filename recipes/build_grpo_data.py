@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from executor_sft.configfile import parse_trl_args
 from executor_sft.errors import report_user_errors
 from executor_sft.grpo.data import GRPODataReport, grpo_examples_from_rollouts, write_jsonl
+from executor_sft.jsonl import InputError
 
 
 @dataclass
@@ -37,6 +38,10 @@ class BuildGRPOData:
     max_searches: int = field(
         default=2, metadata={"help": "Fills {max_searches} in a given/packaged system prompt."}
     )
+    allow_empty: bool = field(
+        default=False,
+        metadata={"help": "Write the file even when no run qualifies (default: exit 2, nothing written)."},
+    )
 
 
 def main(argv: list[str] | None = None) -> GRPODataReport:
@@ -51,6 +56,11 @@ def main(argv: list[str] | None = None) -> GRPODataReport:
         max_searches=args.max_searches,
         report=report,
     )
+    if not rows and not args.allow_empty:
+        raise InputError(
+            f"{', '.join(args.rollouts)}: {report.summary()}; nothing to train on: collect with stronger "
+            "teachers, or pass --allow_empty true to write the empty file"
+        )
     write_jsonl(args.output, rows)
     print(f"{report.summary()} -> {args.output}", file=sys.stderr)
     return report

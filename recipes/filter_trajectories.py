@@ -40,6 +40,10 @@ class FilterPaths:
     rollouts: str = field(metadata={"help": "Episode records (rollouts.jsonl, schema v1)."})
     output: str = field(metadata={"help": "SFT rows to write (JSONL, TRL conversational format)."})
     report: str | None = field(default=None, metadata={"help": "Composition report to write (JSON)."})
+    allow_empty: bool = field(
+        default=False,
+        metadata={"help": "Write the files even when no run is kept (default: exit 2, nothing written)."},
+    )
 
 
 def _write_outputs(filt: EpisodeFilter, paths: FilterPaths) -> dict:
@@ -48,16 +52,29 @@ def _write_outputs(filt: EpisodeFilter, paths: FilterPaths) -> dict:
         atomic_open(paths.output) as out,
         tqdm(iter_jsonl(paths.rollouts), desc="filtering", unit=" episodes", file=sys.stderr) as bar,
     ):
+        n_rows = 0
         for n_rows, row in enumerate(filt.stream(bar), start=1):
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if n_rows % 100 == 0:
                 bar.set_postfix(rows=n_rows, refresh=False)
         if filt.report.episodes == 0:
             raise InputError(f"{paths.rollouts}: no episodes in the file; pass a collect_rollouts.py output")
+        if n_rows == 0 and not paths.allow_empty:
+            raise InputError(_no_rows_message(filt, paths))
         report = filt.report.to_dict()
         if paths.report:
             write_json(paths.report, report)
     return report
+
+
+def _no_rows_message(filt: EpisodeFilter, paths: FilterPaths) -> str:
+    report = filt.report
+    reasons = ", ".join(f"{k}={v}" for k, v in report.exclusions.most_common(4)) or "none"
+    return (
+        f"{paths.rollouts}: 0 of {report.runs} runs kept (excluded: {reasons}), so there is nothing to "
+        "train on; collect with stronger executors, or pass --allow_empty true to write the empty "
+        "file and its report"
+    )
 
 
 def _check_paths(paths: FilterPaths) -> None:

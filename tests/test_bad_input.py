@@ -6,6 +6,7 @@ status 2, stderr names the file (and line), no traceback, every input byte-ident
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -121,6 +122,37 @@ FILTER_CASES = [
         lambda t: {"r.jsonl": _rollouts(t).replace(b'"executor_sft.episode/v1"', b'"something/else"', 1)},
         _filter_args,
         lambda t: f"{t / 'r.jsonl'}:1: field 'schema' is 'something/else'",
+    ),
+]
+
+
+
+def _all_wrong(tmp: Path) -> bytes:
+    """Episodes whose every run yields a wrong answer, as a 135M executor's do."""
+    lines = []
+    for line in _rollouts(tmp).splitlines():
+        episode = json.loads(line)
+        for run in episode["runs"]:
+            if run.get("outcome"):
+                run["outcome"].update(em=0.0, judge=False)
+        lines.append(json.dumps(episode))
+    return ("\n".join(lines) + "\n").encode()
+
+
+EMPTY_OUTPUT_CASES = [
+    Case(
+        "filter-zero-rows",
+        "filter_trajectories.py",
+        lambda t: {"r.jsonl": _all_wrong(t)},
+        lambda t: [*_filter_args(t), "--report", str(t / "report.json")],
+        lambda t: f"{t / 'r.jsonl'}: 0 of 18 runs kept (excluded: wrong_em=",
+    ),
+    Case(
+        "grpo-data-zero-rows",
+        "build_grpo_data.py",
+        lambda t: {"r.jsonl": _all_wrong(t)},
+        lambda t: ["--rollouts", str(t / "r.jsonl"), "--output", str(t / "grpo.jsonl")],
+        lambda t: f"{t / 'r.jsonl'}: 0 GRPO examples from 3 episodes",
     ),
 ]
 
@@ -287,7 +319,30 @@ CONFIG_CASES = [
     ),
 ]
 
-CASES = [*FILTER_CASES, *COLLECT_CASES, *SFT_CASES, *CONFIG_CASES]
+EVAL_CONFIG = """name: e
+output_dir: {out}
+questions: [{{path: {questions}}}]
+models:
+  backbone: {{backend: transformers, model: "offline:smollm2"}}
+  answerer: {{backend: transformers, model: "offline:smollm2"}}
+  executor: {{backend: transformers, model: "offline:smollm2"}}
+pipeline: {{executor_roles: [executor], driver: executor}}
+retriever: {{index: {index}, kind: bm25}}
+"""
+
+EVAL_CASES = [
+    Case(
+        "evaluate-missing-questions",
+        "evaluate.py",
+        lambda t: {
+            "e.yaml": EVAL_CONFIG.format(out=t / "out", questions=t / "q.jsonl", index=t / "idx").encode()
+        },
+        lambda t: ["--config", str(t / "e.yaml")],
+        lambda t: f"{t / 'q.jsonl'}: questions file not found",
+    ),
+]
+
+CASES = [*FILTER_CASES, *EMPTY_OUTPUT_CASES, *COLLECT_CASES, *SFT_CASES, *CONFIG_CASES, *EVAL_CASES]
 
 
 @pytest.fixture(scope="module")
@@ -317,6 +372,18 @@ def test_bad_input(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -
     assert [line for line in proc.stderr.splitlines() if line.startswith("error:")] != []
     for name, data in files.items():
         assert (tmp_path / name).read_bytes() == data, name
+    rel = [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()]
+    written = {str(p) for p in rel if p.parts[0] != "idx"}  # idx: the collect cases' copied index
+    assert written == set(files), "a failed run leaves no output (nothing that blocks its re-run)"
+
+
+@pytest.mark.parametrize("recipe", ["filter_trajectories.py", "build_grpo_data.py"])
+def test_allow_empty_writes_the_empty_file(tmp_path: Path, recipe: str) -> None:
+    (tmp_path / "r.jsonl").write_bytes(_all_wrong(tmp_path))
+    out = tmp_path / "out.jsonl"
+    proc = run_recipe(recipe, "--rollouts", str(tmp_path / "r.jsonl"), "--output", str(out), "--allow_empty", "true")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == b""
 
 
 def test_filter_good_rerun_into_same_output(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from executor_sft.errors import UserError
-from executor_sft.jsonl import MalformedLineError, iter_records
+from executor_sft.jsonl import MalformedLineError, MissingFileError, iter_records
 from executor_sft.schema import Question
 
 logger = logging.getLogger(__name__)
@@ -40,10 +40,6 @@ class QuestionFormatError(UserError, ValueError):
     def __init__(self, source: str, line: int, field: str, problem: str):
         self.source, self.line, self.field = source, line, field
         super().__init__(f"{source}:{line}: field '{field}': {problem}")
-
-
-class QuestionFileNotFoundError(UserError, FileNotFoundError):
-    """A question file named by a local path (an absolute path or a file suffix) that is not there."""
 
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -193,6 +189,17 @@ def _distinct_ids(questions: list[Question], source: str) -> list[Question]:
     return out
 
 
+def _names_a_file(name: str) -> bool:
+    """A local path by its spelling (a question-file suffix, or ./ ../ / ~ in front), never a Hub id."""
+    if name.startswith("hf://"):
+        return False
+    return name.startswith(("/", "./", "../", "~")) or Path(name).suffix.lower() in (
+        ".jsonl",
+        ".json",
+        ".parquet",
+    )
+
+
 def load_questions(
     path_or_name: str | Path,
     split: str | None = None,
@@ -209,8 +216,11 @@ def load_questions(
     if duplicates not in ("keep", "drop"):
         raise ValueError(f"duplicates must be 'keep' or 'drop', got {duplicates!r}")
     path = Path(path_or_name)
-    if not path.exists() and (path.is_absolute() or path.suffix.lower() in LOCAL_SUFFIXES):
-        raise QuestionFileNotFoundError(f"{path}: questions file not found; check the questions path")
+    if not path.exists() and _names_a_file(str(path_or_name)):
+        raise MissingFileError(
+            f"{path}: questions file not found; check the path (relative paths start where the "
+            "command runs: the repository root), or write a Hub dataset as hf://org/name"
+        )
     if path.exists():
         stem = path.stem
         label = dataset or stem

@@ -220,6 +220,7 @@ def _open_stage(corpus_path: Path, out: Path, overwrite: bool) -> _Stage:
     path = staging_dir(out)
     _check_stage(path, info.fingerprint, overwrite)
     parsed = None if _has_docs(path, info.fingerprint) or seed else _read_corpus(corpus_path)
+    out.parent.mkdir(parents=True, exist_ok=True)  # only once the inputs are known good
     created = _make_stage(path, out if seed else None, parsed, info)
     if state is not None and world > 1:
         state.wait_for_everyone()

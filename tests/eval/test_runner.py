@@ -143,6 +143,32 @@ def test_refuses_to_mix_systems_and_reports_failures(
     assert record["accepted_changes"][0]["changed"][0].startswith("models.executor.model: ")
 
 
+def test_a_run_that_fails_on_its_inputs_leaves_nothing_that_refuses_its_corrected_rerun(
+    tmp_path, minibench_questions_path, minibench_bm25_dir, minibench_bm25, dev_questions
+):
+    """A wrong questions path fails before any episode: no system.json, so the fixed run (whose
+    models changed too, as when every shared-data path of a config is corrected) is not refused."""
+    from executor_sft.errors import UserError
+
+    gold = {q.question: q.golden_answers[0] for q in dev_questions}
+    wrong = _config(tmp_path, tmp_path / "no-such-questions.jsonl", minibench_bm25_dir, samples=1)
+    with pytest.raises(UserError, match="no-such-questions.jsonl: questions file not found"):
+        run_eval(wrong, pool=ModelPool(scripted_factory(gold, [])), retriever=minibench_bm25, progress=False)
+    assert not (wrong.out / "system.json").exists()
+    fixed = _config(
+        tmp_path,
+        minibench_questions_path,
+        minibench_bm25_dir,
+        samples=1,
+        models={**{k: v.model_dump() for k, v in wrong.models.items()}, "executor": scripted("ex-quick")},
+    )
+    run = run_eval(fixed, pool=ModelPool(scripted_factory(gold, [])), retriever=minibench_bm25, progress=False)
+    assert (run.ran, run.failed) == (3, [])
+    assert json.loads((fixed.out / "system.json").read_text())["models"]["executor"]["model"] == (
+        scripted("ex-quick")["model"]
+    )
+
+
 def test_episodes_are_fsynced_off_the_event_loop(
     tmp_path, monkeypatch, minibench_questions_path, minibench_bm25_dir, minibench_bm25, dev_questions
 ):

@@ -191,3 +191,17 @@ def test_manifest_written_before_part_versions_still_loads(tmp_path):
     assert Manifest.load(out).bm25.versions == {}
     (hits,) = load_retriever(out, "bm25", corpus=corpus).search(["lime fact bravo"], 1)
     assert hits[0].doc_id == "lime-1"
+
+
+def test_output_in_missing_folders_is_created_once_the_corpus_is_good(tmp_path):
+    """`--output indexes/minibench` on a fresh clone: the parents are made, but not for a bad corpus."""
+    out = tmp_path / "indexes" / "nested" / "minibench"
+    proc = run_recipe("--corpus", tmp_path / "missing.jsonl", "--output", out, "--bm25")
+    assert_one_line_error(proc, "missing.jsonl: not found")
+    assert not (tmp_path / "indexes").exists()
+    good = write_corpus(tmp_path / "good.jsonl", 5, "apple")
+    proc = run_recipe("--corpus", good, "--output", out, "--bm25")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.parent.iterdir()) == ["minibench"]  # no staging left beside it
+    (hits,) = load_retriever(out, "bm25", corpus=good).search(["apple fact delta"], 1)
+    assert hits[0].doc_id == "apple-3"

@@ -46,12 +46,11 @@ def test_paper_reference_setup():
 
 
 @pytest.mark.shared_data
-def test_offline_config_selects_minibench_train_questions(minibench_questions_path):
+def test_offline_config_selects_minibench_train_questions(minibench_questions_path, monkeypatch):
+    monkeypatch.chdir(REPO)  # config paths are relative to the repository root, where recipes run
     config = load_collect_config(REPO / "recipes" / "configs" / "collect_minibench_offline.yaml")
-    assert config.questions.path == "../shared/minibench/questions.jsonl"  # beside the repository
-    # Read the shared data where this machine has it ($EXECUTOR_SFT_SHARED), not only beside the clone.
-    here = config.questions.model_copy(update={"path": str(minibench_questions_path)})
-    questions = select_questions(config.model_copy(update={"questions": here}))
+    assert Path(config.questions.path).resolve() == minibench_questions_path.resolve()
+    questions = select_questions(config)
     assert len(questions) == config.questions.limit
     assert all(q.split == "train" and q.dataset == "musique" for q in questions)
     assert all(q.model_extra["decomposition"] for q in questions)  # what the oracle backbone dispatches

@@ -72,7 +72,8 @@ def test_offline_collect_config_runs_executors_and_the_filter_counts_every_run(
         "--report",
         str(report_path),
     ]
-    assert _recipe("filter_trajectories").main([*argv, "--no_require_judge"]) == 0
+    # SmolLM2's runs are rarely correct, so no row may be kept: --allow_empty writes the report anyway
+    assert _recipe("filter_trajectories").main([*argv, "--no_require_judge", "--allow_empty", "true"]) == 0
     report = json.loads(report_path.read_text())
     totals = report["totals"]
     assert totals["episodes"] == 1 and totals["runs"] == n_runs
