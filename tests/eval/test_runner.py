@@ -146,7 +146,7 @@ def test_refuses_to_mix_systems_and_reports_failures(
 def test_a_run_that_fails_on_its_inputs_leaves_nothing_that_refuses_its_corrected_rerun(
     tmp_path, minibench_questions_path, minibench_bm25_dir, minibench_bm25, dev_questions
 ):
-    """A wrong questions path fails before any episode: no system.json, so the fixed run (whose
+    """A wrong questions path fails before any episode: no identity record, so the fixed run (whose
     models changed too, as when every shared-data path of a config is corrected) is not refused."""
     from executor_sft.errors import UserError
 
@@ -154,7 +154,7 @@ def test_a_run_that_fails_on_its_inputs_leaves_nothing_that_refuses_its_correcte
     wrong = _config(tmp_path, tmp_path / "no-such-questions.jsonl", minibench_bm25_dir, samples=1)
     with pytest.raises(UserError, match="no-such-questions.jsonl: questions file not found"):
         run_eval(wrong, pool=ModelPool(scripted_factory(gold, [])), retriever=minibench_bm25, progress=False)
-    assert not (wrong.out / "system.json").exists()
+    assert not (wrong.out / "episodes.system.json").exists()
     fixed = _config(
         tmp_path,
         minibench_questions_path,
@@ -164,7 +164,8 @@ def test_a_run_that_fails_on_its_inputs_leaves_nothing_that_refuses_its_correcte
     )
     run = run_eval(fixed, pool=ModelPool(scripted_factory(gold, [])), retriever=minibench_bm25, progress=False)
     assert (run.ran, run.failed) == (3, [])
-    assert json.loads((fixed.out / "system.json").read_text())["models"]["executor"]["model"] == (
+    record = json.loads((fixed.out / "episodes.system.json").read_text())["system"]
+    assert record["models"]["executor"]["model"] == (
         scripted("ex-quick")["model"]
     )
 
