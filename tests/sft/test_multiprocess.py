@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,9 @@ from rowgen import make_rows, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 LOSS_ATOL = 1e-4  # fp32; the only difference is the order of float additions (gloo all-reduce)
+
+
+GLOO_ABORT = "terminate called without an active exception"
 
 
 def _launch(tmp_path: Path, data: Path, name: str, processes: int, batch: int) -> list[float]:
@@ -42,6 +46,11 @@ def _launch(tmp_path: Path, data: Path, name: str, processes: int, batch: int) -
         "--save_strategy", "no", "--seed", "0",
     ]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    if proc.returncode != 0 and GLOO_ABORT in proc.stderr:
+        # A known abort inside torch's CPU (gloo) two-process run, not in our code: seen in about
+        # 1 of 5 CI runs, during or after the first step. One fresh retry; a second abort fails.
+        shutil.rmtree(out, ignore_errors=True)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     card = (out / "README.md").read_text()
     assert f'"processes": {processes}' in card, "the run did not use the requested processes"
