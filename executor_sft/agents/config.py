@@ -121,6 +121,9 @@ class PipelineConfig(BaseModel):
     """The executor's tools, offered on every turn: registered names (`agents.tools.TOOLS`) or
     `package.module:attr` (docs/architecture.md, "An executor tool"). Left out of dumps when it
     is the default, as `outcome` is."""
+    max_concurrent_executors: int | None = Field(default=None, ge=1, exclude_if=lambda value: value is None)
+    """At most this many executor runs in flight at once across every episode of the process
+    (`agents.dispatch`); None: only the models' own `max_concurrency` limits them."""
     label_outcomes: bool = True
     """Give every non-driver run its own outcome (by `outcome.mode`; substitution: one answerer call each)."""
     outcome: OutcomeConfig = Field(default_factory=OutcomeConfig, exclude_if=_default_outcome)

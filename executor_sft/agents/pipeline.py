@@ -16,6 +16,7 @@ from executor_sft.agents.answerer import Finding, run_answerer
 from executor_sft.agents.backbone import BackboneSession
 from executor_sft.agents.calls import gather_or_cancel
 from executor_sft.agents.config import PipelineConfig
+from executor_sft.agents.dispatch import executor_slot
 from executor_sft.agents.executor import run_executor
 from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.metrics.judge import LLMJudge
@@ -236,17 +237,18 @@ async def _execute(
     if max_searches is not None:
         settings = settings.replace(max_searches=max_searches)
     run_role = run_role or role
-    return await run_executor(
-        model,
-        retriever,
-        sub_query,
-        settings,
-        role=run_role,
-        run_id=make_run_id(episode_id, round_index, sub_query_index, run_role),
-        round=round_index,
-        sub_query_index=sub_query_index,
-        counterfactual_of=counterfactual_of,
-    )
+    async with executor_slot(config.max_concurrent_executors):
+        return await run_executor(
+            model,
+            retriever,
+            sub_query,
+            settings,
+            role=run_role,
+            run_id=make_run_id(episode_id, round_index, sub_query_index, run_role),
+            round=round_index,
+            sub_query_index=sub_query_index,
+            counterfactual_of=counterfactual_of,
+        )
 
 
 def episode_config_record(

@@ -777,7 +777,10 @@ def generate_world(seed: int = 0, n_entities: int = 800, n_questions: int = 400,
             f"raise n_entities or lower n_questions"
         )
     _assign_splits(questions, rng, cfg.test_share)
-    world = World(entities, questions, {"config": asdict(cfg)})
+    recorded = asdict(cfg)
+    if not cfg.wide_share:  # worlds without wide tasks record the config they always did
+        del recorded["wide_share"]
+    world = World(entities, questions, {"config": recorded})
     world.meta["stats"] = world_stats(world)
     return world
 
