@@ -23,7 +23,8 @@ def budget_figure(rows: Sequence, metric: str = "item_f1", title: str | None = N
     axes = list(dict.fromkeys(r.axis for r in rows))
     for name in axes:
         line = sorted((r for r in rows if r.axis == name), key=lambda r: r.value)
-        label = f"{name} ({SHORT.get(line[0].field, line[0].field)} varied)"
+        letter = SHORT.get(line[0].field, line[0].field)
+        label = name if f"({letter})" in name else f"{name} ({letter} varied)"
         xs = [r.value for r in line]
         ys = [100 * (r.metric(metric) or 0.0) for r in line]
         (drawn,) = score.plot(xs, ys, marker="o", label=label, clip_on=False)

@@ -129,6 +129,8 @@ class BudgetRow:
     success_pass: float | None
     em_avg: float | None
     """Text questions' EM, Avg@k."""
+    rounds: float
+    """Backbone rounds that dispatched sub-queries, per episode (the lead's sequential turns)."""
     subagents: float
     """Sub-agents (driver executor runs) per episode."""
     subagent_tokens: float
@@ -163,6 +165,7 @@ def score_point(point: BudgetPoint, episodes: list[Episode]) -> BudgetRow:
         success_avg=success.avg if success else None,
         success_pass=success.pass_ if success else None,
         em_avg=em.avg if em else None,
+        rounds=sum(sum(1 for r in e.rounds if r.sub_queries) for e in episodes) / n,
         subagents=sum(len(system_runs(e)) for e in episodes) / n,
         subagent_tokens=statistics.fmean(subagent_tokens(e) for e in episodes) if episodes else 0.0,
         k=max((x.k for x in (item, em) if x), default=0),
@@ -176,14 +179,15 @@ def budget_markdown(name: str, rows: list[BudgetRow]) -> str:
     k = max((r.k for r in rows), default=1)
     header = [
         "axis", "P", "T", "K", f"item F1 Avg@{k}", f"item F1 Max@{k}", f"row F1 Avg@{k}", f"row F1 Max@{k}",
-        f"success Avg@{k}", f"success Pass@{k}", "EM (text)", "sub-agents/q", "sub-agent tokens/q",
+        f"success Avg@{k}", f"success Pass@{k}", "EM (text)", "rounds/q", "sub-agents/q", "sub-agent tokens/q",
     ]  # fmt: skip
     lines = [f"## {name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         cells = [
             r.axis, str(r.budgets["P"]), str(r.budgets["T"]), str(r.budgets["K"]),
             pct(r.item_f1_avg), pct(r.item_f1_max), pct(r.row_f1_avg), pct(r.row_f1_max),
-            pct(r.success_avg), pct(r.success_pass), pct(r.em_avg), f"{r.subagents:.1f}", f"{r.subagent_tokens:,.0f}",
+            pct(r.success_avg), pct(r.success_pass), pct(r.em_avg), f"{r.rounds:.1f}", f"{r.subagents:.1f}",
+            f"{r.subagent_tokens:,.0f}",
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     n_table = max((r.n_table for r in rows), default=0)
