@@ -48,7 +48,12 @@ def test_width_sweep_config_writes_its_table_and_plot(tmp_path):
     # A re-run finds every episode stored: nothing runs again, the same table comes back.
     again = _recipe(tmp_path, "--config", str(CONFIG))
     assert again.returncode == 0 and (out / "budget_sweep.md").read_text() == table
-    assert json.loads((out / "cells" / "width-P4" / "results.json").read_text())["name"] == "width width P=4"
+    results = json.loads((out / "cells" / "width-P4" / "results.json").read_text())
+    assert results["name"] == "width width P=4"
+    # The evaluation's own table rescores a table question by its cells: EM = success, F1 = item F1.
+    p4 = rows[2]
+    assert results["average"]["em"] == pytest.approx(p4.success_avg)
+    assert results["average"]["f1"] == pytest.approx(p4.item_f1_avg)
 
 
 def test_a_bad_axis_is_one_error_line(tmp_path):
