@@ -21,57 +21,78 @@ class Point:
     """Accuracy in [0, 1] over every evaluated question (y; higher is better)."""
     backbone: str = ""
     executor: str = ""
+    research_s: float | None = None
+    """Research P50 in seconds (the latency x axis; None: not timed)."""
 
 
-def pareto_front(points: Sequence[Point]) -> list[Point]:
-    """Points no other point beats on both axes (fewer-or-equal tokens and higher-or-equal accuracy,
-    one strictly), sorted by tokens."""
+X_AXES = {"tokens": "sub-agent tokens per question", "research_s": "research phase P50 (s)"}
+"""What a Pareto plot can put on its x axis (a `Point` attribute) and the axis label."""
+
+
+def pareto_front(points: Sequence[Point], x: str = "tokens") -> list[Point]:
+    """Points no other point beats on both axes (lower-or-equal x and higher-or-equal accuracy,
+    one strictly), sorted by x; points without an x value are left out."""
+    points = [p for p in points if getattr(p, x) is not None]
     front = []
     for p in points:
+        px = getattr(p, x)
         dominated = any(
-            q.tokens <= p.tokens
+            getattr(q, x) <= px
             and q.accuracy >= p.accuracy
-            and (q.tokens < p.tokens or q.accuracy > p.accuracy)
+            and (getattr(q, x) < px or q.accuracy > p.accuracy)
             for q in points
         )
         if not dominated:
             front.append(p)
-    return sorted(front, key=lambda p: (p.tokens, -p.accuracy))
+    return sorted(front, key=lambda p: (getattr(p, x), -p.accuracy))
 
 
-def point_labels(points: Sequence[Point]) -> list[tuple[float, float, str]]:
-    """(tokens, accuracy %, label) once per position: points that coincide share one label,
+def point_labels(points: Sequence[Point], x: str = "tokens") -> list[tuple[float, float, str]]:
+    """(x, accuracy %, label) once per position: points that coincide share one label,
     their names joined by " = ", so coincident cells do not print over each other."""
     at: dict[tuple[float, float], list[str]] = {}
     for p in points:
-        at.setdefault((round(p.tokens, 6), round(100 * p.accuracy, 6)), []).append(p.label)
+        at.setdefault((round(getattr(p, x), 6), round(100 * p.accuracy, 6)), []).append(p.label)
     return [(x, y, " = ".join(dict.fromkeys(labels))) for (x, y), labels in at.items()]
 
 
 def plot_pareto(
-    points: Sequence[Point], path: str | Path, metric: str = "accuracy", title: str | None = None
+    points: Sequence[Point],
+    path: str | Path,
+    metric: str = "accuracy",
+    title: str | None = None,
+    x: str = "tokens",
 ) -> Path:
-    """Accuracy vs sub-agent tokens per question, with the Pareto frontier marked."""
+    """Accuracy vs `x` (a key of `X_AXES`: sub-agent tokens or research time per question), with
+    the Pareto frontier marked; points without an `x` value are left out."""
+    if x not in X_AXES:
+        raise ValueError(f"pareto x axis {x!r}: expected one of {sorted(X_AXES)}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    front = pareto_front(points)
+    points = [p for p in points if getattr(p, x) is not None]
+    front = pareto_front(points, x)
     fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=110)
     on_front = {id(p) for p in front}
     for p in points:
         marker, color = ("*", "tab:red") if id(p) in on_front else ("o", "tab:blue")
         ax.scatter(
-            p.tokens, 100 * p.accuracy, marker=marker, s=120 if marker == "*" else 45, color=color, zorder=3
+            getattr(p, x),
+            100 * p.accuracy,
+            marker=marker,
+            s=120 if marker == "*" else 45,
+            color=color,
+            zorder=3,
         )
-    for x, y, label in point_labels(points):
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    for px, py, label in point_labels(points, x):
+        ax.annotate(label, (px, py), textcoords="offset points", xytext=(5, 4), fontsize=8)
     if front:
-        xs = [p.tokens for p in front]
+        xs = [getattr(p, x) for p in front]
         ys = [100 * p.accuracy for p in front]
         ax.step(xs, ys, where="post", color="tab:red", linestyle="--", linewidth=1, label="Pareto frontier")
         ax.legend(loc="lower right", fontsize=8)
-    ax.set_xlabel("sub-agent tokens per question")
+    ax.set_xlabel(X_AXES[x])
     ax.set_ylabel(f"{metric} (%)")
-    ax.set_title(title or f"{metric} vs sub-agent tokens")
+    ax.set_title(title or f"{metric} vs {X_AXES[x]}")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
