@@ -63,6 +63,9 @@ class RetrieverConfig(BaseModel):
     def _one_source(self) -> RetrieverConfig:
         if (self.index is None) == (self.url is None):
             raise ValueError("RetrieverConfig needs exactly one of `index` (a directory) or `url` (a server)")
+        check = retriever_kind(self.kind).check
+        if check is not None and self.index is not None:
+            check(self.options)
         return self
 
 

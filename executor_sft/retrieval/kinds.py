@@ -76,6 +76,9 @@ class RetrieverKind:
     load: Callable[[IndexDir, dict[str, Any]], Retriever]
     needs: tuple[str, ...] = ()
     """Index parts the kind reads; loading from an index without them is a one-line error."""
+    check: Callable[[dict[str, Any]], None] | None = None
+    """Checks a config's `options` without loading anything (raises `ConfigError`), so a typo in
+    a YAML file fails when the config is read, not after an index and a model have loaded."""
 
 
 RETRIEVERS: Registry[RetrieverKind] = Registry("retriever kind")
@@ -193,7 +196,11 @@ def rerank_kind(name: str, make_scorer: Callable[[RerankSettings], Scorer]) -> R
         inner = index.load(over, options)
         return RerankRetriever(inner, make_scorer(settings), top_n=settings.top_n, name=name)
 
-    return RetrieverKind(load)
+    def check(options: dict[str, Any]) -> None:
+        retriever_kind(options.get("over", "bm25"))
+        rerank_settings(dict(options), name)
+
+    return RetrieverKind(load, check=check)
 
 
 RETRIEVERS.register("bm25", RetrieverKind(_load_bm25, needs=("bm25",)))
