@@ -113,6 +113,7 @@ def ensure_index(corpus: Path, out: Path, max_length: int, dense: bool = True) -
     if (out / "manifest.json").exists() and want <= set(Manifest.load(out).kinds):
         return out
     t = time.perf_counter()
+    out.parent.mkdir(parents=True, exist_ok=True)
     enc = EncoderConfig(max_length=max_length)
     res = build_index(corpus, out, bm25=True, dense="minilm" if dense else None, encoder=enc, shard_size=1024)
     print(f"built {out} in {time.perf_counter() - t:.0f}s: {res.summary()}", flush=True)
