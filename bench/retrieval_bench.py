@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
@@ -61,7 +61,7 @@ class BenchArgs:
     stack: bool = False  # only the per-configuration table (rerank stages included)
     stack_questions: int = 30  # dev questions, a third from each dataset
     stack_docs: int = 600
-    stack_configs: str | None = None  # comma-separated labels from STACK_CONFIGS (default: all)
+    stack_configs: str | None = None  # labels from STACK_CONFIGS separated by ";" (default: all)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -337,8 +337,8 @@ def stack_row(label: str, index: Path, kind: str, options: dict, questions: list
     ms = np.asarray(times) * 1e3
     row = StackRow(label, float(np.mean(recalls)), float(np.mean(ndcgs)), float(np.percentile(ms, 50)),
                    float(np.percentile(ms, 95)), _part_bytes(index, kind, options) / 1e6, load_s)  # fmt: skip
-    print(f"{label}: R@5 {row.recall:.3f} nDCG@5 {row.ndcg:.3f} P50 {row.p50_ms:.0f} ms "
-          f"P95 {row.p95_ms:.0f} ms (load {load_s:.0f}s)", flush=True)  # fmt: skip
+    print(f"{label}: R@5 {row.recall:.3f} nDCG@5 {row.ndcg:.3f} P50 {row.p50_ms:.1f} ms "
+          f"P95 {row.p95_ms:.1f} ms (load {load_s:.0f}s)", flush=True)  # fmt: skip
     return row
 
 
@@ -348,10 +348,18 @@ def stack_plot(rows: list[StackRow], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.2, 4.6), dpi=110)
-    for r in rows:
-        ax.scatter(r.p50_ms, r.ndcg, s=40, zorder=3)
-        ax.annotate(r.label, (r.p50_ms, r.ndcg), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    fig, ax = plt.subplots(figsize=(8.0, 4.8), dpi=110)
+    xs = [max(r.p50_ms, 1e-2) for r in rows]
+    last_decade = max(xs) / 30
+    placed: list[tuple[float, float, float]] = []  # (log10 x from, log10 x to, y) of labels so far
+    for x, r in sorted(zip(xs, rows, strict=True), key=lambda p: p[0]):
+        ax.scatter(x, r.ndcg, s=40, zorder=3)
+        right = x > last_decade  # the slowest points' labels go to their left, inside the axes
+        span = (np.log10(x) - 1.4, np.log10(x)) if right else (np.log10(x), np.log10(x) + 1.4)
+        clash = any(a < span[1] and span[0] < b and abs(y - r.ndcg) < 0.025 for a, b, y in placed)
+        placed.append((*span, r.ndcg))
+        ax.annotate(r.label, (x, r.ndcg), textcoords="offset points", xytext=(-6 if right else 6, -11 if clash else 5),
+                    ha="right" if right else "left", fontsize=7)  # fmt: skip
     ax.set_xscale("log")
     ax.set_xlabel("P50 ms per search call (log scale)")
     ax.set_ylabel("nDCG@5")
@@ -368,6 +376,10 @@ def _load_note() -> str:
     return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} (1/5/15 min) on {os.cpu_count()} cores"
 
 
+def _ms(value: float) -> str:
+    return f"{value:.1f}" if value < 10 else f"{value:,.0f}"
+
+
 def stack_section(args: BenchArgs, rows: list[dict], dev: list[dict]) -> str:
     cache = Path(args.cache)
     questions = stack_questions(dev, args.stack_questions)
@@ -377,13 +389,16 @@ def stack_section(args: BenchArgs, rows: list[dict], dev: list[dict]) -> str:
     index = ensure_index(corpus, cache / f"minibench_stack{args.stack_questions}q{args.stack_docs}_minilm",
                          args.max_length)  # fmt: skip
     n_docs = Manifest.load(index).corpus.num_docs
-    wanted = args.stack_configs.split(",") if args.stack_configs else list(STACK_CONFIGS)
+    wanted = args.stack_configs.split(";") if args.stack_configs else list(STACK_CONFIGS)
     load_before = _load_note()
     t = time.perf_counter()
     out = [stack_row(label, index, *STACK_CONFIGS[label], questions) for label in wanted]
     seconds = time.perf_counter() - t
     plot = stack_plot(
         out, Path(args.out).with_name("retrieval_configs.png") if args.out else cache / "stack.png"
+    )
+    plot.with_suffix(".json").write_text(
+        json.dumps([asdict(r) for r in out], indent=2) + "\n", encoding="utf-8"
     )
     lines = [
         STACK_TITLE,
@@ -402,9 +417,9 @@ def stack_section(args: BenchArgs, rows: list[dict], dev: list[dict]) -> str:
         "| configuration | R@5 | nDCG@5 | P50 ms/call | P95 ms/call | index MB |",
         "|---|---|---|---|---|---|",
     ]
-    lines += [f"| {r.label} | {r.recall:.3f} | {r.ndcg:.3f} | {r.p50_ms:,.0f} | {r.p95_ms:,.0f} | "
+    lines += [f"| {r.label} | {r.recall:.3f} | {r.ndcg:.3f} | {_ms(r.p50_ms)} | {_ms(r.p95_ms)} | "
               f"{r.index_mb:.1f} |" for r in out]  # fmt: skip
-    lines += ["", f"Plot: `{plot.name}` (nDCG@5 against P50 per call).", ""]
+    lines += ["", f"Plot: `{plot.name}` (nDCG@5 against P50 per call; the rows in `{plot.stem}.json`).", ""]
     return "\n".join(lines)
 
 

@@ -62,6 +62,11 @@ def oracle_reader(gold: dict[str, list[str]]):
     return reply
 
 
+def short(label: str) -> str:
+    """A cell's plot label: the configuration's name without its parenthesised details."""
+    return " + ".join(part.split(" (")[0] for part in label.split(" + "))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -69,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--runs", default=str(rb.cache_dir() / "bench" / "search_latency_eval"))
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--configs", default=None, help="comma-separated labels of STACK_CONFIGS")
+    parser.add_argument("--configs", default=None, help="labels of STACK_CONFIGS separated by ';'")
     args = parser.parse_args(argv)
     bench = rb.BenchArgs(stack=True)
     rows = rb.read_jsonl(minibench_corpus())
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         "executor": ScriptedChatModel(name="scripted-executor", default=executor_reply),
         "answerer": ScriptedChatModel(name="oracle-reader", default=oracle_reader(gold)),
     }
-    wanted = args.configs.split(",") if args.configs else list(rb.STACK_CONFIGS)
+    wanted = args.configs.split(";") if args.configs else list(rb.STACK_CONFIGS)
     cells, start = [], time.perf_counter()
     load_before = rb._load_note()
     for label in wanted:
@@ -142,11 +147,14 @@ def main(argv: list[str] | None = None) -> int:
         "sub-corpus of `retrieval_bench.py --stack`; oracle backbone (gold hops), a scripted executor "
         "(one search, reports the top title with all passages as evidence) and an oracle reader "
         "(answers gold when the evidence contains a gold alias): EM = the answer reached the "
-        f"answerer. Episodes ran {args.concurrency} at a time, so T_search includes waiting behind "
-        "other episodes' searches (the retriever runs calls one at a time in a worker thread).\n\n"
+        f"answerer. Episodes ran {args.concurrency} at a time and each search runs in a worker "
+        "thread, so a T_search includes waiting for the cores behind other episodes' searches; the "
+        "scripted models take no time, so research time is search time plus the pipeline's own "
+        "overhead. The yes/no LLM configuration is left out (about 40 s per call on this machine: "
+        "`retrieval.md`).\n\n"
     )
     write_markdown(header + table, out / "search_latency_eval.md")
-    points = [Point(label, r.average.get("subagent_tokens") or 0.0, r.average.get("em") or 0.0,
+    points = [Point(short(label), r.average.get("subagent_tokens") or 0.0, r.average.get("em") or 0.0,
                     research_s=r.average.get("research_p50")) for label, _, _, r in cells]  # fmt: skip
     plot_pareto(points, out / "search_latency_pareto.png", metric="EM (oracle reader)", x="research_s",
                 title="minibench: EM vs research P50 per search configuration")  # fmt: skip

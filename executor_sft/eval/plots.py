@@ -25,8 +25,10 @@ class Point:
     """Research P50 in seconds (the latency x axis; None: not timed)."""
 
 
-X_AXES = {"tokens": "sub-agent tokens per question", "research_s": "research phase P50 (s)"}
-"""What a Pareto plot can put on its x axis (a `Point` attribute) and the axis label."""
+X_AXES = {"tokens": "sub-agent tokens per question", "research_s": "research phase P50 (s, log scale)"}
+"""What a Pareto plot can put on its x axis (a `Point` attribute) and the axis label. Times span
+orders of magnitude across search configurations (BM25 in ms, an LLM reranker in seconds), so
+the time axis is logarithmic."""
 
 
 def pareto_front(points: Sequence[Point], x: str = "tokens") -> list[Point]:
@@ -90,6 +92,8 @@ def plot_pareto(
         ys = [100 * p.accuracy for p in front]
         ax.step(xs, ys, where="post", color="tab:red", linestyle="--", linewidth=1, label="Pareto frontier")
         ax.legend(loc="lower right", fontsize=8)
+    if x == "research_s":
+        ax.set_xscale("log")
     ax.set_xlabel(X_AXES[x])
     ax.set_ylabel(f"{metric} (%)")
     ax.set_title(title or f"{metric} vs {X_AXES[x]}")

@@ -24,7 +24,9 @@ def _num(value: float | None, pct: bool = True, digits: int = 1) -> str:
 def _seconds(value: float | None, unit: str = "s") -> str:
     if value is None:
         return "–"
-    return f"{1000 * value:,.0f}" if unit == "ms" else f"{value:,.1f}"
+    if unit == "ms":
+        return f"{1000 * value:,.0f}"
+    return f"{value:.2f}" if value < 1 else f"{value:,.1f}"
 
 
 def _latency(values: GroupResult | dict[str, float | None]) -> list[str]:
