@@ -134,6 +134,12 @@ class LLMCallRecord(Record):
 class SearchRecord(Record):
     query: str
     doc_ids: list[str] = Field(default_factory=list)
+    latency_s: float | None = Field(default=None, exclude_if=_absent)
+    """Wall time of this one search call (T_search), as the tool awaited it: under concurrent
+    episodes it includes waiting for the retriever's thread or server behind other calls."""
+    retriever: str | None = Field(default=None, exclude_if=_absent)
+    """The `index_id` of the retriever that answered: index contents and every stage on top
+    (e.g. `llm_rerank(<model>;n50;w512)/hybrid-...`)."""
 
 
 class Report(Record):
@@ -240,6 +246,11 @@ class Episode(Record):
     error: str | None = None
     answerer: LLMCallRecord | None = Field(default=None, exclude_if=_absent)
     """The final answerer call of a pipeline episode (single-agent episodes have none)."""
+    research_s: float | None = Field(default=None, exclude_if=_absent)
+    """Research-phase wall time (the search-agent blog's Research P50 measures this): backbone
+    rounds and their executor runs, up to the answerer; for a single agent, its whole run.
+    Episodes run concurrently share the machine and the model servers, so this is the time the
+    user waited under that load, not the episode's time alone."""
     driver: str | None = Field(default=None, exclude_if=_absent)
     """Separate collection only (`collection.mode: separate`): the executor role that drove this
     episode alone (no shadow runs). Absent in shadow collection."""

@@ -9,6 +9,7 @@ registers here the same way a user's tool does.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,8 +79,16 @@ async def _search(arguments: Mapping[str, Any], context: ToolContext) -> str:
     if not isinstance(query, str) or not query.strip():
         raise ToolArgumentError('the search call has no "query" string')
     query = " ".join(query.split())
+    start = time.perf_counter()
     hits = (await context.retriever.asearch([query], context.top_k))[0]
-    context.searches.append(SearchRecord(query=query, doc_ids=[h.doc_id for h in hits]))
+    context.searches.append(
+        SearchRecord(
+            query=query,
+            doc_ids=[h.doc_id for h in hits],
+            latency_s=time.perf_counter() - start,
+            retriever=getattr(context.retriever, "index_id", None),
+        )
+    )
     return search_result(hits)
 
 

@@ -173,6 +173,13 @@ class Corpus:
             self._row_of = {d: i for i, d in enumerate(self.ids())}
         return self._row_of[doc_id]
 
+    def contents_of(self, doc_id: str) -> str | None:
+        """A passage's title and text (as `Passage.contents`), or None for an id not in the corpus."""
+        try:
+            return self[self.row_of(doc_id)].contents
+        except KeyError:
+            return None
+
     @classmethod
     def from_passages(cls, passages: list[Passage]) -> Corpus:
         return cls(
