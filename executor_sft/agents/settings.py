@@ -16,6 +16,9 @@ from executor_sft.llm.base import SamplingParams
 
 Protocol = Literal["native", "tag"]
 
+PARALLEL_CALLS = 5
+"""Tool calls run per turn, WideSeek-R1's cap for its sub-agents (arXiv 2602.04634, App. D, "Agent Configuration")."""
+
 
 def resolve_max_searches(max_turns: int, max_searches: int | None) -> int:
     """Default `max_turns - 1`; a larger value is an error (the last turn must be able to report)."""
@@ -49,10 +52,14 @@ class ExecutorSettings:
     """Replaces the protocol's executor prompt (the single-agent baseline uses its own)."""
     tools: tuple[str, ...] = DEFAULT_TOOLS
     """The tools offered on every turn: names in `agents.tools.TOOLS` or `package.module:attr`."""
+    parallel_calls: int = PARALLEL_CALLS
+    """Tool calls of one turn that run (concurrently); further calls are answered as not run."""
 
     def __post_init__(self) -> None:
         if self.protocol not in ("native", "tag"):
             raise ValueError(f"protocol must be 'native' or 'tag', got {self.protocol!r}")
+        if self.parallel_calls < 1:
+            raise ValueError(f"parallel_calls must be >= 1, got {self.parallel_calls}")
         resolve_max_searches(self.max_turns, self.max_searches)
         object.__setattr__(self, "tools", tuple(self.tools))
         check_tools(self.tools, self.protocol)

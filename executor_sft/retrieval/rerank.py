@@ -31,6 +31,9 @@ class RerankRetriever(Retriever):
         order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))[:k]
         return [Hit(hits[i].doc_id, hits[i].title, hits[i].text, scores[i]) for i in order]
 
+    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
+        return self.retriever.documents(doc_ids)
+
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         candidates = self.retriever.search(list(queries), max(k, self.depth))
         return [self.rerank(q, hits, k) for q, hits in zip(queries, candidates, strict=True)]
