@@ -10,7 +10,11 @@ Differences from the runtime loop (listed in docs/grpo.md): TRL's environment an
 calls but cannot add a message, so the notice the runtime adds after the search that spends
 the budget is missing from GRPO's last turn; once `max_searches` is spent, a further `search`
 answers with that notice instead of passages. The number of turns is capped by
-`GRPOConfig.max_tool_calling_iterations`.
+`GRPOConfig.max_tool_calling_iterations`. A turn of several calls: TRL calls `search` once per
+call, in order, as the runtime runs each (concurrently); both count one search per query, so
+the passages agree. TRL has no per-turn cap (the runtime's `parallel_calls`), and calls past the
+budget read the notice here but a correction in the runtime. `search_many` and `open_document`
+are not offered in GRPO yet.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import itertools
 
 import pytest
@@ -136,3 +137,19 @@ def test_rejects_bad_budget():
         SearchEnvironment(None, top_k=0)
     with pytest.raises(ValueError, match="max_searches"):
         SearchEnvironment(None, max_searches=-1)
+
+
+async def test_a_turn_of_parallel_calls_reads_as_in_the_runtime(small_bm25):
+    """TRL runs every call of a turn (each `env.search(**arguments)`, in call order); the runtime
+    runs them too, concurrently, and both count one search per query: the results agree."""
+    bm25, passages = small_bm25
+    queries = [passages[3].title, passages[4].title]
+    calls = [tool_call("search", {"query": q}, call_id=f"c{i}") for i, q in enumerate(queries)]
+    model = ScriptedChatModel([assistant(tool_calls=calls), "<answer>x</answer><evidence>Doc 1</evidence>"])
+    run = await run_executor(model, bm25, "a sub-query", top_k=2, max_turns=3)
+    assert run.n_searches == 2 and run.n_corrections == 0
+    env = SearchEnvironment(bm25, top_k=2, max_searches=2)
+    env.reset()
+    answered = [env.search(**json.loads(call["function"]["arguments"])) for call in calls]
+    assert answered == [m["content"] for m in run.messages if m["role"] == "tool"]
+    assert env.n_searches == run.n_searches == 2
