@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from executor_sft.agents.prompting import Prompts
-from executor_sft.agents.tools import DEFAULT_TOOLS, SEARCH_TOOL_NAME, resolve_tools
+from executor_sft.agents.tools import DEFAULT_TOOLS, SEARCH, resolve_tools
 from executor_sft.errors import ConfigError
 from executor_sft.llm.base import SamplingParams
 
@@ -34,7 +34,7 @@ def resolve_max_searches(max_turns: int, max_searches: int | None) -> int:
 def check_tools(tools: tuple[str, ...] | list[str], protocol: str) -> None:
     """The tool names resolve, and the tag protocol (which knows only `<search>`) has only search."""
     resolved = resolve_tools(tools)
-    if protocol == "tag" and [t.name for t in resolved] != [SEARCH_TOOL_NAME]:
+    if protocol == "tag" and resolved != (SEARCH,):
         raise ConfigError(f"the tag protocol has only <search>; tools {list(tools)} need protocol 'native'")
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import inspect
-import json
 import itertools
+import json
 
 import pytest
 
