@@ -7,9 +7,11 @@ import asyncio
 import threading
 import time
 
+import pytest
 from agent_helpers import PASSAGES, ToyRetriever, report
+from pydantic import ValidationError
 
-from executor_sft.agents import TOOLS, Prompts, run_executor
+from executor_sft.agents import TOOLS, PipelineConfig, Prompts, run_executor
 from executor_sft.llm import OpenAIChatModel
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.retrieval import BM25Retriever, Corpus, Passage, RemoteRetriever
@@ -154,3 +156,16 @@ async def test_open_document_on_a_retriever_without_passages_ends_the_run_with_a
     model = ScriptedChatModel([assistant(tool_calls=[tool_call("open_document", {"doc_id": "x"}, "o1")])])
     run = await run_executor(model, NoDocuments(), SUB_QUERY, tools=("search", "open_document"))
     assert run.finish == "error" and "has no document access" in run.error
+
+
+def test_config_selects_the_tools_and_the_cap_and_keeps_default_dumps():
+    default = PipelineConfig()
+    assert "parallel_tool_calls" not in default.model_dump() and "tools" not in default.model_dump()
+    wide = PipelineConfig(tools=["search_many", "open_document"], parallel_tool_calls=3)
+    settings = wide.executor_settings("teacher")
+    assert settings.parallel_calls == 3 and settings.tools == ("search_many", "open_document")
+    assert wide.model_dump()["parallel_tool_calls"] == 3
+    with pytest.raises(ValidationError, match="tag protocol has only <search>"):
+        PipelineConfig(tools=["search_many"], roles={"teacher": {"protocol": "tag"}})
+    with pytest.raises(ValidationError, match="two tools are named 'search'"):
+        PipelineConfig(tools=["search", "search_many"])
