@@ -169,3 +169,16 @@ def test_config_selects_the_tools_and_the_cap_and_keeps_default_dumps():
         PipelineConfig(tools=["search_many"], roles={"teacher": {"protocol": "tag"}})
     with pytest.raises(ValidationError, match="two tools are named 'search'"):
         PipelineConfig(tools=["search", "search_many"])
+
+
+async def test_the_budget1_rerun_of_a_parallel_turn_runs_its_first_query_only():
+    """What the budget-1 counterfactual means with parallel calls: one query, not one round."""
+    replies = [calls("Velmora founder", "Ada Krell birthplace"), report("Ada Krell")]
+    full = await run_executor(ScriptedChatModel(replies), ToyRetriever(), SUB_QUERY, role="teacher")
+    budget1 = await run_executor(
+        ScriptedChatModel(replies), ToyRetriever(), SUB_QUERY, role="teacher_budget1", max_searches=1
+    )
+    assert full.n_searches == 2 and full.n_tool_turns == 1
+    assert budget1.n_searches == 1 and [s.query for s in budget1.searches] == ["Velmora founder"]
+    refused = [m["content"] for m in budget1.messages if m["role"] == "tool"][1]
+    assert "the search budget is spent" in refused and budget1.n_corrections == 1
