@@ -140,8 +140,11 @@ class RemoteRetriever(Retriever):
         return self._documents(await client.post(f"{self.url}/documents", json={"ids": list(doc_ids)}))
 
     def _documents(self, r: httpx.Response) -> list[Hit | None]:
-        """No retries: a document lookup is one cheap read, and a server without `/documents`
-        (Search-R1's) answers 404, which retrying would not change."""
+        """No retries: a document lookup is one cheap read. A server without `/documents`
+        (Search-R1's: 404) or without passages (501) has no document access, as a local retriever
+        without passages has none: `NotImplementedError`, not an outage."""
+        if r.status_code in (404, 501):
+            raise NotImplementedError(f"{self.url} has no document access ({r.status_code}: {r.text[:200]})")
         if r.status_code >= 400:
             raise RetrievalError(f"{self.url}/documents answered {r.status_code}: {r.text[:500]}")
         return [

@@ -152,10 +152,28 @@ class NoDocuments(Retriever):
         return [[] for _ in queries]
 
 
+def _open(doc_id: str) -> dict:
+    return assistant(tool_calls=[tool_call("open_document", {"doc_id": doc_id}, "o1")])
+
+
 async def test_open_document_on_a_retriever_without_passages_ends_the_run_with_an_error():
-    model = ScriptedChatModel([assistant(tool_calls=[tool_call("open_document", {"doc_id": "x"}, "o1")])])
-    run = await run_executor(model, NoDocuments(), SUB_QUERY, tools=("search", "open_document"))
+    run = await run_executor(
+        ScriptedChatModel([_open("x")]), NoDocuments(), SUB_QUERY, tools=("search", "open_document")
+    )
     assert run.finish == "error" and "has no document access" in run.error
+
+
+def test_open_document_through_the_retrieval_server():
+    tools = ("search", "open_document")
+    with BackgroundServer(retrieval_app(BM25Retriever.build(_corpus()), ServerConfig(batching=False))) as served:
+        remote = RemoteRetriever(served.base_url.removesuffix("/v1"), max_retries=0)
+        model = ScriptedChatModel([_open("p-velmora-2"), report("Ada Krell")])
+        run = asyncio.run(run_executor(model, remote, SUB_QUERY, tools=tools))
+    with BackgroundServer(retrieval_app(NoDocuments(), ServerConfig(batching=False))) as bare:
+        remote = RemoteRetriever(bare.base_url.removesuffix("/v1"), max_retries=0)
+        failed = asyncio.run(run_executor(ScriptedChatModel([_open("x")]), remote, SUB_QUERY, tools=tools))
+    assert run.finish == "report" and run.messages[3]["content"].startswith("(Title: Velmora) [id: p-velmora-2]")
+    assert failed.finish == "error" and "has no document access (501" in failed.error
 
 
 def test_config_selects_the_tools_and_the_cap_and_keeps_default_dumps():
