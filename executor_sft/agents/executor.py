@@ -74,8 +74,8 @@ async def run_executor(
     """Run one executor on one sub-query and return the complete run record.
 
     `settings` holds the budget, protocol, sampling, prompts and tools; keyword `overrides`
-    (`max_turns=`, `top_k=`, `protocol=`, ...) replace its fields for this call. `{top_k}` and
-    `{max_searches}` in the system prompt are filled in either way.
+    (`max_turns=`, `top_k=`, `protocol=`, ...) replace its fields for this call. `{top_k}`,
+    `{max_searches}` and `{parallel_tool_calls}` in the system prompt are filled in either way.
     """
     settings = settings or ExecutorSettings()
     if overrides:
@@ -118,7 +118,9 @@ class _ExecutorLoop:
         template = settings.system_prompt
         if template is None:
             template = settings.prompts.executor(self.protocol)
-        system = fill(template, top_k=settings.top_k, max_searches=self.searches_cap)
+        system = fill(
+            template, top_k=settings.top_k, max_searches=self.searches_cap, parallel_tool_calls=settings.parallel_calls
+        )
         self.messages: list[Message] = [
             {"role": "system", "content": system},
             {"role": "user", "content": sub_query},

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from agent_helpers import PASSAGES, ToyRetriever, report
@@ -20,6 +21,7 @@ from executor_sft.retrieval.server import ServerConfig
 from executor_sft.retrieval.server import create_app as retrieval_app
 from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
 
+PARALLEL_PROMPTS = Path(__file__).resolve().parents[2] / "recipes" / "configs" / "prompts_parallel"
 SUB_QUERY = "Who founded Velmora, and where was the founder born?"
 BUDGET_NOTICE = Prompts().search_budget_spent
 
@@ -200,3 +202,14 @@ async def test_the_budget1_rerun_of_a_parallel_turn_runs_its_first_query_only():
     assert budget1.n_searches == 1 and [s.query for s in budget1.searches] == ["Velmora founder"]
     refused = [m["content"] for m in budget1.messages if m["role"] == "tool"][1]
     assert "the search budget is spent" in refused and budget1.n_corrections == 1
+
+
+async def test_the_parallel_prompt_fills_the_cap_and_the_budget():
+    config = PipelineConfig(
+        parallel_tool_calls=4, max_turns=4, prompts={"directory": str(PARALLEL_PROMPTS)}
+    )
+    model = ScriptedChatModel([calls("Velmora", "Ada Krell"), report("Ada Krell")])
+    run = await run_executor(model, ToyRetriever(), SUB_QUERY, config.executor_settings("teacher"))
+    system = run.messages[0]["content"]
+    assert "several tool calls at once (up to 4)" in system and "at most 3 search(es)" in system
+    assert "{" not in system and run.n_searches == 2
