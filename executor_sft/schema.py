@@ -70,6 +70,10 @@ Finish = Literal["report", "turn_budget", "invalid", "error"]
 StopReason = Literal["stopped", "round_budget", "error"]
 
 
+def _calls_a_tool(message: Message) -> bool:
+    return bool(message.get("tool_calls")) or "<search>" in content_text(message.get("content")).lower()
+
+
 class Record(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
@@ -194,6 +198,21 @@ class ExecutorRun(Record):
     """One `LLMCallRecord` (as JSON, with `t_start`) per model call, in order."""
     n_corrections: int = 0
     error: str | None = None
+
+    @property
+    def n_turns(self) -> int:
+        """Assistant turns the run took: what `max_turns` budgets, as `max_searches` budgets
+        `n_searches` (one search = one query, however many a turn holds)."""
+        return sum(1 for m in self.messages or [] if isinstance(m, dict) and m.get("role") == "assistant")
+
+    @property
+    def n_tool_turns(self) -> int:
+        """Assistant turns that called tools (a turn of several parallel calls counts once)."""
+        return sum(
+            1
+            for m in self.messages or []
+            if isinstance(m, dict) and m.get("role") == "assistant" and _calls_a_tool(m)
+        )
 
     def correctness_failure(self, require_judge: bool = True, min_em: float = 1.0) -> str | None:
         """Why this run is not correct (`not_report`, `no_outcome`, `wrong_em`, `judge_null`,

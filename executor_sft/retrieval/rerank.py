@@ -58,6 +58,9 @@ class RerankRetriever(Retriever):
         self.inner, self.scorer, self.top_n = inner, scorer, top_n
         self.index_id = f"{name}({scorer.name};n{top_n};w{scorer.window})/{inner.index_id}"
 
+    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
+        return self.retriever.documents(doc_ids)
+
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         candidates = self.inner.search(list(queries), max(k, self.top_n))
         pairs: list[tuple[str, str]] = []
