@@ -1,8 +1,17 @@
-"""Retrieval benchmark on minibench: recall@k per method, bm25s vs rank-bm25 speed, server throughput.
+"""Retrieval benchmark on minibench: recall@k per method, bm25s vs rank-bm25 speed, server throughput;
+and, with --stack, single-call quality and latency per search configuration, rerank stages included.
 
     python bench/retrieval_bench.py                       # full corpus (embeds 19,982 passages once, cached)
     python bench/retrieval_bench.py --dense_docs 1500     # dense parts on gold + sampled distractors only
     python bench/retrieval_bench.py --out bench/results/retrieval.md
+    python bench/retrieval_bench.py --stack --out bench/results/retrieval.md   # the configurations table
+
+--stack measures every configuration in `stack_configs` on the same dev questions in one run,
+one query per call as an agent's search tool calls it: recall@5, nDCG@5 (gold passages gain 1,
+`executor_sft.retrieval.metrics`), P50/P95 wall time per call and the size of the index parts
+read. Its corpus is the questions' gold passages, BM25's top 30 for each question over the
+whole corpus (hard distractors), and random passages up to --stack_docs; its section replaces
+the same-titled section of --out and leaves the rest of the file as it is.
 
 Recall@k = fraction of a query's gold passages (positive_doc_ids) in its top k, averaged.
 Queries: minibench dev questions; and MuSiQue dev `decomposition` sub-questions, where `#j`
@@ -22,7 +31,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
@@ -49,6 +58,10 @@ class BenchArgs:
     skip_server: bool = False
     skip_dense: bool = False  # BM25 rows and the BM25 speed ratio only
     out: str | None = None
+    stack: bool = False  # only the per-configuration table (rerank stages included)
+    stack_questions: int = 30  # dev questions, a third from each dataset
+    stack_docs: int = 600
+    stack_configs: str | None = None  # labels from STACK_CONFIGS separated by ";" (default: all)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -100,6 +113,7 @@ def ensure_index(corpus: Path, out: Path, max_length: int, dense: bool = True) -
     if (out / "manifest.json").exists() and want <= set(Manifest.load(out).kinds):
         return out
     t = time.perf_counter()
+    out.parent.mkdir(parents=True, exist_ok=True)
     enc = EncoderConfig(max_length=max_length)
     res = build_index(corpus, out, bm25=True, dense="minilm" if dense else None, encoder=enc, shard_size=1024)
     print(f"built {out} in {time.perf_counter() - t:.0f}s: {res.summary()}", flush=True)
@@ -236,10 +250,199 @@ def server_bench(
     return rows
 
 
+STACK_CONFIGS: dict[str, tuple[str, dict]] = {
+    "BM25": ("bm25", {}),
+    "dense (MiniLM)": ("dense", {}),
+    "hybrid (0.6 dense / 0.4 BM25)": ("hybrid", {}),
+    "BM25 + dense re-scorer (MiniLM, top 20)": ("dense_rescore", {"over": "bm25", "rerank": {"top_n": 20}}),
+    "hybrid + dense re-scorer (MiniLM, top 20)": (
+        "dense_rescore",
+        {"over": "hybrid", "rerank": {"top_n": 20}},
+    ),
+    "hybrid + yes/no LLM (SmolLM2-135M, top 10)": (
+        "llm_rerank",
+        {
+            "over": "hybrid",
+            "rerank": {"model": "offline:smollm2", "top_n": 10, "batch_size": 10, "window": 256},
+        },
+    ),
+}
+"""label -> (kind, options). The offline equivalents of the blog's configurations, cut to what two
+CPU cores rescore in minutes (recipes/configs/retrieval_minibench_*.yaml use deeper top-N)."""
+
+STACK_TITLE = "## Search configurations: single-call quality and latency"
+STACK_K = 5
+
+
+def stack_questions(dev: list[dict], n: int) -> list[dict]:
+    by_dataset: dict[str, list[dict]] = {}
+    for q in dev:
+        by_dataset.setdefault(q["dataset"], []).append(q)
+    rng = random.Random(0)
+    per = max(1, n // len(by_dataset))
+    return [q for name in sorted(by_dataset) for q in rng.sample(by_dataset[name], per)]
+
+
+def stack_corpus(rows: list[dict], questions: list[dict], n: int, bm25_index: Path, path: Path) -> Path:
+    """Gold passages + BM25's top 30 per question (whole corpus) + random passages up to `n`."""
+    if path.exists():
+        return path
+    bm25 = load_retriever(bm25_index, "bm25")
+    keep = {d for q in questions for d in q["positive_doc_ids"]}
+    for hits in bm25.search([q["question"] for q in questions], 30):
+        keep |= {h.doc_id for h in hits}
+    rng = random.Random(0)
+    others = [r["id"] for r in rows if r["id"] not in keep]
+    keep |= set(rng.sample(others, max(0, n - len(keep))))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for r in rows:
+            if r["id"] in keep:
+                f.write(json.dumps({"id": r["id"], "title": r["title"], "text": r["text"]}) + "\n")
+    return path
+
+
+def _part_bytes(index: Path, kind: str, options: dict) -> int:
+    parts = {"bm25": ["bm25"], "dense": ["dense"], "hybrid": ["dense", "bm25"], "rrf": ["dense", "bm25"]}
+    below = options.get("over", kind)
+    return sum(f.stat().st_size for p in parts[below] for f in (index / p).rglob("*") if f.is_file())
+
+
+@dataclass
+class StackRow:
+    label: str
+    recall: float
+    ndcg: float
+    p50_ms: float
+    p95_ms: float
+    index_mb: float
+    load_s: float
+
+
+def stack_row(label: str, index: Path, kind: str, options: dict, questions: list[dict]) -> StackRow:
+    from executor_sft.retrieval.metrics import ndcg_at_k, recall_at_k
+
+    t = time.perf_counter()
+    retriever = load_retriever(index, kind, **json.loads(json.dumps(options)))
+    load_s = time.perf_counter() - t
+    retriever.search([questions[0]["question"]], STACK_K)  # warm-up: lazy tensors, first-call allocations
+    recalls, ndcgs, times = [], [], []
+    for q in questions:
+        t = time.perf_counter()
+        (hits,) = retriever.search([q["question"]], STACK_K)
+        times.append(time.perf_counter() - t)
+        ids = [h.doc_id for h in hits]
+        recalls.append(recall_at_k(ids, q["positive_doc_ids"], STACK_K))
+        ndcgs.append(ndcg_at_k(ids, q["positive_doc_ids"], STACK_K))
+    ms = np.asarray(times) * 1e3
+    row = StackRow(label, float(np.mean(recalls)), float(np.mean(ndcgs)), float(np.percentile(ms, 50)),
+                   float(np.percentile(ms, 95)), _part_bytes(index, kind, options) / 1e6, load_s)  # fmt: skip
+    print(f"{label}: R@5 {row.recall:.3f} nDCG@5 {row.ndcg:.3f} P50 {row.p50_ms:.1f} ms "
+          f"P95 {row.p95_ms:.1f} ms (load {load_s:.0f}s)", flush=True)  # fmt: skip
+    return row
+
+
+def stack_plot(rows: list[StackRow], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8.0, 4.8), dpi=110)
+    xs = [max(r.p50_ms, 1e-2) for r in rows]
+    last_decade = max(xs) / 30
+    placed: list[tuple[float, float, float]] = []  # (log10 x from, log10 x to, y) of labels so far
+    for x, r in sorted(zip(xs, rows, strict=True), key=lambda p: p[0]):
+        ax.scatter(x, r.ndcg, s=40, zorder=3)
+        right = x > last_decade  # the slowest points' labels go to their left, inside the axes
+        span = (np.log10(x) - 1.4, np.log10(x)) if right else (np.log10(x), np.log10(x) + 1.4)
+        clash = any(a < span[1] and span[0] < b and abs(y - r.ndcg) < 0.025 for a, b, y in placed)
+        placed.append((*span, r.ndcg))
+        ax.annotate(r.label, (x, r.ndcg), textcoords="offset points", xytext=(-6 if right else 6, -11 if clash else 5),
+                    ha="right" if right else "left", fontsize=7)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlabel("P50 ms per search call (log scale)")
+    ax.set_ylabel("nDCG@5")
+    ax.set_title("single-call quality vs latency (minibench sub-corpus, 2 CPU cores)", fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _load_note() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} (1/5/15 min) on {os.cpu_count()} cores"
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f}" if value < 10 else f"{value:,.0f}"
+
+
+def stack_section(args: BenchArgs, rows: list[dict], dev: list[dict]) -> str:
+    cache = Path(args.cache)
+    questions = stack_questions(dev, args.stack_questions)
+    bm25_whole = ensure_index(minibench_corpus(), cache / "minibench_bm25", args.max_length, dense=False)
+    corpus = stack_corpus(rows, questions, args.stack_docs, bm25_whole,
+                          cache / f"minibench_stack{args.stack_questions}q{args.stack_docs}.jsonl")  # fmt: skip
+    index = ensure_index(corpus, cache / f"minibench_stack{args.stack_questions}q{args.stack_docs}_minilm",
+                         args.max_length)  # fmt: skip
+    n_docs = Manifest.load(index).corpus.num_docs
+    wanted = args.stack_configs.split(";") if args.stack_configs else list(STACK_CONFIGS)
+    load_before = _load_note()
+    t = time.perf_counter()
+    out = [stack_row(label, index, *STACK_CONFIGS[label], questions) for label in wanted]
+    seconds = time.perf_counter() - t
+    plot = stack_plot(
+        out, Path(args.out).with_name("retrieval_configs.png") if args.out else cache / "stack.png"
+    )
+    plot.with_suffix(".json").write_text(
+        json.dumps([asdict(r) for r in out], indent=2) + "\n", encoding="utf-8"
+    )
+    lines = [
+        STACK_TITLE,
+        "",
+        f"Command: `python bench/retrieval_bench.py --stack --out bench/results/retrieval.md` "
+        f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {seconds:.0f} s for the table). "
+        f"Machine: {load_before} before the run, {_load_note()} after: other jobs shared the cores, "
+        "so the times are slower and noisier than on an idle machine (their ratios are the point).",
+        "",
+        f"Questions: {len(questions)} minibench dev questions ({len(questions) // 3} per dataset), the same "
+        f"for every row, one query per call. Corpus: {n_docs} passages (their gold passages, BM25's "
+        "top 30 per question over the whole corpus, random passages); MiniLM-L6 max_length "
+        f"{args.max_length}. nDCG@5 counts each gold passage with gain 1. Index MB: the index "
+        "parts the configuration reads (a reranker adds its model, not index).",
+        "",
+        "| configuration | R@5 | nDCG@5 | P50 ms/call | P95 ms/call | index MB |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {r.label} | {r.recall:.3f} | {r.ndcg:.3f} | {_ms(r.p50_ms)} | {_ms(r.p95_ms)} | "
+              f"{r.index_mb:.1f} |" for r in out]  # fmt: skip
+    lines += ["", f"Plot: `{plot.name}` (nDCG@5 against P50 per call; the rows in `{plot.stem}.json`).", ""]
+    return "\n".join(lines)
+
+
+def write_section(path: Path, title: str, section: str) -> None:
+    """Put `section` first under the file's top heading, replacing a section with the same title."""
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Retrieval benchmark\n"
+    head, sep, rest = text.partition("\n## ")
+    rest = sep.lstrip("\n") + rest if sep else ""
+    blocks = [b for b in ("\n" + rest).split("\n## ") if b.strip()]
+    kept = ["## " + b.rstrip() + "\n" for b in blocks if not ("## " + b).startswith(title)]
+    path.write_text(head.rstrip() + "\n\n" + section.rstrip() + "\n\n" + "\n".join(kept), encoding="utf-8")
+
+
 def main(args: BenchArgs) -> str:
     rows = read_jsonl(minibench_corpus())
     questions = read_jsonl(minibench_questions())
     dev = [q for q in questions if q["split"] == "dev"]
+    if args.stack:
+        section = stack_section(args, rows, dev)
+        print(section)
+        if args.out:
+            write_section(Path(args.out), STACK_TITLE, section)
+        return section
     cache = Path(args.cache)
     if args.dense_docs:
         corpus = subset_corpus(rows, dev, args.dense_docs, cache / f"minibench_subset{args.dense_docs}.jsonl")

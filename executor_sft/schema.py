@@ -70,6 +70,10 @@ Finish = Literal["report", "turn_budget", "invalid", "error"]
 StopReason = Literal["stopped", "round_budget", "error"]
 
 
+def _calls_a_tool(message: Message) -> bool:
+    return bool(message.get("tool_calls")) or "<search>" in content_text(message.get("content")).lower()
+
+
 class Record(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
@@ -141,6 +145,12 @@ class LLMCallRecord(Record):
 class SearchRecord(Record):
     query: str
     doc_ids: list[str] = Field(default_factory=list)
+    latency_s: float | None = Field(default=None, exclude_if=_absent)
+    """Wall time of this one search call (T_search), as the tool awaited it: under concurrent
+    episodes it includes waiting for the retriever's thread or server behind other calls."""
+    retriever: str | None = Field(default=None, exclude_if=_absent)
+    """The `index_id` of the retriever that answered: index contents and every stage on top
+    (e.g. `llm_rerank(<model>;n50;w512)/hybrid-...`)."""
 
 
 class Report(Record):
@@ -195,6 +205,21 @@ class ExecutorRun(Record):
     """One `LLMCallRecord` (as JSON, with `t_start`) per model call, in order."""
     n_corrections: int = 0
     error: str | None = None
+
+    @property
+    def n_turns(self) -> int:
+        """Assistant turns the run took: what `max_turns` budgets, as `max_searches` budgets
+        `n_searches` (one search = one query, however many a turn holds)."""
+        return sum(1 for m in self.messages or [] if isinstance(m, dict) and m.get("role") == "assistant")
+
+    @property
+    def n_tool_turns(self) -> int:
+        """Assistant turns that called tools (a turn of several parallel calls counts once)."""
+        return sum(
+            1
+            for m in self.messages or []
+            if isinstance(m, dict) and m.get("role") == "assistant" and _calls_a_tool(m)
+        )
 
     def correctness_failure(self, require_judge: bool = True, min_em: float = 1.0) -> str | None:
         """Why this run is not correct (`not_report`, `no_outcome`, `wrong_em`, `judge_null`,
@@ -253,6 +278,11 @@ class Episode(Record):
     error: str | None = None
     answerer: LLMCallRecord | None = Field(default=None, exclude_if=_absent)
     """The final answerer call of a pipeline episode (single-agent episodes have none)."""
+    research_s: float | None = Field(default=None, exclude_if=_absent)
+    """Research-phase wall time (the search-agent blog's Research P50 measures this): backbone
+    rounds and their executor runs, up to the answerer; for a single agent, its whole run.
+    Episodes run concurrently share the machine and the model servers, so this is the time the
+    user waited under that load, not the episode's time alone."""
     driver: str | None = Field(default=None, exclude_if=_absent)
     """Separate collection only (`collection.mode: separate`): the executor role that drove this
     episode alone (no shadow runs). Absent in shadow collection."""

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from executor_sft.agents.prompting import Prompts
-from executor_sft.agents.settings import ExecutorSettings, check_tools
+from executor_sft.agents.settings import PARALLEL_CALLS, ExecutorSettings, check_tools
 from executor_sft.agents.tools import DEFAULT_TOOLS
 from executor_sft.llm.base import SamplingParams
 from executor_sft.schema import Role
@@ -105,6 +105,10 @@ def _default_tools(tools: list[str]) -> bool:
     return tuple(tools) == DEFAULT_TOOLS
 
 
+def _default_parallel_calls(n: int) -> bool:
+    return n == PARALLEL_CALLS
+
+
 class PipelineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -121,6 +125,9 @@ class PipelineConfig(BaseModel):
     """The executor's tools, offered on every turn: registered names (`agents.tools.TOOLS`) or
     `package.module:attr` (docs/architecture.md, "An executor tool"). Left out of dumps when it
     is the default, as `outcome` is."""
+    parallel_tool_calls: int = Field(default=PARALLEL_CALLS, ge=1, exclude_if=_default_parallel_calls)
+    """Tool calls of one executor turn that run, concurrently (WideSeek-R1: 5); calls past it are
+    answered with a correction. Left out of dumps when it is the default."""
     max_concurrent_executors: int | None = Field(default=None, ge=1, exclude_if=lambda value: value is None)
     """At most this many executor runs in flight at once across every episode of the process
     (`agents.dispatch`); None: only the models' own `max_concurrency` limits them."""
@@ -191,4 +198,5 @@ class PipelineConfig(BaseModel):
             sampling=role.sampling if role is not None else None,
             prompts=self.prompts,
             tools=tuple(self.tools),
+            parallel_calls=self.parallel_tool_calls,
         )

@@ -5,6 +5,8 @@ One run = system prompt + sub-query, then at most `max_turns` assistant turns, a
 The configured tools (`agents.tools.TOOLS`; default: `search`) are offered on every turn so
 that the prompt of each turn is exactly the prefix the SFT row trains that turn under; what the
 executor reads besides its system prompt is rendered by `agents.executor_text`.
+Several tool calls in one turn run concurrently, at most `parallel_calls` of them, each
+answered in its own `tool` message; a search is one query (docs/agents.md, "Parallel tool calls").
 `messages` is exactly the conversation an SFT row needs; every model call is kept in
 `calls` for replay and audit. A model's failures end the run with a `finish` value; failures of
 what it runs on (`agents.calls.INFRASTRUCTURE_ERRORS`: endpoint, retrieval server, disk) raise.
@@ -12,14 +14,35 @@ what it runs on (`agents.calls.INFRASTRUCTURE_ERRORS`: endpoint, retrieval serve
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS, call_model
-from executor_sft.agents.executor_text import correction_messages, instruction, tool_result_messages
-from executor_sft.agents.parsing import ExecutorAction, classify_executor_reply, parse_tool_arguments
+from executor_sft.agents.executor_text import (
+    SNIPPET_CHARS,
+    correction_messages,
+    instruction,
+    parallel_result_messages,
+    tool_result_messages,
+)
+from executor_sft.agents.parsing import (
+    ExecutorAction,
+    ToolCallRequest,
+    classify_executor_reply,
+    parse_tool_arguments,
+)
 from executor_sft.agents.prompting import fill
 from executor_sft.agents.settings import ExecutorSettings, Protocol, resolve_max_searches
-from executor_sft.agents.tools import SEARCH_TOOL_NAME, ToolArgumentError, ToolContext, resolve_tools
+from executor_sft.agents.tools import (
+    OPEN_DOCUMENT_TOOL_NAME,
+    SEARCH_TOOL_NAME,
+    Tool,
+    ToolArgumentError,
+    ToolContext,
+    resolve_tools,
+)
 from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import ExecutorRun, Finish, Message, Report, Usage, calls_of
@@ -51,8 +74,8 @@ async def run_executor(
     """Run one executor on one sub-query and return the complete run record.
 
     `settings` holds the budget, protocol, sampling, prompts and tools; keyword `overrides`
-    (`max_turns=`, `top_k=`, `protocol=`, ...) replace its fields for this call. `{top_k}` and
-    `{max_searches}` in the system prompt are filled in either way.
+    (`max_turns=`, `top_k=`, `protocol=`, ...) replace its fields for this call. `{top_k}`,
+    `{max_searches}` and `{parallel_tool_calls}` in the system prompt are filled in either way.
     """
     settings = settings or ExecutorSettings()
     if overrides:
@@ -95,12 +118,15 @@ class _ExecutorLoop:
         template = settings.system_prompt
         if template is None:
             template = settings.prompts.executor(self.protocol)
-        system = fill(template, top_k=settings.top_k, max_searches=self.searches_cap)
+        system = fill(
+            template, top_k=settings.top_k, max_searches=self.searches_cap, parallel_tool_calls=settings.parallel_calls
+        )
         self.messages: list[Message] = [
             {"role": "system", "content": system},
             {"role": "user", "content": sub_query},
         ]
-        self.context = ToolContext(retriever=retriever, top_k=settings.top_k, searches=[])
+        snippets = SNIPPET_CHARS if OPEN_DOCUMENT_TOOL_NAME in self.tools else None
+        self.context = ToolContext(retriever=retriever, top_k=settings.top_k, searches=[], snippet_chars=snippets)
         self.calls: list[dict] = []
         self.prompt_tokens = self.completion_tokens = self.n_calls = 0
         self.corrections = 0
@@ -130,8 +156,10 @@ class _ExecutorLoop:
         if action.kind == "report":
             self.finish, self.report = "report", action.report
             return False
+        if action.kind == "call" and len(action.calls) > 1:
+            return await self.call_tools(action.calls, reply, turn)
         if action.kind == "call":
-            problem = await self.call_tool(action, reply, turn)
+            problem = await self.call_tool(action.calls[0], reply, turn)
             if problem is None:
                 return self.finish != "error"
         else:
@@ -153,30 +181,91 @@ class _ExecutorLoop:
         self.n_calls += calls_of(usage)
         return result.message
 
-    async def call_tool(self, action: ExecutorAction, reply: Message, turn: int) -> str | None:
+    async def call_tool(self, request: ToolCallRequest, reply: Message, turn: int) -> str | None:
         """Run the called tool and append its answer; returns the problem of a malformed call.
         A tool that fails ends the run (finish "error"); an infrastructure failure raises."""
-        tool = self.tools[action.tool]
-        arguments, problem = parse_tool_arguments(action.arguments, tool.example)
+        tool = self.tools[request.tool]
+        arguments, problem = parse_tool_arguments(request.arguments, tool.example)
         if arguments is None:
             return problem
         searches_before = len(self.context.searches)
-        try:
-            text = await tool.run(arguments, self.context)
-            if not isinstance(text, str):
-                raise TypeError(f"run returned {type(text).__name__}, not str")
-        except ToolArgumentError as exc:
-            return str(exc)
-        except INFRASTRUCTURE_ERRORS:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a failed tool ends the run, recorded
-            self.finish, self.error = "error", f"{tool.failure_label}: {type(exc).__name__}: {exc}"
+        budget = self.searches_cap - searches_before
+        text, problem, failure = await _run_tool(
+            tool, arguments, dataclasses.replace(self.context, search_budget=budget)
+        )
+        if problem is not None:
+            return problem
+        if failure is not None:
+            self.finish, self.error = "error", failure
             return None
         searched = len(self.context.searches) > searches_before
-        spent = searched and turn + 1 < self.max_turns and not self.can_search(turn + 1)
-        notice = self.settings.prompts.search_budget_spent if spent else None
-        self.messages.extend(tool_result_messages(self.protocol, reply, text, notice))
+        self.messages.extend(tool_result_messages(self.protocol, reply, text, self.budget_notice(searched, turn)))
         return None
+
+    def budget_notice(self, searched: bool, turn: int) -> str | None:
+        """The notice after the tool turn that spent the search budget (None otherwise)."""
+        spent = searched and turn + 1 < self.max_turns and not self.can_search(turn + 1)
+        return self.settings.prompts.search_budget_spent if spent else None
+
+    async def call_tools(self, requests: tuple[ToolCallRequest, ...], reply: Message, turn: int) -> bool:
+        """Several calls of one turn: search budgets are reserved in call order, the calls that may
+        run run concurrently, and every call id gets its own `tool` message (its result, or the
+        correction naming its problem: calls past `parallel_calls`, unknown tools, bad arguments,
+        searches past the budget). A turn with any such call counts one correction."""
+        cap = self.settings.parallel_calls
+        remaining = self.searches_cap - len(self.context.searches)
+        problems: dict[int, str] = {}
+        planned: list[tuple[int, Tool, Mapping[str, Any], ToolContext]] = []
+        for i, request in enumerate(requests):
+            if i >= cap:
+                problems[i] = f"call {i + 1} was not run: at most {cap} tool calls per turn"
+                continue
+            if request.problem is not None:
+                problems[i] = request.problem
+                continue
+            tool = self.tools[request.tool]
+            arguments, problem = parse_tool_arguments(request.arguments, tool.example)
+            if arguments is None:
+                problems[i] = problem or ""
+                continue
+            cost = tool.search_cost(arguments) if tool.search_cost is not None else 0
+            if cost and remaining <= 0:
+                problems[i] = "the search budget is spent, so you cannot search"
+                continue
+            budget = min(cost, remaining)
+            remaining -= budget
+            context = dataclasses.replace(self.context, searches=[], search_budget=budget)
+            planned.append((i, tool, arguments, context))
+        outcomes = await asyncio.gather(
+            *(_run_tool(tool, arguments, context) for _, tool, arguments, context in planned)
+        )
+        texts: dict[int, str] = {}
+        for (i, _tool, _arguments, context), (text, problem, failure) in zip(planned, outcomes, strict=True):
+            if failure is not None:
+                self.finish, self.error = "error", failure
+                return False
+            if problem is not None:
+                problems[i] = problem
+            else:
+                texts[i] = text
+                self.context.searches.extend(context.searches)  # call order, whatever order they finished in
+        if problems:
+            self.corrections += 1
+            callable_next = self.callable_now(turn + 1)
+            allowed = [tool for name, tool in self.tools.items() if callable_next[name]]
+            for i, problem in problems.items():
+                texts[i] = fill(
+                    self.settings.prompts.correction,
+                    problem=problem,
+                    instruction=instruction(self.protocol, allowed),
+                )
+        searched = any(context.searches for _, _, _, context in planned)
+        ordered = [texts[i] for i in range(len(requests))]
+        self.messages.extend(parallel_result_messages(reply, ordered, self.budget_notice(searched, turn)))
+        if self.corrections > MAX_CORRECTIONS:
+            self.finish = "invalid"
+            return False
+        return True
 
     def correct(self, reply: Message, problem: str, turn: int) -> bool:
         """Answer a malformed reply with the correction; False when it was one too many."""
@@ -218,6 +307,24 @@ class _ExecutorLoop:
             n_corrections=self.corrections,
             error=self.error,
         )
+
+
+async def _run_tool(
+    tool: Tool, arguments: Mapping[str, Any], context: ToolContext
+) -> tuple[str, str | None, str | None]:
+    """(text, problem, failure): a `ToolArgumentError` is the call's problem, any other exception
+    (but an infrastructure failure, which raises) its failure as `ExecutorRun.error` records it."""
+    try:
+        text = await tool.run(arguments, context)
+        if not isinstance(text, str):
+            raise TypeError(f"run returned {type(text).__name__}, not str")
+    except ToolArgumentError as exc:
+        return "", str(exc), None
+    except INFRASTRUCTURE_ERRORS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failed tool ends the run, recorded
+        return "", None, f"{tool.failure_label}: {type(exc).__name__}: {exc}"
+    return text, None, None
 
 
 _HEADER_TYPES = {

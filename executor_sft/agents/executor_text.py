@@ -27,6 +27,23 @@ SEARCH_DESCRIPTION = (
 )
 SEARCH_QUERY_DESCRIPTION = "The search query."
 
+SEARCH_MANY_DESCRIPTION = (
+    "Search the knowledge corpus with several queries at once; they run concurrently. Returns, "
+    "per query, the top passages as lines 'Doc i (Title: T) text'. Use short, specific queries."
+)
+SEARCH_MANY_QUERIES_DESCRIPTION = "The search queries, one per piece of information you need."
+
+OPEN_DOCUMENT_DESCRIPTION = (
+    "Read the whole document a search result comes from. Search shows each passage as a short "
+    "snippet with its id; pass that id to read the full text."
+)
+OPEN_DOCUMENT_ID_DESCRIPTION = "The id shown in a search result line, e.g. the X of '[id: X]'."
+
+SNIPPET_CHARS = 200
+"""Characters of each passage a search shows when the access tool is offered (ours)."""
+
+NOT_RUN_SPENT = "(not run: the search budget is spent)"
+
 NO_PASSAGES = "(no passages found)"
 """A search result without passages (the runtime's tool message and GRPO's environment alike)."""
 
@@ -56,9 +73,38 @@ def format_passages(hits: Sequence[Hit]) -> str:
     return "\n".join(f"Doc {i} (Title: {h.title}) {h.text}" for i, h in enumerate(hits, start=1))
 
 
-def search_result(hits: Sequence[Hit]) -> str:
-    """The text a search answers with: its passages, or `NO_PASSAGES`."""
-    return format_passages(hits) or NO_PASSAGES
+def format_snippets(hits: Sequence[Hit], chars: int = SNIPPET_CHARS) -> str:
+    """Passages as snippets with their ids (the access tool is on): `Doc i (Title: T) [id: X] text…`."""
+    lines = []
+    for i, h in enumerate(hits, start=1):
+        text = h.text if len(h.text) <= chars else h.text[:chars].rstrip() + "…"
+        lines.append(f"Doc {i} (Title: {h.title}) [id: {h.doc_id}] {text}")
+    return "\n".join(lines)
+
+
+def search_result(hits: Sequence[Hit], snippet_chars: int | None = None) -> str:
+    """The text a search answers with: its passages (snippets with ids when `snippet_chars`), or
+    `NO_PASSAGES`."""
+    text = format_passages(hits) if snippet_chars is None else format_snippets(hits, snippet_chars)
+    return text or NO_PASSAGES
+
+
+def multi_search_result(
+    queries: Sequence[str], results: Sequence[Sequence[Hit]], not_run: Sequence[str], snippet_chars: int | None
+) -> str:
+    """The answer to one `search(queries)` call: a block per query, in the order given."""
+    blocks = [
+        f'Results for "{q}":\n{search_result(hits, snippet_chars)}' for q, hits in zip(queries, results, strict=True)
+    ]
+    blocks += [f'Results for "{q}":\n{NOT_RUN_SPENT}' for q in not_run]
+    return "\n\n".join(blocks)
+
+
+def document_result(doc: Hit | None, doc_id: str) -> str:
+    """The access tool's answer: the whole document, or why there is none."""
+    if doc is None:
+        return f"(no document with id {doc_id!r}: use an id from a search result)"
+    return f"(Title: {doc.title}) [id: {doc.doc_id}]\n{doc.text}"
 
 
 def instruction(protocol: str, callable_tools: Sequence[CallableTool]) -> str:
@@ -72,6 +118,18 @@ def instruction(protocol: str, callable_tools: Sequence[CallableTool]) -> str:
         return f"Either call the {tool.name} tool once with arguments {tool.example}, or {_REPORT}."
     names = ", ".join(repr(t.name) for t in callable_tools)
     return f"Either call one of the tools {names} once, or {_REPORT}."
+
+
+def parallel_result_messages(reply: Message, texts: Sequence[str], notice: str | None) -> list[Message]:
+    """The answers to a turn of several tool calls: one `tool` message per call id, in call
+    order (OpenAI requires each call answered), then the notice, if any, as the user's."""
+    calls = reply["tool_calls"]
+    out: list[Message] = [
+        {"role": "tool", "tool_call_id": call["id"], "content": text} for call, text in zip(calls, texts, strict=True)
+    ]
+    if notice:
+        out.append({"role": "user", "content": notice})
+    return out
 
 
 def tool_result_messages(protocol: str, reply: Message, text: str, notice: str | None) -> list[Message]:

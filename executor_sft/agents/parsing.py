@@ -104,14 +104,25 @@ ActionKind = Literal["call", "report", "malformed"]
 
 
 @dataclass(frozen=True)
+class ToolCallRequest:
+    """One tool call of a reply, as read: what to run, or why it cannot run."""
+
+    tool: str | None
+    """The name of the tool called (one the executor was offered and may call now; None with a problem)."""
+    arguments: Any = None
+    """The arguments as the model wrote them (native: a JSON string or object; tag: a dict)."""
+    problem: str | None = None
+    """Set when the call cannot run (unknown tool, not callable now): its tool message says so."""
+
+
+@dataclass(frozen=True)
 class ExecutorAction:
     """How the runtime reads one executor reply."""
 
     kind: ActionKind
-    tool: str | None = None
-    """For `call`: the name of the tool called (one the executor was offered and may call now)."""
-    arguments: Any = None
-    """For `call`: the arguments as the model wrote them (native: a JSON string or object; tag: a dict)."""
+    calls: tuple[ToolCallRequest, ...] = ()
+    """For `call`: the reply's tool calls in order. One call is well-formed (else the reply is
+    `malformed`); of several, each may carry its own problem (the others still run)."""
     report: Report | None = None
     problem: str | None = None
     """For `malformed`: a short description that goes into the corrective message."""
@@ -137,6 +148,18 @@ def _unknown_tool(name: object, tool_names: list[str]) -> str:
     return f"unknown tool {str(name)[:50]!r}; {offered}"
 
 
+def _read_call(call: Any, callable_now: Mapping[str, bool]) -> ToolCallRequest:
+    call = call if isinstance(call, dict) else {}
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    name = function.get("name")
+    if not isinstance(name, str) or name not in callable_now:
+        return ToolCallRequest(None, problem=_unknown_tool(name, list(callable_now)))
+    if not callable_now[name]:
+        spent = "the search budget is spent, so you cannot search"
+        return ToolCallRequest(None, problem=spent if name == SEARCH_TOOL_NAME else f"{name!r} cannot be called now")
+    return ToolCallRequest(name, function.get("arguments"))
+
+
 def _classify_native(message: Message, callable_now: Mapping[str, bool]) -> ExecutorAction:
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
@@ -144,21 +167,10 @@ def _classify_native(message: Message, callable_now: Mapping[str, bool]) -> Exec
     if calls:
         if not any(callable_now.values()):
             return ExecutorAction("malformed", problem="the search budget is spent, so no tool can be called")
-        if len(calls) > 1:
-            return ExecutorAction(
-                "malformed", problem="it made several tool calls; make exactly one per turn"
-            )
-        call = calls[0] if isinstance(calls[0], dict) else {}
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
-        name = function.get("name")
-        if not isinstance(name, str) or name not in callable_now:
-            return ExecutorAction("malformed", problem=_unknown_tool(name, list(callable_now)))
-        if not callable_now[name]:
-            spent = "the search budget is spent, so you cannot search"
-            return ExecutorAction(
-                "malformed", problem=spent if name == SEARCH_TOOL_NAME else f"{name!r} cannot be called now"
-            )
-        return ExecutorAction("call", tool=name, arguments=function.get("arguments"))
+        requests = tuple(_read_call(call, callable_now) for call in calls)
+        if len(requests) == 1 and requests[0].problem is not None:
+            return ExecutorAction("malformed", problem=requests[0].problem)
+        return ExecutorAction("call", calls=requests)
     content = message.get("content")
     report = parse_report(content if isinstance(content, str) else None)
     if report is not None:
@@ -184,7 +196,9 @@ def _classify_tag(message: Message, search_allowed: bool) -> ExecutorAction:
             return ExecutorAction("malformed", problem="the <search> tag is empty")
         # Keep everything the model wrote up to the end of this search (a stop sequence would cut there).
         return ExecutorAction(
-            "call", tool=SEARCH_TOOL_NAME, arguments={"query": query}, content=_cut_after_search(raw) or raw
+            "call",
+            calls=(ToolCallRequest(SEARCH_TOOL_NAME, {"query": query}),),
+            content=_cut_after_search(raw) or raw,
         )
     report = parse_report(raw)
     if report is not None:

@@ -9,6 +9,7 @@ gives when that run's report replaces the driver's at its position (`answer_with
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -91,7 +92,9 @@ async def run_episode(
         sampling=config.sampling_for(BACKBONE),
     )
     trajectory = _Trajectory(usage={r: Usage() for r in (BACKBONE, *roles, ANSWERER)})
+    research_start = time.perf_counter()
     await _run_rounds(session, trajectory, 0, models, retriever, roles, config, episode_id)
+    research_s = time.perf_counter() - research_start
     rounds, runs, findings, usage = trajectory.rounds, trajectory.runs, trajectory.findings, trajectory.usage
     stop_reason, error = trajectory.stop_reason, trajectory.error
 
@@ -128,6 +131,7 @@ async def run_episode(
         stop_reason=stop_reason,
         error=error,
         answerer=answerer_record,
+        research_s=research_s,
         driver=config.driver if separate else None,
     )
     for run in runs:

@@ -10,11 +10,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from executor_sft.agents.prompting import Prompts
-from executor_sft.agents.tools import DEFAULT_TOOLS, SEARCH_TOOL_NAME, resolve_tools
+from executor_sft.agents.tools import DEFAULT_TOOLS, SEARCH, resolve_tools
 from executor_sft.errors import ConfigError
 from executor_sft.llm.base import SamplingParams
 
 Protocol = Literal["native", "tag"]
+
+PARALLEL_CALLS = 5
+"""Tool calls run per turn, WideSeek-R1's cap for its sub-agents (arXiv 2602.04634, App. D, "Agent Configuration")."""
 
 
 def resolve_max_searches(max_turns: int, max_searches: int | None) -> int:
@@ -31,7 +34,7 @@ def resolve_max_searches(max_turns: int, max_searches: int | None) -> int:
 def check_tools(tools: tuple[str, ...] | list[str], protocol: str) -> None:
     """The tool names resolve, and the tag protocol (which knows only `<search>`) has only search."""
     resolved = resolve_tools(tools)
-    if protocol == "tag" and [t.name for t in resolved] != [SEARCH_TOOL_NAME]:
+    if protocol == "tag" and resolved != (SEARCH,):
         raise ConfigError(f"the tag protocol has only <search>; tools {list(tools)} need protocol 'native'")
 
 
@@ -49,10 +52,14 @@ class ExecutorSettings:
     """Replaces the protocol's executor prompt (the single-agent baseline uses its own)."""
     tools: tuple[str, ...] = DEFAULT_TOOLS
     """The tools offered on every turn: names in `agents.tools.TOOLS` or `package.module:attr`."""
+    parallel_calls: int = PARALLEL_CALLS
+    """Tool calls of one turn that run (concurrently); further calls are answered as not run."""
 
     def __post_init__(self) -> None:
         if self.protocol not in ("native", "tag"):
             raise ValueError(f"protocol must be 'native' or 'tag', got {self.protocol!r}")
+        if self.parallel_calls < 1:
+            raise ValueError(f"parallel_calls must be >= 1, got {self.parallel_calls}")
         resolve_max_searches(self.max_turns, self.max_searches)
         object.__setattr__(self, "tools", tuple(self.tools))
         check_tools(self.tools, self.protocol)

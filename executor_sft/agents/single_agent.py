@@ -7,6 +7,8 @@ question), so the eval stage scores it exactly like the role-factorised pipeline
 
 from __future__ import annotations
 
+import time
+
 from executor_sft.agents.executor import run_executor
 from executor_sft.agents.settings import ExecutorSettings
 from executor_sft.llm.base import ChatModel
@@ -40,9 +42,11 @@ async def run_single_agent(
     if settings.system_prompt is None and settings.protocol == "native":
         settings = settings.replace(system_prompt=settings.prompts.get("single_agent"))
     episode_id = make_episode_id(question.id, sample_index)
+    start = time.perf_counter()
     run = await run_executor(
         model, retriever, question.question, settings, role=ROLE, run_id=f"{episode_id}/r0/q0/{ROLE}"
     )
+    research_s = time.perf_counter() - start
     answer = run.report.answer if run.report else None
     metrics = await score_answer(question, answer, judge)
     run.outcome = Outcome(answer=answer, em=metrics.em, f1=metrics.f1, judge=metrics.judge)
@@ -68,4 +72,5 @@ async def run_single_agent(
         usage={ROLE: Usage(**run.usage.model_dump())},
         stop_reason="error" if run.finish == "error" else "stopped",
         error=error,
+        research_s=research_s,
     )

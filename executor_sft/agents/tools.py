@@ -4,16 +4,29 @@ A tool is a name, the OpenAI function schema the model is offered (also written 
 rows), and an async `run(arguments, context) -> str` whose text answers the call. The
 executor's config lists the tools by registered name or `package.module:attr`; the runtime
 offers all of them on every turn and dispatches each call by name. The built-in `search`
-registers here the same way a user's tool does.
+registers here the same way a user's tool does, as do its alternatives: `search_many` (the
+search-agent blog's `search(queries)`, several queries in one call) and `open_document`, the
+access tool (WideSeek-R1's "access"): with it offered, search shows snippets with ids.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from executor_sft.agents.executor_text import SEARCH_DESCRIPTION, SEARCH_QUERY_DESCRIPTION, search_result
+from executor_sft.agents.executor_text import (
+    OPEN_DOCUMENT_DESCRIPTION,
+    OPEN_DOCUMENT_ID_DESCRIPTION,
+    SEARCH_DESCRIPTION,
+    SEARCH_MANY_DESCRIPTION,
+    SEARCH_MANY_QUERIES_DESCRIPTION,
+    SEARCH_QUERY_DESCRIPTION,
+    document_result,
+    multi_search_result,
+    search_result,
+)
 from executor_sft.errors import ConfigError
 from executor_sft.registry import Registry
 from executor_sft.retrieval.base import Retriever
@@ -35,7 +48,12 @@ class ToolContext:
     top_k: int
     searches: list[SearchRecord]
     """The run's `ExecutorRun.searches`; a tool that searches appends here (the search budget
-    and `n_searches` count these)."""
+    and `n_searches` count these; one record per query)."""
+    search_budget: int | None = None
+    """How many searches this call may make (the executor reserves them before calls run
+    concurrently; None: no cap besides the run's)."""
+    snippet_chars: int | None = None
+    """Set when the access tool is offered: search shows snippets of this length with ids."""
 
 
 ToolRun = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
@@ -51,6 +69,9 @@ class Tool:
     failure: str | None = None
     """How an exception `run` raises is recorded in `ExecutorRun.error` (None: `tool <name>`); the
     run then ends with finish "error"."""
+    search_cost: Callable[[Mapping[str, Any]], int] | None = None
+    """How many searches a call with these arguments asks for (None: it does not search): the
+    executor reserves that many from the budget, in call order, before a turn's calls run."""
     schema: dict[str, Any] = field(init=False, repr=False, compare=False)
     """The OpenAI function schema the model sees."""
 
@@ -63,7 +84,12 @@ class Tool:
     @property
     def example(self) -> str:
         """The arguments' shape as a correction shows it, e.g. `{"query": "..."}`."""
-        return "{" + ", ".join(f'"{k}": "..."' for k in self.parameters.get("required", [])) + "}"
+        properties = self.parameters.get("properties", {})
+
+        def value(key: str) -> str:
+            return '["..."]' if properties.get(key, {}).get("type") == "array" else '"..."'
+
+        return "{" + ", ".join(f'"{k}": {value(k)}' for k in self.parameters.get("required", [])) + "}"
 
     @property
     def failure_label(self) -> str:
@@ -78,9 +104,59 @@ async def _search(arguments: Mapping[str, Any], context: ToolContext) -> str:
     if not isinstance(query, str) or not query.strip():
         raise ToolArgumentError('the search call has no "query" string')
     query = " ".join(query.split())
+    start = time.perf_counter()
     hits = (await context.retriever.asearch([query], context.top_k))[0]
-    context.searches.append(SearchRecord(query=query, doc_ids=[h.doc_id for h in hits]))
-    return search_result(hits)
+    context.searches.append(
+        SearchRecord(
+            query=query,
+            doc_ids=[h.doc_id for h in hits],
+            latency_s=time.perf_counter() - start,
+            retriever=getattr(context.retriever, "index_id", None),
+        )
+    )
+    return search_result(hits, context.snippet_chars)
+
+
+def _queries(arguments: Mapping[str, Any]) -> list[str]:
+    queries = arguments.get("queries")
+    if not isinstance(queries, list) or not queries or not all(isinstance(q, str) for q in queries):
+        raise ToolArgumentError('the search call has no "queries" list of strings')
+    squashed = [" ".join(q.split()) for q in queries]
+    if not all(squashed):
+        raise ToolArgumentError('the search call has an empty query in "queries"')
+    return squashed
+
+
+def _queries_cost(arguments: Mapping[str, Any]) -> int:
+    queries = arguments.get("queries")
+    return len(queries) if isinstance(queries, list) else 1
+
+
+async def _search_many(arguments: Mapping[str, Any], context: ToolContext) -> str:
+    """Every query is one search; queries past this call's budget are answered as not run. The
+    queries go to the retriever as one batch, so each record's wall time is the batch's."""
+    queries = _queries(arguments)
+    budget = len(queries) if context.search_budget is None else context.search_budget
+    run, not_run = queries[:budget], queries[budget:]
+    start = time.perf_counter()
+    results = await context.retriever.asearch(run, context.top_k) if run else []
+    latency = time.perf_counter() - start
+    retriever = getattr(context.retriever, "index_id", None)
+    for query, hits in zip(run, results, strict=True):
+        context.searches.append(
+            SearchRecord(
+                query=query, doc_ids=[h.doc_id for h in hits], latency_s=latency, retriever=retriever
+            )
+        )
+    return multi_search_result(run, results, not_run, context.snippet_chars)
+
+
+async def _open_document(arguments: Mapping[str, Any], context: ToolContext) -> str:
+    doc_id = arguments.get("doc_id")
+    if not isinstance(doc_id, str) or not doc_id.strip():
+        raise ToolArgumentError('the open_document call has no "doc_id" string')
+    doc_id = doc_id.strip()
+    return document_result((await context.retriever.adocuments([doc_id]))[0], doc_id)
 
 
 SEARCH = TOOLS.register(
@@ -94,6 +170,45 @@ SEARCH = TOOLS.register(
             "required": ["query"],
         },
         run=_search,
+        failure="retrieval",
+        search_cost=lambda arguments: 1,
+    ),
+)
+SEARCH_MANY = TOOLS.register(
+    "search_many",
+    Tool(
+        name=SEARCH_TOOL_NAME,
+        description=SEARCH_MANY_DESCRIPTION,
+        parameters={
+            "type": "object",
+            "properties": {
+                "queries": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": SEARCH_MANY_QUERIES_DESCRIPTION,
+                }
+            },
+            "required": ["queries"],
+        },
+        run=_search_many,
+        failure="retrieval",
+        search_cost=_queries_cost,
+    ),
+)
+"""The blog's `search(queries)`: the model sees a tool named `search`; select it as `search_many`
+in place of `search` (offering both is an error: two tools named `search`)."""
+OPEN_DOCUMENT_TOOL_NAME = "open_document"
+OPEN_DOCUMENT = TOOLS.register(
+    OPEN_DOCUMENT_TOOL_NAME,
+    Tool(
+        name=OPEN_DOCUMENT_TOOL_NAME,
+        description=OPEN_DOCUMENT_DESCRIPTION,
+        parameters={
+            "type": "object",
+            "properties": {"doc_id": {"type": "string", "description": OPEN_DOCUMENT_ID_DESCRIPTION}},
+            "required": ["doc_id"],
+        },
+        run=_open_document,
         failure="retrieval",
     ),
 )

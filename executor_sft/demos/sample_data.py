@@ -12,8 +12,11 @@ report `sft.report.json` (the name the SFT recipe looks for beside the data).
 The student here is the *scripted* student (one search, no reformulation), so the sample is
 made in seconds without any model. Same arguments, same bytes: `sft.jsonl`, the report and
 the world files are byte-identical across runs; `rollouts.jsonl` differs only in measured
-latencies (`latency_s`). Collection runs one episode at a time so the file order, and hence
-the filter's first-in-file-order dedupe, is fixed.
+latencies of model calls (`latency_s`, `t_start`). The search timings and research-phase time
+that collection records (`SearchRecord.latency_s` / `.retriever`, `Episode.research_s`) are
+dropped from the sample: on a scripted run over a toy BM25 index they measure nothing. Collection
+runs one episode at a time so the file order, and hence the filter's first-in-file-order
+dedupe, is fixed.
 """
 
 from __future__ import annotations
@@ -142,6 +145,24 @@ def collect_into(
     return result.written
 
 
+def drop_search_timings(rollouts: Path) -> None:
+    """Rewrite `rollouts` without the searches' timings and retriever ids and the research time."""
+    from executor_sft.schema import Episode
+
+    lines = []
+    with rollouts.open(encoding="utf-8") as f:
+        for line in f:
+            episode = Episode.from_json(line)
+            episode.research_s = None
+            for run in episode.runs:
+                for search in run.searches:
+                    search.latency_s = search.retriever = None
+            lines.append(episode.model_dump_json(by_alias=True) + "\n")
+    tmp = rollouts.with_suffix(".tmp")
+    tmp.write_text("".join(lines), encoding="utf-8")
+    tmp.replace(rollouts)
+
+
 def filter_rollouts(rollouts: Path, sft: Path, report: Path) -> dict[str, Any]:
     """The project's filter with its default rules; writes rows and the composition report."""
     from executor_sft.filters import FilterConfig, filter_episodes, iter_jsonl, write_json, write_jsonl
@@ -216,6 +237,7 @@ def make_sample_data(
         pipeline,
         show_progress=show_progress,
     )
+    drop_search_timings(rollouts)
     times["collect"] = time.perf_counter() - t
     # The scripted judge's verdicts and the store's system record: resume aids of collection,
     # not part of the sample.

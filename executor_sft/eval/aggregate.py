@@ -16,7 +16,13 @@ Conventions (each a documented choice, see docs/eval.md):
   once by `executor_sft.eval.eval_set`, decides which questions are scored at all).
 - EM, cover-EM and F1 are rescored from each episode's answer when `normalization` is given
   (evaluations always give it); otherwise EM/F1 are the episode's stored values.
-- CER-C is averaged over the episodes whose question lists gold passage ids.
+- CER-C is averaged over the episodes whose question lists gold passage ids. The
+  answer-bearing variant (`cer_c_answer`, a proxy that needs no gold passages: see
+  `metrics.cer.answer_bearing_cer_c`) is scored when the passages' texts are given
+  (`passages=`), over the episodes whose question has a gold answer.
+- Latency: T_search P50/P95 over every timed search call of the system's runs, research P50
+  over the episodes' research-phase times (`metrics.latency`), in seconds. Percentiles do not
+  average, so `average` and `macro` hold the pooled group's values.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -34,7 +40,8 @@ from pydantic import ValidationError
 from executor_sft.jsonl import InputError, write_json
 from executor_sft.metrics.aggregate import mean_at_k, weighted_mean
 from executor_sft.metrics.answer import Normalization, cover_exact_match, exact_match, f1_score
-from executor_sft.metrics.cer import episode_cer_c
+from executor_sft.metrics.cer import answer_bearing_cer_c, episode_cer_c
+from executor_sft.metrics.latency import percentile, research_times, search_latencies
 from executor_sft.metrics.table import table_scores
 from executor_sft.metrics.tokens import search_histogram, subagent_tokens, system_runs
 from executor_sft.schema import Episode
@@ -42,6 +49,10 @@ from executor_sft.store import read_episodes
 
 AVG = "avg"
 MACRO = "macro"
+ANSWER_BEARING_NOTE = (
+    "CER-C (answer-bearing) is a proxy: a retrieved passage counts as evidence when it contains "
+    "a normalised gold answer alias; its curve is whether one was retrieved by each bucket"
+)
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,12 @@ class GroupResult:
     judge_em_disagreement: float | None = None
     """Share of the judged episodes whose verdict differs from EM (None: no verdicts)."""
     judged_episodes: int = 0
+    cer_c_answer: Stat | None = None
+    """CER-C, answer-bearing proxy (`metrics.cer.answer_bearing_cer_c`); None without passage texts."""
+    t_search_p50: float | None = None
+    t_search_p95: float | None = None
+    research_p50: float | None = None
+    """Seconds (see the module docstring); None when no record carries timings."""
 
 
 @dataclass
@@ -124,8 +141,12 @@ class EvalResults:
         return (self.macro if macro else self.average).get(name)
 
 
-_STAT_FIELDS = ("em", "cover_em", "f1", "judge", "subagent_tokens", "cer_c")
+_STAT_FIELDS = ("em", "cover_em", "f1", "judge", "subagent_tokens", "cer_c", "cer_c_answer")
 AVERAGED = (*_STAT_FIELDS, "search_1", "search_2plus", "no_subquery_share")
+LATENCY = ("t_search_p50", "t_search_p95", "research_p50")
+"""Percentile fields: pooled over every episode, never averaged over groups."""
+
+PassageText = Callable[[str], str | None]
 
 
 def has_subquery(episode: Episode) -> bool:
@@ -159,6 +180,7 @@ def summarize_group(
     bucket_tokens: int = 10_000,
     n_buckets: int = 10,
     tokenizer: Any | None = None,
+    passages: PassageText | None = None,
 ) -> GroupResult:
     """Score one group (a dataset, or everything pooled)."""
     no_sub = [e for e in episodes if not has_subquery(e)]
@@ -189,6 +211,7 @@ def summarize_group(
             cer.append((*key, scored[1]))
     curve = [statistics.fmean(col) for col in zip(*curves, strict=True)] if curves else None
     n = len(episodes) or 1
+    searches = [t for e in episodes for t in search_latencies(e)]
     return GroupResult(
         name=name,
         n_questions=len({e.question.id for e in episodes}),
@@ -205,7 +228,30 @@ def summarize_group(
         error_share=sum(e.stop_reason == "error" for e in episodes) / n,
         judge_em_disagreement=disagree / len(judge) if judge else None,
         judged_episodes=len(judge),
+        cer_c_answer=_answer_bearing(episodes, passages, normalization, bucket_tokens, n_buckets),
+        t_search_p50=percentile(searches, 50),
+        t_search_p95=percentile(searches, 95),
+        research_p50=percentile(research_times(episodes), 50),
     )
+
+
+def _answer_bearing(
+    episodes: Sequence[Episode],
+    passages: PassageText | None,
+    normalization: Normalization | None,
+    bucket_tokens: int,
+    n_buckets: int,
+) -> Stat | None:
+    if passages is None:
+        return None
+    scores = []
+    for e in episodes:
+        scored = answer_bearing_cer_c(
+            e, passages, bucket_tokens, n_buckets, normalization=normalization or "squad"
+        )
+        if scored is not None:
+            scores.append((e.question.id, e.sample_index, scored[1]))
+    return _stat(scores)
 
 
 def _flat(group: GroupResult) -> dict[str, float | None]:
@@ -254,8 +300,11 @@ def summarize(
     n_buckets: int = 10,
     tokenizer: Any | None = None,
     meta: dict[str, Any] | None = None,
+    passages: PassageText | None = None,
 ) -> EvalResults:
-    """Per-dataset results, their question-weighted and macro averages, and the pooled group."""
+    """Per-dataset results, their question-weighted and macro averages, and the pooled group.
+
+    `passages(doc_id)` (a retrieved passage's text) turns on the answer-bearing CER-C."""
     eps = [e if isinstance(e, Episode) else Episode.model_validate(e) for e in episodes]
     by_dataset: dict[str, list[Episode]] = defaultdict(list)
     for e in eps:
@@ -265,17 +314,22 @@ def summarize(
         "bucket_tokens": bucket_tokens,
         "n_buckets": n_buckets,
         "tokenizer": tokenizer,
+        "passages": passages,
     }
     datasets = {name_: summarize_group(name_, group, **opts) for name_, group in sorted(by_dataset.items())}
-    settings = {k: v for k, v in opts.items() if k != "tokenizer"}
+    settings = {k: v for k, v in opts.items() if k not in ("tokenizer", "passages")}
+    if passages is not None:
+        settings["cer_c_answer"] = ANSWER_BEARING_NOTE
+    pooled = summarize_group("pooled", eps, **opts)
+    pooled_latency = {key: getattr(pooled, key) for key in LATENCY}
     return EvalResults(
         name=name,
         datasets=datasets,
-        average=weighted_average(datasets.values()),
-        pooled=summarize_group("pooled", eps, **opts),
+        average={**weighted_average(datasets.values()), **pooled_latency},
+        pooled=pooled,
         settings=settings,
         meta=dict(meta or {}),
-        macro=macro_average(datasets.values()),
+        macro={**macro_average(datasets.values()), **pooled_latency},
     )
 
 

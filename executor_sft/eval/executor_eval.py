@@ -66,6 +66,8 @@ class SubQueryResult:
     gold_retrieved: bool | None
     type: str | None = None
     """The sub-query's `type` field (e.g. `single_hop`, `single_hop_ambiguous`), if it has one."""
+    n_turns: int = 0
+    """Assistant turns (the turn budget); with parallel tool calls fewer than searches + 1."""
 
 
 @dataclass
@@ -84,6 +86,9 @@ class ExecutorEvalResult:
     tokens_per_subquery: float
     gold_recall: float | None
     seconds: float
+    turns_mean: float = 0.0
+    """Assistant turns per sub-query: the other budget, next to `searches_mean` (a search is one
+    query, and one turn may hold several)."""
     items: list[SubQueryResult] = field(default_factory=list, repr=False)
     by_type: dict[str, ExecutorEvalResult] = field(default_factory=dict, repr=False)
     """The same scores per sub-query type (sorted by type; empty when no sub-query has a type).
@@ -174,6 +179,7 @@ def score_run(question: Question, run: ExecutorRun) -> SubQueryResult:
         tokens=run.usage.prompt_tokens + run.usage.completion_tokens,
         gold_retrieved=bool(gold & retrieved) if gold else None,
         type=_type_of(question),
+        n_turns=run.n_turns,
     )
 
 
@@ -207,6 +213,7 @@ def aggregate(
         tokens_per_subquery=mean([float(i.tokens) for i in items]),
         gold_recall=mean([float(g) for g in with_gold]) if with_gold else None,
         seconds=seconds,
+        turns_mean=mean([float(i.n_turns) for i in items]),
         items=items,
         by_type=_by_type(model, items) if by_type else {},
     )

@@ -21,30 +21,40 @@ class Point:
     """Accuracy in [0, 1] over every evaluated question (y; higher is better)."""
     backbone: str = ""
     executor: str = ""
+    research_s: float | None = None
+    """Research P50 in seconds (the latency x axis; None: not timed)."""
 
 
-def pareto_front(points: Sequence[Point]) -> list[Point]:
-    """Points no other point beats on both axes (fewer-or-equal tokens and higher-or-equal accuracy,
-    one strictly), sorted by tokens."""
+X_AXES = {"tokens": "sub-agent tokens per question", "research_s": "research phase P50 (s, log scale)"}
+"""What a Pareto plot can put on its x axis (a `Point` attribute) and the axis label. Times span
+orders of magnitude across search configurations (BM25 in ms, an LLM reranker in seconds), so
+the time axis is logarithmic."""
+
+
+def pareto_front(points: Sequence[Point], x: str = "tokens") -> list[Point]:
+    """Points no other point beats on both axes (lower-or-equal x and higher-or-equal accuracy,
+    one strictly), sorted by x; points without an x value are left out."""
+    points = [p for p in points if getattr(p, x) is not None]
     front = []
     for p in points:
+        px = getattr(p, x)
         dominated = any(
-            q.tokens <= p.tokens
+            getattr(q, x) <= px
             and q.accuracy >= p.accuracy
-            and (q.tokens < p.tokens or q.accuracy > p.accuracy)
+            and (getattr(q, x) < px or q.accuracy > p.accuracy)
             for q in points
         )
         if not dominated:
             front.append(p)
-    return sorted(front, key=lambda p: (p.tokens, -p.accuracy))
+    return sorted(front, key=lambda p: (getattr(p, x), -p.accuracy))
 
 
-def point_labels(points: Sequence[Point]) -> list[tuple[float, float, str]]:
-    """(tokens, accuracy %, label) once per position: points that coincide share one label,
+def point_labels(points: Sequence[Point], x: str = "tokens") -> list[tuple[float, float, str]]:
+    """(x, accuracy %, label) once per position: points that coincide share one label,
     their names joined by " = ", so coincident cells do not print over each other."""
     at: dict[tuple[float, float], list[str]] = {}
     for p in points:
-        at.setdefault((round(p.tokens, 6), round(100 * p.accuracy, 6)), []).append(p.label)
+        at.setdefault((round(getattr(p, x), 6), round(100 * p.accuracy, 6)), []).append(p.label)
     return [(x, y, " = ".join(dict.fromkeys(labels))) for (x, y), labels in at.items()]
 
 
@@ -93,10 +103,9 @@ def _percent_axis(ax, values: Sequence[float]) -> None:
 
 def _label_offset(x: float, y: float, ax) -> dict:
     """Annotation placement that points a label into the axes: left of points in the right
-    third, below points in the top tenth."""
-    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
-    right = x1 > x0 and (x - x0) / (x1 - x0) > 0.66
-    top = y1 > y0 and (y - y0) / (y1 - y0) > 0.9
+    third, below points in the top tenth (fractions of the axes, so log axes place alike)."""
+    fx, fy = ax.transAxes.inverted().transform(ax.transData.transform((x, y)))
+    right, top = fx > 0.66, fy > 0.9
     return {
         "xytext": (-7 if right else 7, -7 if top else 5),
         "ha": "right" if right else "left",
@@ -104,15 +113,20 @@ def _label_offset(x: float, y: float, ax) -> dict:
     }
 
 
-def pareto_figure(points: Sequence[Point], metric: str = "accuracy", title: str | None = None):
+def pareto_figure(
+    points: Sequence[Point], metric: str = "accuracy", title: str | None = None, x: str = "tokens"
+):
     """The figure `plot_pareto` saves (a matplotlib Figure, laid out when drawn)."""
-    front = pareto_front(points)
+    if x not in X_AXES:
+        raise ValueError(f"pareto x axis {x!r}: expected one of {sorted(X_AXES)}")
+    points = [p for p in points if getattr(p, x) is not None]
+    front = pareto_front(points, x)
     fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=110, layout="constrained")
     on_front = {id(p) for p in front}
     for p in points:
         marker, color = ("*", "tab:red") if id(p) in on_front else ("o", "tab:blue")
         ax.scatter(
-            p.tokens,
+            getattr(p, x),
             100 * p.accuracy,
             marker=marker,
             s=120 if marker == "*" else 45,
@@ -121,20 +135,22 @@ def pareto_figure(points: Sequence[Point], metric: str = "accuracy", title: str 
             clip_on=False,
         )
     if front:
-        xs = [p.tokens for p in front]
+        xs = [getattr(p, x) for p in front]
         ys = [100 * p.accuracy for p in front]
         ax.step(xs, ys, where="post", color="tab:red", linestyle="--", linewidth=1, label="Pareto frontier")
         ax.legend(loc="best", fontsize=8)
+    if x == "research_s":
+        ax.set_xscale("log")
     _percent_axis(ax, [100 * p.accuracy for p in points])
     ax.margins(x=0.08)
     ax.autoscale_view()
-    for x, y, label in point_labels(points):
+    for px, py, label in point_labels(points, x):
         ax.annotate(
-            wrap_label(label), (x, y), textcoords="offset points", fontsize=8, **_label_offset(x, y, ax)
+            wrap_label(label), (px, py), textcoords="offset points", fontsize=8, **_label_offset(px, py, ax)
         )
-    ax.set_xlabel("sub-agent tokens per question")
+    ax.set_xlabel(X_AXES[x])
     ax.set_ylabel(f"{metric} (%)")
-    ax.set_title(title or f"{metric} vs sub-agent tokens", pad=8)
+    ax.set_title(title or f"{metric} vs {X_AXES[x]}", pad=8)
     ax.grid(alpha=0.3)
     return fig
 
@@ -148,10 +164,15 @@ def _save(fig, path: str | Path) -> Path:
 
 
 def plot_pareto(
-    points: Sequence[Point], path: str | Path, metric: str = "accuracy", title: str | None = None
+    points: Sequence[Point],
+    path: str | Path,
+    metric: str = "accuracy",
+    title: str | None = None,
+    x: str = "tokens",
 ) -> Path:
-    """Accuracy vs sub-agent tokens per question, with the Pareto frontier marked."""
-    return _save(pareto_figure(points, metric, title), path)
+    """Accuracy vs `x` (a key of `X_AXES`: sub-agent tokens or research time per question), with
+    the Pareto frontier marked; points without an `x` value are left out."""
+    return _save(pareto_figure(points, metric, title, x), path)
 
 
 def capacity_figure(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from executor_sft.eval.aggregate import AVG, MACRO, EvalResults, GroupResult, Stat
+from executor_sft.eval.aggregate import ANSWER_BEARING_NOTE, AVG, MACRO, EvalResults, GroupResult, Stat
 
 JUDGE_DISAGREEMENT_LIMIT = 0.5
 """Above this share of judged episodes where the judge's verdict differs from EM, a table flags the judge."""
@@ -42,6 +42,23 @@ def _num(value: float | None, pct: bool = True, digits: int = 1) -> str:
     return f"{100 * value:.{digits}f}" if pct else f"{value:,.0f}"
 
 
+def _seconds(value: float | None, unit: str = "s") -> str:
+    if value is None:
+        return "–"
+    if unit == "ms":
+        return f"{1000 * value:,.0f}"
+    return f"{value:.2f}" if value < 1 else f"{value:,.1f}"
+
+
+def _latency(values: GroupResult | dict[str, float | None]) -> list[str]:
+    get = values.get if isinstance(values, dict) else lambda key: getattr(values, key)
+    return [
+        _seconds(get("t_search_p50"), "ms"),
+        _seconds(get("t_search_p95"), "ms"),
+        _seconds(get("research_p50")),
+    ]
+
+
 def _row(name: str, g: GroupResult) -> list[str]:
     s = g.searches
     has_runs = s.get("invocations", 0) > 0
@@ -60,9 +77,13 @@ def _row(name: str, g: GroupResult) -> list[str]:
         _num(fr.get("1"), digits=0) if has_runs else "–",
         _num(fr.get(">=2"), digits=0) if has_runs else "–",
         _pct(g.cer_c, with_std=False),
+        _pct(g.cer_c_answer, with_std=False),
         _num(g.no_subquery_share, digits=0),
+        *_latency(g),
     ]
 
+
+LATENCY_HEADER = ["T_search P50 ms", "T_search P95 ms", "research P50 s"]
 
 HEADER = [
     "dataset",
@@ -76,7 +97,9 @@ HEADER = [
     "1 search %",
     "≥2 searches %",
     "CER-C",
+    "CER-C (answer-bearing)",
     "no sub-query %",
+    *LATENCY_HEADER,
 ]
 
 
@@ -99,8 +122,20 @@ def _average_row(label: str, n: str, a: dict[str, float | None]) -> list[str]:
         _num(a.get("search_1"), digits=0),
         _num(a.get("search_2plus"), digits=0),
         _num(a.get("cer_c")),
+        _num(a.get("cer_c_answer")),
         _num(a.get("no_subquery_share"), digits=0),
+        *_latency(a),
     ]
+
+
+def latency_note(meta: dict) -> str:
+    """Where the times were measured: episodes in flight share the machine, models and retriever."""
+    n = meta.get("concurrency")
+    where = f"with up to {n} episodes in flight" if n else "as the run went"
+    return (
+        f"times are wall-clock, measured {where} (a search waits behind the calls of concurrent "
+        "episodes; research = backbone rounds and executors up to the answerer)"
+    )
 
 
 def results_markdown(results: EvalResults) -> str:
@@ -120,6 +155,10 @@ def results_markdown(results: EvalResults) -> str:
     bt, nb = results.settings.get("bucket_tokens"), results.settings.get("n_buckets")
     if bt and nb:
         notes.append(f"CER-C over {nb} buckets of {bt:,} context tokens")
+    if results.settings.get("cer_c_answer"):
+        notes.append(ANSWER_BEARING_NOTE)
+    if results.pooled.t_search_p50 is not None or results.pooled.research_p50 is not None:
+        notes.append(latency_note(results.meta))
     warning = judge_warning(results)
     title = f"### {results.name}\n\n"
     text = title + _table(HEADER, rows) + ("\n\n" + "; ".join(notes) + "." if notes else "")
@@ -137,6 +176,8 @@ SWEEP_HEADER = [
     "sub-agent tokens/q",
     "≥2 searches %",
     "CER-C",
+    "CER-C (answer-bearing)",
+    *LATENCY_HEADER,
 ]
 
 
@@ -166,9 +207,17 @@ def sweep_markdown(
             _num(a.get("subagent_tokens"), pct=False),
             _num(a.get("search_2plus"), digits=0),
             _num(a.get("cer_c")),
+            _num(a.get("cer_c_answer")),
+            *_latency(a),
         ]
         row += [_pct(getattr(r.datasets[d], metric)) if d in r.datasets else "–" for d in datasets]
         rows.append(row)
+    notes = []
+    if any(r.settings.get("cer_c_answer") for *_, r in cells):
+        notes.append(ANSWER_BEARING_NOTE)
+    timed = [r for *_, r in cells if r.average.get("t_search_p50") is not None]
+    if timed:
+        notes.append(latency_note(timed[0].meta))
     flagged = [name for name, _, _, r in cells if judge_disagrees(r.pooled)]
     note = (
         f"\n\n{FLAG} the judge disagrees with EM on more than half of the judged episodes of "
@@ -176,7 +225,7 @@ def sweep_markdown(
         if flagged
         else ""
     )
-    return _table(header, rows) + note + "\n"
+    return _table(header, rows) + ("\n\n" + "; ".join(notes) + "." if notes else "") + note + "\n"
 
 
 def write_markdown(text: str, path: str | Path) -> Path:

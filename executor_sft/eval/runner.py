@@ -237,6 +237,7 @@ def run_eval(
         n_buckets=config.metrics.n_buckets,
         tokenizer=_load_tokenizer(config.metrics.tokenizer),
         meta=_meta(config, questions, episodes, failed),
+        passages=_passage_text(config),
     )
     results.save_json(out / RESULTS_JSON)
     write_markdown(results_markdown(results), out / RESULTS_MD)
@@ -254,6 +255,16 @@ def run_eval(
     )
 
 
+def _passage_text(config: EvalConfig) -> Callable[[str], str | None] | None:
+    """Passage texts for the answer-bearing CER-C: the local index's passages (none from a server)."""
+    index = config.retriever.index if config.needs_retriever and config.retriever else None
+    if index is None or not (Path(index) / "docs.arrow").exists():
+        return None
+    from executor_sft.retrieval.corpus import Corpus
+
+    return Corpus.load(Path(index) / "docs.arrow").contents_of
+
+
 def _meta(
     config: EvalConfig, questions: list[Question], episodes: list[Episode], failed: list[str]
 ) -> dict[str, Any]:
@@ -265,6 +276,7 @@ def _meta(
         "question_ids": ids_digest([q.id for q in questions]),
         "eval_set": ", ".join(ids_files) or None,
         "samples": config.samples,
+        "concurrency": config.concurrency,
         "identical_samples": config.identical_samples(),
         "episodes": len(episodes),
         "failed": len(failed),

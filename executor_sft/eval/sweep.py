@@ -37,6 +37,7 @@ CELL_FILE = "cell.json"
 SWEEP_JSON = "sweep.json"
 SWEEP_MD = "sweep.md"
 PARETO_PNG = "pareto.png"
+PARETO_LATENCY_PNG = "pareto_latency.png"
 CAPACITY_PNG = "capacity.png"
 ROLES_PNG = "roles.png"
 NO_RETRIEVAL_PREFIX = "no-retrieval:"
@@ -210,6 +211,7 @@ class SweepResult:
             "json": SWEEP_JSON,
             "markdown": SWEEP_MD,
             "pareto": PARETO_PNG,
+            "pareto_latency": PARETO_LATENCY_PNG,
             "capacity": CAPACITY_PNG,
             "roles": ROLES_PNG,
         }
@@ -307,11 +309,15 @@ def _write_plots(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResul
         used.add(metric)
         tokens = r.average.get("subagent_tokens") or 0.0
         backbone, executor = (c.backbone, c.executor) if c.kind == "pipeline" else ("", "")
-        points.append(Point(c.name, tokens, acc, backbone=backbone, executor=executor))
+        research = r.average.get("research_p50")
+        points.append(Point(c.name, tokens, acc, backbone=backbone, executor=executor, research_s=research))
     if not points:
         return
     label = ("/".join(sorted(used)) or sweep.metric) + ", avg over questions"
     plot_pareto(points, out / PARETO_PNG, metric=label, title=f"{sweep.name}: accuracy vs sub-agent tokens")
+    if any(p.research_s is not None for p in points):
+        plot_pareto(points, out / PARETO_LATENCY_PNG, metric=label, x="research_s",
+                    title=f"{sweep.name}: accuracy vs research time")  # fmt: skip
     if any(p.backbone for p in points):
         plot_capacity(
             points,

@@ -80,6 +80,13 @@ class ExecutorDataArguments(ScriptArguments):
     max_searches: int = field(
         default=2, metadata={"help": "Searches per rollout; further calls get a 'report now' notice."}
     )
+    tools: list[str] = field(
+        default_factory=lambda: ["search"],
+        metadata={
+            "help": "The executor's tools, as the collection config's pipeline.tools: 'search' or 'search_many', "
+            "plus optionally 'open_document' (docs/agents.md, 'Parallel tool calls')."
+        },
+    )
 
     def __post_init__(self) -> None:
         self.retriever = parse_mapping(self.retriever, "retriever") or {}

@@ -228,7 +228,10 @@ def build_grpo_trainer(
     check_reward_columns(rewards, dataset, training_args)
     retriever = retriever if retriever is not None else load_retriever_from_args(script_args)
     factory = SearchEnvironmentFactory(
-        retriever, top_k=script_args.retriever_top_k, max_searches=script_args.max_searches
+        retriever,
+        top_k=script_args.retriever_top_k,
+        max_searches=script_args.max_searches,
+        tools=tuple(script_args.tools),
     )
     if model is None:
         model, tokenizer = load_policy(model_args, training_args.trust_remote_code)

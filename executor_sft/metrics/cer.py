@@ -9,14 +9,22 @@ Context tokens are the cumulative prompt+completion tokens of the episode's exec
 in the order the calls started. A passage retrieved by a search counts at the cumulative
 count *including* the call that issued the search, and a count of exactly `i*B` belongs to
 bucket `i`.
+
+Without gold passage ids the metric is undefined, so `answer_bearing_cer_c` is a named proxy
+(retrieval recall in FlashRAG's sense): a retrieved passage is evidence when it contains a
+normalised gold answer alias (cover-EM's containment test), and the curve says whether an
+answer-bearing passage had been retrieved by each bucket (one relevant item: 0 or 1 per
+bucket, so the AUC is how early the first one came). It rewards finding the answer string,
+not the bridge passages of earlier hops; tables that show it name it "answer-bearing".
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from executor_sft.metrics.answer import Normalization, cover_exact_match
 from executor_sft.metrics.tokens import call_usages, search_turns, system_runs
 from executor_sft.schema import Episode
 
@@ -109,3 +117,37 @@ def episode_cer_c(
     if not gold:
         return None
     return cer_c(cer_events_from_episode(episode, roles), gold, bucket_tokens, n_buckets)
+
+
+ANSWER_BEARING = "answer-bearing"
+"""The proxy's name wherever it is reported (e.g. the `CER-C (answer-bearing)` column)."""
+_ANSWER = "\x00answer-bearing"  # the one pseudo passage id the proxy's events carry
+
+
+def answer_bearing_cer_c(
+    episode: Episode,
+    passage_text: Callable[[str], str | None],
+    bucket_tokens: int = 10_000,
+    n_buckets: int = 10,
+    roles: Sequence[str] | None = None,
+    normalization: Normalization = "squad",
+) -> tuple[list[float], float] | None:
+    """CER-C with "contains a gold answer alias" in place of gold passage ids (see the module
+    docstring); `passage_text(doc_id)` is a retrieved passage's text (None: unknown, not evidence).
+    None when the question has no gold answer."""
+    aliases = [a for a in episode.question.golden_answers if a and a.strip()]
+    if not aliases:
+        return None
+    verdict: dict[str, bool] = {}
+
+    def bearing(doc_id: str) -> bool:
+        if doc_id not in verdict:
+            text = passage_text(doc_id)
+            verdict[doc_id] = text is not None and cover_exact_match(text, aliases, normalization) == 1.0
+        return verdict[doc_id]
+
+    events = [
+        (tokens, [_ANSWER] if any(bearing(d) for d in doc_ids) else [])
+        for tokens, doc_ids in cer_events_from_episode(episode, roles)
+    ]
+    return cer_c(events, [_ANSWER], bucket_tokens, n_buckets)

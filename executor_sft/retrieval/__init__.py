@@ -1,4 +1,4 @@
-"""Retrieval: corpora, BM25 / dense / hybrid retrievers, reranking, caching, HTTP server and client.
+"""Retrieval: corpora, BM25 / dense / hybrid retrievers, rerank stages, caching, HTTP server and client.
 
 Later stages construct retrievers with `build_retriever(RetrieverConfig(...))` or
 `load_retriever(DIR, kind=...)` and only ever call `Retriever.search` / `asearch`. The kinds
@@ -18,7 +18,8 @@ from executor_sft.retrieval.fusion import HybridRetriever, fuse
 from executor_sft.retrieval.kinds import RETRIEVERS, IndexDir, RetrieverKind
 from executor_sft.retrieval.manifest import IndexMismatchError, Manifest
 from executor_sft.retrieval.remote import RemoteRetriever, RetrievalError
-from executor_sft.retrieval.rerank import RerankRetriever
+from executor_sft.retrieval.rerank import RerankRetriever, RerankSettings
+from executor_sft.retrieval.scorers import Scorer
 
 __all__ = [
     "RETRIEVERS",
@@ -40,10 +41,12 @@ __all__ = [
     "RankBM25Retriever",
     "RemoteRetriever",
     "RerankRetriever",
+    "RerankSettings",
     "RetrievalError",
     "Retriever",
     "RetrieverConfig",
     "RetrieverKind",
+    "Scorer",
     "build_index",
     "build_retriever",
     "fuse",

@@ -43,6 +43,24 @@ class Retriever(ABC):
         """Async search that never blocks the event loop (CPU-bound backends run in a thread)."""
         return await asyncio.to_thread(self.search, queries, k)
 
+    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
+        """The whole document of each passage id (`Corpus.document`; score 0), None for an
+        unknown id: what the executor's access tool reads. Retrievers over an index's passages
+        and the HTTP client have it; a retriever kind without passages raises."""
+        raise NotImplementedError(f"{type(self).__name__} has no document access")
+
+    async def adocuments(self, doc_ids: list[str]) -> list[Hit | None]:
+        return await asyncio.to_thread(self.documents, doc_ids)
+
+
+def corpus_documents(corpus, doc_ids: list[str]) -> list[Hit | None]:
+    """`Retriever.documents` over a `Corpus` (docs.arrow)."""
+    out: list[Hit | None] = []
+    for doc_id in doc_ids:
+        doc = corpus.document(doc_id)
+        out.append(None if doc is None else Hit(doc.id, doc.title, doc.text, 0.0))
+    return out
+
 
 def top_k_rows(scores: np.ndarray, k: int) -> np.ndarray:
     """Rows of the k highest scores, best first; ties go to the lower row.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from executor_sft.retrieval.base import Hit, Retriever, top_k_rows
+from executor_sft.retrieval.base import Hit, Retriever, corpus_documents, top_k_rows
 from executor_sft.retrieval.corpus import Corpus
 from executor_sft.retrieval.manifest import BM25Info
 
@@ -87,6 +87,9 @@ class BM25Retriever(Retriever):
         model = bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False)
         return cls(model, corpus, info, index_id)
 
+    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
+        return corpus_documents(self.corpus, doc_ids)
+
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         if not queries:
             return []
@@ -113,6 +116,9 @@ class RankBM25Retriever(Retriever):
 
         self.corpus, self.info, self.index_id = corpus, info or BM25Info(backend="rank_bm25"), index_id
         self.model = BM25Okapi(tokenize(corpus.index_texts(), self.info), k1=self.info.k1, b=self.info.b)
+
+    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
+        return corpus_documents(self.corpus, doc_ids)
 
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         k = max(1, min(k, len(self.corpus)))

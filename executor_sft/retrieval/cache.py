@@ -108,6 +108,9 @@ class CachedRetriever(Retriever):
         self._put([((self.index_id, q, k), hits) for q, hits in new.items()])
         return [f if f is not None else new[q] for q, f in zip(queries, found, strict=True)]
 
+    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
+        return self.retriever.documents(doc_ids)
+
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         keys, found, missing = self._split(list(queries), k)
         fetched = self.retriever.search(missing, k) if missing else []

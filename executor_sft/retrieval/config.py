@@ -20,7 +20,9 @@ def load_retriever(directory: str | Path, kind: str = "bm25", **opts: Any) -> Re
     the kind's own: dense: model / passage_prefix / dim / pooling / index_type (must match the
     build, else IndexMismatchError), query_prefix, device, fp16, batch_size, ef_search, nprobe;
     hybrid/rrf: those and weights (dense, bm25), depth, rrf_k, normalization (theoretical |
-    minmax | zscore). An option no loader used is a `ConfigError`.
+    minmax | zscore); the rerank stages (cross_encoder, llm_rerank, dense_rescore): over (the
+    kind below, default bm25, with its own options alongside) and rerank (`rerank.RerankSettings`:
+    model, top_n, batch_size, window, ...). An option no loader used is a `ConfigError`.
     """
     retriever_kind(kind)  # an unknown kind fails before the index is read
     index = open_index(directory, corpus=opts.pop("corpus", None), mmap=opts.pop("mmap", "auto"))
@@ -47,8 +49,6 @@ class RetrieverConfig(BaseModel):
     k: int = Field(3, ge=1)
     corpus: str | None = None  # check the index was built from this file
     options: dict[str, Any] = Field(default_factory=dict)  # passed to load_retriever
-    reranker: str | None = None  # a cross-encoder path/name
-    rerank_depth: int = 20
     cache: CacheConfig = Field(default_factory=CacheConfig)
     timeout_s: float = 60.0
     max_retries: int = 5
@@ -63,11 +63,14 @@ class RetrieverConfig(BaseModel):
     def _one_source(self) -> RetrieverConfig:
         if (self.index is None) == (self.url is None):
             raise ValueError("RetrieverConfig needs exactly one of `index` (a directory) or `url` (a server)")
+        check = retriever_kind(self.kind).check
+        if check is not None and self.index is not None:
+            check(self.options)
         return self
 
 
 def build_retriever(cfg: RetrieverConfig | dict[str, Any]) -> Retriever:
-    """Index or server, then an optional reranker, then an optional cache (outermost)."""
+    """Index (any kind, rerank stages included) or server, then an optional cache (outermost)."""
     if isinstance(cfg, dict):
         cfg = RetrieverConfig.model_validate(cfg)
     if cfg.url is not None:
@@ -79,10 +82,6 @@ def build_retriever(cfg: RetrieverConfig | dict[str, Any]) -> Retriever:
         if cfg.corpus is not None:
             opts["corpus"] = cfg.corpus
         r = load_retriever(cfg.index, cfg.kind, **opts)
-    if cfg.reranker:
-        from executor_sft.retrieval.rerank import RerankRetriever
-
-        r = RerankRetriever(r, cfg.reranker, depth=cfg.rerank_depth)
     if cfg.cache.enabled:
         from executor_sft.retrieval.cache import CachedRetriever
 

@@ -152,6 +152,7 @@ class Corpus:
         self._titles = table.column("title")
         self._texts = table.column("text")
         self._row_of: dict[str, int] | None = None
+        self._rows_of_title: dict[str, list[int]] | None = None
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -172,6 +173,32 @@ class Corpus:
         if self._row_of is None:
             self._row_of = {d: i for i, d in enumerate(self.ids())}
         return self._row_of[doc_id]
+
+    def contents_of(self, doc_id: str) -> str | None:
+        """A passage's title and text (as `Passage.contents`), or None for an id not in the corpus."""
+        try:
+            return self[self.row_of(doc_id)].contents
+        except KeyError:
+            return None
+
+    def document(self, doc_id: str) -> Passage | None:
+        """The whole document passage `doc_id` is a chunk of: every passage with its title, in
+        corpus order, joined by blank lines (an untitled passage is its own document); None for
+        an unknown id. What the access tool returns where search shows a snippet."""
+        try:
+            row = self.row_of(doc_id)
+        except KeyError:
+            return None
+        title = self._titles[row].as_py()
+        if not title:
+            return self[row]
+        if self._rows_of_title is None:
+            rows: dict[str, list[int]] = {}
+            for i, t in enumerate(self._titles.to_pylist()):
+                rows.setdefault(t, []).append(i)
+            self._rows_of_title = rows
+        text = "\n\n".join(self._texts[i].as_py() for i in self._rows_of_title[title])
+        return Passage(doc_id, title, text)
 
     @classmethod
     def from_passages(cls, passages: list[Passage]) -> Corpus:

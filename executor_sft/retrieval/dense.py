@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from executor_sft.retrieval.base import Hit, Retriever
+from executor_sft.retrieval.base import Hit, Retriever, corpus_documents
 from executor_sft.retrieval.corpus import Corpus
 from executor_sft.retrieval.encoders import Encoder
 
@@ -99,6 +99,9 @@ class DenseRetriever(Retriever):
             return faiss.read_index(str(path), flags)
         except RuntimeError:  # not every index type supports mmap
             return faiss.read_index(str(path))
+
+    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
+        return corpus_documents(self.corpus, doc_ids)
 
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         if not queries:

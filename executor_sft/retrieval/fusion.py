@@ -177,6 +177,9 @@ class HybridRetriever(Retriever):
             for i in range(n)
         ]
 
+    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
+        return self.retrievers[0].documents(doc_ids)  # every part reads the same passages
+
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         depth = max(k, self.depth)
         per = [r.search(list(queries), depth) for r in self.retrievers]

@@ -24,6 +24,15 @@ from executor_sft.retrieval.dense import DenseRetriever, apply_search_params
 from executor_sft.retrieval.encoders import Encoder, EncoderConfig, resolve_model
 from executor_sft.retrieval.fusion import HybridRetriever
 from executor_sft.retrieval.manifest import IndexMismatchError, Manifest, check_corpus, check_option
+from executor_sft.retrieval.rerank import (
+    RerankRetriever,
+    RerankSettings,
+    cross_encoder_scorer,
+    dense_scorer,
+    llm_yes_no_scorer,
+    rerank_settings,
+)
+from executor_sft.retrieval.scorers import Scorer
 
 PART_BUILD_FLAGS = {"bm25": "--bm25", "dense": "--dense MODEL"}
 """The index parts `build_index` makes, and the recipes/build_index.py flag that makes each."""
@@ -67,6 +76,9 @@ class RetrieverKind:
     load: Callable[[IndexDir, dict[str, Any]], Retriever]
     needs: tuple[str, ...] = ()
     """Index parts the kind reads; loading from an index without them is a one-line error."""
+    check: Callable[[dict[str, Any]], None] | None = None
+    """Checks a config's `options` without loading anything (raises `ConfigError`), so a typo in
+    a YAML file fails when the config is read, not after an index and a model have loaded."""
 
 
 RETRIEVERS: Registry[RetrieverKind] = Registry("retriever kind")
@@ -174,8 +186,28 @@ def _fused(method: str) -> Callable[[IndexDir, dict[str, Any]], Retriever]:
     return load
 
 
+def rerank_kind(name: str, make_scorer: Callable[[RerankSettings], Scorer]) -> RetrieverKind:
+    """A rerank stage over the kind named by option `over` (default bm25), scored by
+    `make_scorer(options["rerank"])`; see retrieval/rerank.py."""
+
+    def load(index: IndexDir, options: dict[str, Any]) -> Retriever:
+        over = options.pop("over", "bm25")
+        settings = rerank_settings(options, name)
+        inner = index.load(over, options)
+        return RerankRetriever(inner, make_scorer(settings), top_n=settings.top_n, name=name)
+
+    def check(options: dict[str, Any]) -> None:
+        retriever_kind(options.get("over", "bm25"))
+        rerank_settings(dict(options), name)
+
+    return RetrieverKind(load, check=check)
+
+
 RETRIEVERS.register("bm25", RetrieverKind(_load_bm25, needs=("bm25",)))
 RETRIEVERS.register("rank_bm25", RetrieverKind(_load_rank_bm25))
 RETRIEVERS.register("dense", RetrieverKind(_load_dense, needs=("dense",)))
 RETRIEVERS.register("hybrid", RetrieverKind(_fused("weighted"), needs=("bm25", "dense")))
 RETRIEVERS.register("rrf", RetrieverKind(_fused("rrf"), needs=("bm25", "dense")))
+RETRIEVERS.register("cross_encoder", rerank_kind("cross_encoder", cross_encoder_scorer))
+RETRIEVERS.register("llm_rerank", rerank_kind("llm_rerank", llm_yes_no_scorer))
+RETRIEVERS.register("dense_rescore", rerank_kind("dense_rescore", dense_scorer))

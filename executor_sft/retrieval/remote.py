@@ -1,6 +1,7 @@
 """HTTP client for a retrieval server speaking the Search-R1 wire format (ours or theirs).
 
-`POST {url}/retrieve {"queries", "topk", "return_scores": true}`. Connection errors,
+`POST {url}/retrieve {"queries", "topk", "return_scores": true}`; the access tool's
+`POST {url}/documents {"ids"}` is ours only. Connection errors,
 timeouts and 5xx answers are retried with exponential backoff; 4xx answers are not (the
 request itself is wrong) and raise `RetrievalError` with the server's message.
 """
@@ -121,6 +122,35 @@ class RemoteRetriever(Retriever):
             if attempt < self.max_retries:
                 await asyncio.sleep(self._delay(attempt))
         raise RetrievalError(f"{self.url}/retrieve failed after {self.max_retries + 1} attempts: {last}")
+
+    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
+        if not doc_ids:
+            return []
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.timeout)
+        return self._documents(self._client.post(f"{self.url}/documents", json={"ids": list(doc_ids)}))
+
+    async def adocuments(self, doc_ids: list[str]) -> list[Hit | None]:
+        if not doc_ids:
+            return []
+        loop_id = id(asyncio.get_running_loop())
+        client = self._aclients.get(loop_id)
+        if client is None:
+            client = self._aclients[loop_id] = httpx.AsyncClient(timeout=self.timeout)
+        return self._documents(await client.post(f"{self.url}/documents", json={"ids": list(doc_ids)}))
+
+    def _documents(self, r: httpx.Response) -> list[Hit | None]:
+        """No retries: a document lookup is one cheap read. A server without `/documents`
+        (Search-R1's: 404) or without passages (501) has no document access, as a local retriever
+        without passages has none: `NotImplementedError`, not an outage."""
+        if r.status_code in (404, 501):
+            raise NotImplementedError(f"{self.url} has no document access ({r.status_code}: {r.text[:200]})")
+        if r.status_code >= 400:
+            raise RetrievalError(f"{self.url}/documents answered {r.status_code}: {r.text[:500]}")
+        return [
+            None if d is None else Hit(str(d["id"]), d.get("title", ""), d.get("text", ""), 0.0)
+            for d in r.json()["documents"]
+        ]
 
     def close(self) -> None:
         if self._client is not None:

@@ -3,6 +3,8 @@
     POST /retrieve {"queries": [...], "topk": k, "return_scores": bool}
       -> {"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}   (return_scores)
       -> {"result": [[{"id", "contents"}, ...], ...]}                          (otherwise)
+    POST /documents {"ids": [...]}
+      -> {"documents": [{"id", "title", "text"} | null, ...]}   (each passage's whole document)
     GET /health -> {"status": "ok", "index_id", ...}
 
 Concurrent requests are queued and a single worker runs them as one retriever call (up to
@@ -42,6 +44,10 @@ class ServerConfig:
     max_k: int = 100
     max_query_chars: int = 4096  # a search query, not a document
     max_body_bytes: int = 4 << 20  # room for max_queries queries of max_query_chars characters
+
+
+class DocumentsRequest(BaseModel):
+    ids: list[str] = Field(min_length=1)
 
 
 class RetrieveRequest(BaseModel):
@@ -171,6 +177,7 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: s
     app.add_exception_handler(RequestValidationError, _readable_422)
     _add_health(app, retriever, config, batcher, kind)
     _add_retrieve(app, retriever, config, batcher)
+    _add_documents(app, retriever, config)
     return app
 
 
@@ -215,3 +222,18 @@ def _add_retrieve(
                 {"result": [[{"document": _doc(h), "score": h.score} for h in hits] for hits in results]}
             )
         return JSONResponse({"result": [[_doc(h) for h in hits] for hits in results]})
+
+
+def _add_documents(app: FastAPI, retriever: Retriever, config: ServerConfig) -> None:
+    @app.post("/documents")
+    async def documents(req: DocumentsRequest):
+        if len(req.ids) > config.max_queries:
+            detail = f"ids: {len(req.ids)} ids exceed the limit of {config.max_queries} per request"
+            return JSONResponse(status_code=422, content={"detail": detail})
+        try:
+            docs = await retriever.adocuments(req.ids)
+        except NotImplementedError as e:
+            return JSONResponse(status_code=501, content={"detail": str(e)})
+        return JSONResponse(
+            {"documents": [None if d is None else {"id": d.doc_id, "title": d.title, "text": d.text} for d in docs]}
+        )

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from executor_sft.llm.parsing import parse_tool_call
 from executor_sft.schema import Episode
 
 
@@ -34,16 +35,26 @@ class InvocationStats:
     searches: int = 0
     one: int = 0
     two_plus: int = 0
+    turns: int = 0
+    parallel_turns: int = 0
+    """Turns that made several tool calls (or one `search` with several queries)."""
 
     def to_dict(self) -> dict[str, Any]:
+        """Turns are reported once some turn ran several searches (docs/agents.md, "Parallel tool
+        calls"): before that, turns are searches + 1 and single-call summaries stay as they were."""
         n = self.invocations
-        return {
+        out: dict[str, Any] = {
             "invocations": n,
             "searches": self.searches,
             "searches_per_invocation": self.searches / n if n else 0.0,
             "share_1_search": self.one / n if n else 0.0,
             "share_2plus_searches": self.two_plus / n if n else 0.0,
         }
+        if self.parallel_turns:
+            out["turns"] = self.turns
+            out["turns_per_invocation"] = self.turns / n if n else 0.0
+            out["parallel_tool_turns"] = self.parallel_turns
+        return out
 
 
 @dataclass
@@ -82,6 +93,8 @@ class CollectionStats:
                 inv.searches += run.n_searches
                 inv.one += run.n_searches == 1
                 inv.two_plus += run.n_searches >= 2
+                inv.turns += run.n_turns
+                inv.parallel_turns += _parallel_turns(run.messages)
 
     def merge(self, other: CollectionStats) -> None:
         """Add the stats of disjoint episodes (another worker's file) to these."""
@@ -97,6 +110,8 @@ class CollectionStats:
             ours.searches += inv.searches
             ours.one += inv.one
             ours.two_plus += inv.two_plus
+            ours.turns += inv.turns
+            ours.parallel_turns += inv.parallel_turns
         for role, theirs in other.roles.items():
             ours = self.roles[role]
             ours.prompt_tokens += theirs.prompt_tokens
@@ -135,6 +150,18 @@ class CollectionStats:
         if self.drivers:
             summary["episodes_per_driver"] = dict(sorted(self.drivers.items()))
         return summary
+
+
+def _parallel_turns(messages: list[dict[str, Any]]) -> int:
+    def several(message: dict[str, Any]) -> bool:
+        calls = message.get("tool_calls") or []
+        if len(calls) > 1:
+            return True
+        parsed = parse_tool_call(calls[0]) if calls and isinstance(calls[0], dict) else None
+        arguments = parsed.arguments if parsed is not None else None
+        return isinstance(arguments, dict) and isinstance(arguments.get("queries"), list) and len(arguments["queries"]) > 1
+
+    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant" and several(m))
 
 
 def collection_stats(episodes: Iterable[Episode]) -> CollectionStats:

@@ -114,18 +114,6 @@ async def test_unknown_tool_is_corrected():
     assert "unknown tool 'browse'" in model.requests[1]["messages"][-1]["content"]
 
 
-async def test_several_tool_calls_in_one_turn_are_malformed():
-    two = assistant(
-        tool_calls=[tool_call("search", {"query": "a"}, "c1"), tool_call("search", {"query": "b"}, "c2")]
-    )
-    model = ScriptedChatModel([two, report("x")])
-    run = await run_executor(model, ToyRetriever(), SUB_QUERY)
-    assert run.finish == "report" and run.n_searches == 0
-    # Every tool call is answered, so the conversation stays valid for OpenAI-style endpoints.
-    answered = [m["tool_call_id"] for m in run.messages if m["role"] == "tool"]
-    assert answered == ["c1", "c2"]
-
-
 async def test_no_report_twice_is_invalid():
     model = ScriptedChatModel(["I think it is Ada Krell.", "Still thinking."])
     run = await run_executor(model, ToyRetriever(), SUB_QUERY)

@@ -80,9 +80,14 @@ def test_executor_reply_always_classified(msg, protocol, search_allowed, other_a
     action = classify_executor_reply(msg, protocol, callable_now)
     assert action.kind in ("call", "report", "malformed")
     if action.kind == "call":
-        assert callable_now[action.tool]
+        assert action.calls
+        for call in action.calls:  # of several parallel calls, each may carry its own problem
+            assert (call.tool is None) == (call.problem is not None)
+            assert call.tool is None or callable_now[call.tool]
+        assert len(action.calls) > 1 or action.calls[0].problem is None
         if protocol == "tag":
-            assert action.tool == "search" and action.arguments["query"].strip()
+            (call,) = action.calls
+            assert call.tool == "search" and call.arguments["query"].strip()
     if action.kind == "report":
         assert action.report is not None
     if action.kind == "malformed":

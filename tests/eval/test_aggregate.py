@@ -180,12 +180,62 @@ def test_json_round_trip_and_markdown(tmp_path):
     assert json.loads(saved.read_text())["macro"]["em"] == pytest.approx(0.75)
     assert loaded.macro == pytest.approx(r.macro)
     md = results_markdown(loaded)
-    row = "| hotpotqa | 2 | 2 | 50.0 ± 50.0 | 50.0 ± 50.0 | 62.5 ± 37.5 | 75.0 ± 25.0 | 1,125 | 33 | 33 | 62.5 | 25 |"
+    row = "| hotpotqa | 2 | 2 | 50.0 ± 50.0 | 50.0 ± 50.0 | 62.5 ± 37.5 | 75.0 ± 25.0 | 1,125 | 33 | 33 | 62.5 | – | 25 | – | – | – |"
     assert row in md
     assert "| **avg** (weighted by questions) | 3 |  | 66.7 | 66.7 |" in md
     assert "| macro (mean over datasets) | 3 |  | 75.0 |" in md
     table = sweep_markdown([("cell", "bb", "ex", loaded)])
     assert "| cell | bb | ex | 66.7 | 66.7 |" in table and "EM musique" in table
+
+
+def _timed() -> list[Episode]:
+    """Searches of 0.1, 0.2, 0.4 s (a1#0) and 0.3, 1.0 s (b1#0); research 1, 10 and 2 s."""
+    eps = episodes()
+    timings = {"a1#0": ([0.1], 1.0), "a1#1": ([0.2, 0.4], 10.0), "b1#0": ([0.3, 1.0], 2.0)}
+    for e in eps:
+        if e.episode_id not in timings:
+            continue
+        latencies, e.research_s = timings[e.episode_id]
+        searches = [s for r in e.runs if r.role == "teacher" for s in r.searches]
+        for search, t in zip(searches, latencies, strict=True):
+            search.latency_s, search.retriever = t, "bm25-x"
+        e.runs[-1].searches[0].latency_s = 99.0  # the shadow student's: never counted
+    return eps
+
+
+def test_search_and_research_latency_percentiles_by_hand():
+    r = summarize(_timed())
+    a = r.datasets["hotpotqa"]
+    # hotpotqa searches 0.1, 0.2, 0.4: P50 0.2; P95 at rank 0.95 * 2 = 1.9: 0.2 + 0.9 * 0.2 = 0.38.
+    assert (a.t_search_p50, a.t_search_p95) == pytest.approx((0.2, 0.38))
+    assert a.research_p50 == pytest.approx(5.5)  # 1 and 10 (untimed episodes do not count)
+    assert r.datasets["musique"].research_p50 == pytest.approx(2.0)
+    # Pooled 0.1, 0.2, 0.3, 0.4, 1.0: P50 0.3; P95 at rank 3.8: 0.4 + 0.8 * 0.6 = 0.88; research 1, 2, 10.
+    assert (r.pooled.t_search_p50, r.pooled.t_search_p95, r.pooled.research_p50) == pytest.approx(
+        (0.3, 0.88, 2.0)
+    )
+    assert r.average["t_search_p95"] == r.macro["t_search_p95"] == r.pooled.t_search_p95
+    md = results_markdown(r)
+    assert "| T_search P50 ms | T_search P95 ms | research P50 s |" in md
+    assert md.count("| 300 | 880 | 2.0 |") == 2 and "episodes in flight" not in md
+    assert "times are wall-clock" in md
+    assert "| 300 | 880 | 2.0 |" in sweep_markdown([("cell", "bb", "ex", r)])
+    assert summarize(episodes()).pooled.t_search_p50 is None  # nothing timed
+
+
+def test_answer_bearing_cer_c_in_the_tables():
+    texts = {"g1": "title\nno answer here", "z": "x marks the spot", "d": "d", "e": "an x"}
+    r = summarize(episodes(), bucket_tokens=1_000, n_buckets=2, passages=texts.get)
+    # Gold answer "x". a1#0: z at 600 -> [1, 1]; a1#1: never -> [0, 0]; a2#1 searched nothing.
+    # b1#0: d only -> 0; b1#1: e at 1500 -> [0, 1].
+    a, b = r.datasets["hotpotqa"], r.datasets["musique"]
+    assert a.cer_c_answer.mean == pytest.approx((0.5 + 0.0) / 2)  # a1 (1+0)/2, a2 0 (no search)
+    assert b.cer_c_answer.mean == pytest.approx((0.0 + 0.5) / 2)
+    assert a.cer_c.mean == pytest.approx(0.625)  # the gold-passage CER-C is unchanged beside it
+    md = results_markdown(r)
+    assert "CER-C (answer-bearing)" in md and "contains a normalised gold answer alias" in md
+    assert "contains a normalised gold answer alias" in sweep_markdown([("cell", "bb", "ex", r)])
+    assert summarize(episodes()).pooled.cer_c_answer is None
 
 
 def test_single_agent_episode_counts_its_agent(tmp_path):

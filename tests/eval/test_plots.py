@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import matplotlib.pyplot as plt
+import pytest
 from matplotlib.text import Text
 from PIL import Image
 
@@ -37,6 +38,19 @@ def test_pareto_front_by_hand():
         Point("costly", 9000, 0.61),
     ]
     assert [p.label for p in pareto_front(pts)] == ["cheap", "strong", "costly"]
+
+
+def test_the_latency_x_axis_ranks_by_research_time(tmp_path):
+    pts = [
+        Point("fast-few-tokens", 100, 0.40, research_s=30.0),  # cheapest in tokens, slowest in time
+        Point("slow-many-tokens", 900, 0.45, research_s=5.0),
+        Point("untimed", 50, 0.90),
+    ]
+    assert [p.label for p in pareto_front(pts)] == ["untimed"]
+    assert [p.label for p in pareto_front(pts, x="research_s")] == ["slow-many-tokens"]
+    assert plot_pareto(pts, tmp_path / "t.png", "EM", x="research_s").stat().st_size > 5_000
+    with pytest.raises(ValueError, match="x axis"):
+        plot_pareto(pts, tmp_path / "bad.png", x="seconds")
 
 
 def test_plots_write_pngs(tmp_path):

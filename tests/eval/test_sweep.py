@@ -66,9 +66,12 @@ def test_sweep_grid_table_plots_and_cache(
     )
 
     files = result.files
-    assert set(files) == {"json", "markdown", "pareto", "capacity"}
-    assert all(p.stat().st_size > 5_000 for k, p in files.items() if k in ("pareto", "capacity"))
+    assert set(files) == {"json", "markdown", "pareto", "pareto_latency", "capacity"}
+    assert all(p.stat().st_size > 5_000 for k, p in files.items() if k != "json" and k != "markdown")
     md = files["markdown"].read_text()
+    timed = res["wide+thorough"].average
+    assert 0 < timed["t_search_p50"] <= timed["t_search_p95"] and timed["research_p50"] > 0
+    assert "T_search P50 ms" in md and "with up to" in md
     assert "| narrow+quick | narrow | quick | 0.0 |" in md and "| single:agent |  | agent | 100.0 |" in md
     data = json.loads(files["json"].read_text())
     assert [c["name"] for c in data["cells"]] == names

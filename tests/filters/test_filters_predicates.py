@@ -82,10 +82,21 @@ def _with_turn(bad_turn):
         assistant("", [tool_call("lookup", {"query": "x"})]),
         assistant("", [tool_call("search", {"q": "x"})]),
         assistant("", [tool_call("search", {"query": "  "})]),
-        assistant("", [tool_call("search", {"query": "a"}, "c1"), tool_call("search", {"query": "b"}, "c2")]),
+        assistant("", [tool_call("search", {"query": "a"}, "c1"), tool_call("search", {"query": " "}, "c2")]),
+        assistant("", [tool_call("search", {"queries": ["a", ""]})]),
+        assistant("", [tool_call("open_document", {"doc_id": ""})]),
         assistant("I think the answer is x."),
     ],
-    ids=["bad-json", "unknown-tool", "no-query", "empty-query", "two-calls", "no-call-no-report"],
+    ids=[
+        "bad-json",
+        "unknown-tool",
+        "no-query",
+        "empty-query",
+        "one-bad-parallel-call",
+        "empty-query-in-list",
+        "no-doc-id",
+        "no-call-no-report",
+    ],
 )
 def test_malformed_turn_detected(bad_turn):
     msgs = _with_turn(bad_turn)
@@ -116,3 +127,25 @@ def test_refused_call_and_recorded_corrections_count():
     assert needs_correction(d)
     d["n_corrections"] = 0
     assert not needs_correction(d)
+
+
+def _one_turn(*calls) -> list[dict]:
+    results = [{"role": "tool", "tool_call_id": c["id"], "content": "Doc 1 (Title: A) a"} for c in calls]
+    return [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "sq"},
+        assistant("", list(calls)),
+        *results,
+        assistant("<answer>a</answer>"),
+    ]
+
+
+def test_parallel_calls_count_one_search_per_query():
+    two = _one_turn(tool_call("search", {"query": "a"}, "c1"), tool_call("search", {"query": "b"}, "c2"))
+    many = _one_turn(tool_call("search", {"queries": ["a", "b"]}, "c1"))
+    opened = _one_turn(tool_call("search", {"query": "a"}, "c1"), tool_call("open_document", {"doc_id": "d"}, "c2"))
+    for messages, searches in ((two, 2), (many, 2), (opened, 1)):
+        assert malformed_turn(messages) is None
+        assert not needs_correction(run("t1", "teacher", searches, messages=messages))
+        # fewer searches recorded than asked: the runtime refused one (past the budget or the cap)
+        assert needs_correction(run("t1", "teacher", searches - 1, messages=messages))

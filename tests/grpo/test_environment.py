@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
 
 import pytest
 
@@ -136,3 +137,56 @@ def test_rejects_bad_budget():
         SearchEnvironment(None, top_k=0)
     with pytest.raises(ValueError, match="max_searches"):
         SearchEnvironment(None, max_searches=-1)
+
+
+async def test_a_turn_of_parallel_calls_reads_as_in_the_runtime(small_bm25):
+    """TRL runs every call of a turn (each `env.search(**arguments)`, in call order); the runtime
+    runs them too, concurrently, and both count one search per query: the results agree."""
+    bm25, passages = small_bm25
+    queries = [passages[3].title, passages[4].title]
+    calls = [tool_call("search", {"query": q}, call_id=f"c{i}") for i, q in enumerate(queries)]
+    model = ScriptedChatModel([assistant(tool_calls=calls), "<answer>x</answer><evidence>Doc 1</evidence>"])
+    run = await run_executor(model, bm25, "a sub-query", top_k=2, max_turns=3)
+    assert run.n_searches == 2 and run.n_corrections == 0
+    env = SearchEnvironment(bm25, top_k=2, max_searches=2)
+    env.reset()
+    answered = [env.search(**json.loads(call["function"]["arguments"])) for call in calls]
+    assert answered == [m["content"] for m in run.messages if m["role"] == "tool"]
+    assert env.n_searches == run.n_searches == 2
+
+
+@pytest.mark.slow  # imports transformers
+def test_alternative_tools_have_the_runtime_schemas():
+    from transformers.utils import get_json_schema
+
+    from executor_sft.agents.tools import OPEN_DOCUMENT, SEARCH_MANY
+
+    env = SearchEnvironmentFactory(None, tools=("search_many", "open_document"))()
+    assert get_json_schema(env.search) == SEARCH_MANY.schema
+    assert get_json_schema(env.open_document) == OPEN_DOCUMENT.schema
+    assert not hasattr(SearchEnvironmentFactory(None)(), "open_document")  # the default offers search alone
+
+
+async def test_search_many_and_open_document_read_as_in_the_runtime(small_bm25):
+    bm25, passages = small_bm25
+    queries = [passages[3].title, passages[4].title, passages[5].title]
+    many = assistant(tool_calls=[tool_call("search", {"queries": queries}, "m1")])
+    opened = assistant(tool_calls=[tool_call("open_document", {"doc_id": passages[3].id}, "o1")])
+    model = ScriptedChatModel([many, opened, "<answer>x</answer><evidence>Doc 1</evidence>"])
+    tools = ("search_many", "open_document")
+    run = await run_executor(model, bm25, "a sub-query", top_k=2, max_turns=3, tools=tools)
+    assert run.n_searches == 2  # the third query is past the budget of K-1 = 2
+    env = SearchEnvironmentFactory(bm25, top_k=2, max_searches=2, tools=tools)()
+    env.reset()
+    assert env.search(queries) == run.messages[3]["content"]
+    assert "[id: " in run.messages[3]["content"] and "(not run: the search budget is spent)" in run.messages[3]["content"]
+    assert env.open_document(passages[3].id) == run.messages[6]["content"]  # after the budget notice
+    assert env.n_searches == 2
+
+
+def test_tools_without_an_environment_are_a_config_error():
+    from executor_sft.errors import ConfigError
+
+    for tools in (("open_document",), ("search", "search_many")):
+        with pytest.raises(ConfigError):
+            SearchEnvironmentFactory(None, tools=tools)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from executor_sft.metrics.cer import cer_c, cer_events_from_episode, episode_cer_c
+from executor_sft.metrics.cer import answer_bearing_cer_c, cer_c, cer_events_from_episode, episode_cer_c
 from executor_sft.schema import Episode, ExecutorRun, Question, SearchRecord, Usage
 
 GOLD = ["g1", "g2", "g3", "g4", "g5"]
@@ -121,3 +121,33 @@ def test_events_without_start_times_use_dispatch_order_and_split_reported_usage(
     assert 0 < events[0][0] < 1_000
     assert 1_000 < events[1][0] < 4_000
     assert episode_cer_c(_episode([a, b], gold=())) is None
+
+
+PASSAGES = {
+    "p1": "Abbey Road\nRecorded in London in 1969.",
+    "p2": "Please Please Me\nThe debut album of THE BEATLES, released in 1963.",
+    "p3": "Bananas\nA beatle is not a band.",
+}
+
+
+def test_answer_bearing_cer_c_counts_passages_that_contain_a_gold_alias():
+    # Driver run: 6K tokens then a search of p1, p3 (no alias: "beatle" is not "beatles"), 7K tokens
+    # then a search of p2 ("THE BEATLES" normalises to "beatles"), 1K to report. Gold passage ids
+    # are absent, so plain CER-C is undefined; the proxy's one relevant item arrives at 13K.
+    run = _run(
+        0, [["p1", "p3"], ["p2", "unknown"]], [_call(6_000, 0.0), _call(7_000, 1.0), _call(1_000, 2.0)]
+    )
+    shadow = _run(1, [["p2"]], [_call(10, 0.5), _call(10, 0.6)], role="student")
+    ep = _episode([run, shadow], gold=())
+    ep.question.golden_answers = ["The Beatles", "Beatles"]
+    assert episode_cer_c(ep) is None
+    curve, auc = answer_bearing_cer_c(ep, PASSAGES.get, bucket_tokens=10_000, n_buckets=3)
+    assert curve == [0.0, 1.0, 1.0] and auc == pytest.approx(2 / 3)
+    # Found in the first bucket when the alias is the 1969 of p1 instead.
+    ep.question.golden_answers = ["1969"]
+    assert answer_bearing_cer_c(ep, PASSAGES.get, bucket_tokens=10_000, n_buckets=3) == ([1.0] * 3, 1.0)
+    # Never found: unknown passages are not evidence.
+    ep.question.golden_answers = ["Ringo"]
+    assert answer_bearing_cer_c(ep, PASSAGES.get, bucket_tokens=10_000, n_buckets=3) == ([0.0] * 3, 0.0)
+    ep.question.golden_answers = [" "]
+    assert answer_bearing_cer_c(ep, PASSAGES.get) is None

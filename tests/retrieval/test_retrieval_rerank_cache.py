@@ -1,4 +1,4 @@
-"""Cross-encoder reranking (a small random cross-encoder built locally) and the retrieval cache."""
+"""The cross-encoder rerank stage (a small random cross-encoder built locally) and the retrieval cache."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import pytest
 from executor_sft.retrieval import (
     BM25Retriever,
     CachedRetriever,
-    RerankRetriever,
     build_retriever,
     load_retriever,
 )
@@ -39,17 +38,24 @@ def cross_encoder_dir(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_reranker_orders_candidates_by_cross_encoder_score(bm25_index, cross_encoder_dir, dev_questions):
+def test_cross_encoder_stage_orders_candidates_by_its_scores(bm25_index, cross_encoder_dir, dev_questions):
     bm25 = load_retriever(bm25_index, "bm25")
-    rr = RerankRetriever(bm25, cross_encoder_dir, depth=8)
+    rr = load_retriever(bm25_index, "cross_encoder", rerank={"model": cross_encoder_dir, "top_n": 8})
     q = dev_questions[3]["question"]
     (out,) = rr.search([q], 3)
     (candidates,) = bm25.search([q], 8)
-    scores = rr.model.predict([(q, h.contents) for h in candidates])
+    scores = rr.scorer.model.predict([(q, h.contents) for h in candidates])  # each fits the 512 window
     expected = [candidates[i].doc_id for i in sorted(range(8), key=lambda i: -float(scores[i]))[:3]]
-    assert [h.doc_id for h in out] == expected
-    assert {h.doc_id for h in out} <= {h.doc_id for h in candidates}
-    assert rr.index_id.startswith("rerank(bm25-")
+    assert [h.doc_id for h in out] == expected != [h.doc_id for h in candidates[:3]]
+    assert [h.score for h in out] == pytest.approx(sorted((float(s) for s in scores), reverse=True)[:3])
+    assert rr.index_id.startswith(f"cross_encoder({cross_encoder_dir};n8;w512)/bm25-")
+
+
+def test_build_retriever_makes_a_rerank_stage_from_config(bm25_index, cross_encoder_dir):
+    cfg = {"index": str(bm25_index), "kind": "cross_encoder", "cache": {"enabled": False},
+           "options": {"over": "bm25", "rerank": {"model": cross_encoder_dir, "top_n": 5, "batch_size": 2}}}  # fmt: skip
+    r = build_retriever(cfg)
+    assert r.top_n == 5 and r.scorer.batch_size == 2 and len(r.search(["rock band drummer"], 3)[0]) == 3
 
 
 class Counting(BM25Retriever):
