@@ -93,6 +93,13 @@ class Question(Record):
     positive_doc_ids: list[str] | None = None
     split: str | None = Field(default=None, exclude_if=_absent)
     """The source set's split (e.g. minibench's train/dev), where it has one."""
+    unique_columns: list[str] | None = Field(default=None, exclude_if=_absent)
+    """A table question (a wide task): the gold answer is one Markdown table and these columns
+    identify its rows (`executor_sft.metrics.table_scores`). Absent for a text question."""
+
+    @property
+    def answer_format(self) -> Literal["text", "table"]:
+        return "table" if self.unique_columns else "text"
 
 
 class Usage(Record):
@@ -245,9 +252,15 @@ class Round(Record):
 
 
 class EpisodeMetrics(Record):
+    """For a table question em is the table's success, f1 its item F1 and judge whether it succeeded
+    (docs/wide.md, "Table metrics"); the three table scores are also kept under their own names."""
+
     em: float = 0.0
     f1: float = 0.0
     judge: bool | None = None
+    item_f1: float | None = Field(default=None, exclude_if=_absent)
+    row_f1: float | None = Field(default=None, exclude_if=_absent)
+    success: float | None = Field(default=None, exclude_if=_absent)
 
 
 class Episode(Record):

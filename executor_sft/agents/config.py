@@ -128,6 +128,9 @@ class PipelineConfig(BaseModel):
     parallel_tool_calls: int = Field(default=PARALLEL_CALLS, ge=1, exclude_if=_default_parallel_calls)
     """Tool calls of one executor turn that run, concurrently (WideSeek-R1: 5); calls past it are
     answered with a correction. Left out of dumps when it is the default."""
+    max_concurrent_executors: int | None = Field(default=None, ge=1, exclude_if=lambda value: value is None)
+    """At most this many executor runs in flight at once across every episode of the process
+    (`agents.dispatch`); None: only the models' own `max_concurrency` limits them."""
     label_outcomes: bool = True
     """Give every non-driver run its own outcome (by `outcome.mode`; substitution: one answerer call each)."""
     outcome: OutcomeConfig = Field(default_factory=OutcomeConfig, exclude_if=_default_outcome)

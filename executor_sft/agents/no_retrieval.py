@@ -11,9 +11,9 @@ from __future__ import annotations
 from executor_sft.agents.answerer import run_answerer
 from executor_sft.agents.prompting import Prompts
 from executor_sft.llm.base import ChatModel, SamplingParams
-from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.metrics.judge import LLMJudge
-from executor_sft.schema import Episode, EpisodeMetrics, Question, Role, Usage
+from executor_sft.metrics.scoring import score_answer
+from executor_sft.schema import Episode, Question, Role, Usage
 from executor_sft.schema import episode_id as make_episode_id
 
 MODE = "no_retrieval"
@@ -30,11 +30,11 @@ async def run_no_retrieval(
 ) -> Episode:
     """One answer to `question` without any retrieval; never raises on model output."""
     prompts = prompts or Prompts()
-    result = await run_answerer(model, question.question, [], prompts=prompts, sampling=sampling)
+    result = await run_answerer(
+        model, question.question, [], prompts=prompts, sampling=sampling, answer_format=question.answer_format
+    )
     answer = result.answer
-    em = exact_match(answer, question.golden_answers)
-    f1 = f1_score(answer, question.golden_answers)
-    verdict = await judge.judge(question.question, question.golden_answers, answer) if judge else None
+    metrics = await score_answer(question, answer, judge)
     failed = result.error is not None
     tokens = result.record.usage
     usage = Usage(prompt_tokens=tokens.prompt_tokens, completion_tokens=tokens.completion_tokens, calls=1)
@@ -44,7 +44,7 @@ async def run_no_retrieval(
         question=question,
         config={"mode": MODE, "models": {Role.ANSWERER: getattr(model, "name", "model")}},
         answer=answer,
-        metrics=EpisodeMetrics(em=em, f1=f1, judge=verdict),
+        metrics=metrics,
         usage={} if failed else {Role.ANSWERER: usage},
         stop_reason="error" if failed else "stopped",
         error=f"answerer: {result.error}" if failed else None,

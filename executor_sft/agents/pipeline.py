@@ -17,14 +17,14 @@ from executor_sft.agents.answerer import Finding, run_answerer
 from executor_sft.agents.backbone import BackboneSession
 from executor_sft.agents.calls import gather_or_cancel
 from executor_sft.agents.config import PipelineConfig
+from executor_sft.agents.dispatch import executor_slot
 from executor_sft.agents.executor import run_executor
 from executor_sft.llm.base import ChatModel, SamplingParams
-from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.metrics.judge import LLMJudge
+from executor_sft.metrics.scoring import score_answer
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import (
     Episode,
-    EpisodeMetrics,
     ExecutorRun,
     Outcome,
     Question,
@@ -48,15 +48,6 @@ def _require(models: Mapping[str, ChatModel], roles: list[str]) -> None:
     missing = [r for r in roles if r not in models]
     if missing:
         raise ValueError(f"no model configured for role(s) {missing}; got models for {sorted(models)}")
-
-
-async def _score(
-    question: Question, answer: str | None, judge: LLMJudge | None
-) -> tuple[float, float, bool | None]:
-    em = exact_match(answer, question.golden_answers)
-    f1 = f1_score(answer, question.golden_answers)
-    verdict = await judge.judge(question.question, question.golden_answers, answer) if judge else None
-    return em, f1, verdict
 
 
 def _judge_from(models: Mapping[str, ChatModel], judge: LLMJudge | None) -> LLMJudge | None:
@@ -115,6 +106,7 @@ async def run_episode(
             findings,
             prompts=config.prompts,
             sampling=config.sampling_for(ANSWERER),
+            answer_format=question.answer_format,
         )
         answerer_record = result.record
         if result.error is not None:
@@ -123,7 +115,7 @@ async def run_episode(
             usage[ANSWERER].add(result.record.usage)
             answer = result.answer
 
-    em, f1, verdict = await _score(question, answer, judge)
+    metrics = await score_answer(question, answer, judge)
     episode = Episode(
         episode_id=episode_id,
         sample_index=sample_index,
@@ -134,7 +126,7 @@ async def run_episode(
         rounds=rounds,
         runs=runs,
         answer=answer,
-        metrics=EpisodeMetrics(em=em, f1=f1, judge=verdict),
+        metrics=metrics,
         usage=usage,
         stop_reason=stop_reason,
         error=error,
@@ -144,7 +136,7 @@ async def run_episode(
     )
     for run in runs:
         if run.role == config.driver:
-            run.outcome = Outcome(answer=answer, em=em, f1=f1, judge=verdict)
+            run.outcome = Outcome(answer=answer, em=metrics.em, f1=metrics.f1, judge=metrics.judge)
     if config.label_outcomes:
         shadows = [run for run in runs if run.role != config.driver]
         outcomes = await gather_or_cancel(
@@ -249,17 +241,18 @@ async def _execute(
     if max_searches is not None:
         settings = settings.replace(max_searches=max_searches)
     run_role = run_role or role
-    return await run_executor(
-        model,
-        retriever,
-        sub_query,
-        settings,
-        role=run_role,
-        run_id=make_run_id(episode_id, round_index, sub_query_index, run_role),
-        round=round_index,
-        sub_query_index=sub_query_index,
-        counterfactual_of=counterfactual_of,
-    )
+    async with executor_slot(config.max_concurrent_executors):
+        return await run_executor(
+            model,
+            retriever,
+            sub_query,
+            settings,
+            role=run_role,
+            run_id=make_run_id(episode_id, round_index, sub_query_index, run_role),
+            round=round_index,
+            sub_query_index=sub_query_index,
+            counterfactual_of=counterfactual_of,
+        )
 
 
 def episode_config_record(
@@ -336,14 +329,17 @@ async def answer_with_substitution(
         pairs,
         prompts=config.prompts,
         sampling=config.sampling_for(ANSWERER),
+        answer_format=episode.question.answer_format,
     )
     call = result.record.model_dump(mode="json")
     if result.error is not None:
         return Outcome(
             answer=None, em=0.0, f1=0.0, judge=None, substituted=True, answerer_call=call, error=result.error
         )
-    em, f1, verdict = await _score(episode.question, result.answer, judge)
-    return Outcome(answer=result.answer, em=em, f1=f1, judge=verdict, substituted=True, answerer_call=call)
+    m = await score_answer(episode.question, result.answer, judge)
+    return Outcome(
+        answer=result.answer, em=m.em, f1=m.f1, judge=m.judge, substituted=True, answerer_call=call
+    )
 
 
 def _position(episode: Episode, run: ExecutorRun, findings: list) -> int:
@@ -433,6 +429,7 @@ async def answer_with_replay(
         trajectory.findings,
         prompts=config.prompts,
         sampling=config.sampling_for(ANSWERER),
+        answer_format=episode.question.answer_format,
     )
     call = result.record.model_dump(mode="json")
     if result.error is not None:
@@ -447,12 +444,12 @@ async def answer_with_replay(
             replay=replay,
             error=result.error,
         )
-    em, f1, verdict = await _score(episode.question, result.answer, judge)
+    m = await score_answer(episode.question, result.answer, judge)
     return Outcome(
         answer=result.answer,
-        em=em,
-        f1=f1,
-        judge=verdict,
+        em=m.em,
+        f1=m.f1,
+        judge=m.judge,
         substituted=True,
         answerer_call=call,
         mode="replay",

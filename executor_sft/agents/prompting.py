@@ -19,7 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from executor_sft.agents.executor_text import CORRECTION, EXECUTOR_PROMPTS, SEARCH_BUDGET_SPENT
 from executor_sft.metrics.judge import default_judge_prompt
 
-PROMPT_NAMES = ("executor_native", "executor_tag", "backbone", "answerer", "single_agent", "judge")
+PROMPT_NAMES = (
+    "executor_native",
+    "executor_tag",
+    "backbone",
+    "answerer",
+    "answerer_table",
+    "single_agent",
+    "judge",
+)
 FILE_PREFIX = "file:"
 
 
@@ -49,6 +57,9 @@ class Prompts(BaseModel):
     executor_tag: str | None = None
     backbone: str | None = None
     answerer: str | None = None
+    answerer_table: str | None = Field(None, exclude_if=lambda value: value is None)
+    """The answerer's prompt for a table question (`Question.unique_columns`): a Markdown table
+    answer. Left out of dumps when unset, so episode records without tables stay as they were."""
     single_agent: str | None = None
     judge: str | None = None
     directory: str | None = Field(None, exclude_if=lambda value: value is None)

@@ -12,10 +12,10 @@ import time
 from executor_sft.agents.executor import run_executor
 from executor_sft.agents.settings import ExecutorSettings
 from executor_sft.llm.base import ChatModel
-from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.metrics.judge import LLMJudge
+from executor_sft.metrics.scoring import score_answer
 from executor_sft.retrieval.base import Retriever
-from executor_sft.schema import Episode, EpisodeMetrics, Outcome, Question, Role, Round, Usage
+from executor_sft.schema import Episode, Outcome, Question, Role, Round, Usage
 from executor_sft.schema import episode_id as make_episode_id
 
 ROLE = Role.SINGLE_AGENT
@@ -48,10 +48,8 @@ async def run_single_agent(
     )
     research_s = time.perf_counter() - start
     answer = run.report.answer if run.report else None
-    em = exact_match(answer, question.golden_answers)
-    f1 = f1_score(answer, question.golden_answers)
-    verdict = await judge.judge(question.question, question.golden_answers, answer) if judge else None
-    run.outcome = Outcome(answer=answer, em=em, f1=f1, judge=verdict)
+    metrics = await score_answer(question, answer, judge)
+    run.outcome = Outcome(answer=answer, em=metrics.em, f1=metrics.f1, judge=metrics.judge)
     error = run.error
     return Episode(
         episode_id=episode_id,
@@ -70,7 +68,7 @@ async def run_single_agent(
         rounds=[Round(index=0, sub_queries=[question.question], backbone=None)],
         runs=[run],
         answer=answer,
-        metrics=EpisodeMetrics(em=em, f1=f1, judge=verdict),
+        metrics=metrics,
         usage={ROLE: Usage(**run.usage.model_dump())},
         stop_reason="error" if run.finish == "error" else "stopped",
         error=error,

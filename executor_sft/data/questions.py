@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from executor_sft.errors import UserError
 from executor_sft.jsonl import MalformedLineError, MissingFileError, iter_records
+from executor_sft.metrics.table import table_scores
 from executor_sft.schema import Question
 
 logger = logging.getLogger(__name__)
@@ -116,8 +117,10 @@ def normalize_row(row: dict[str, Any], source: str, line: int, stem: str, defaul
     extras = {
         k: v
         for k, v in row.items()
-        if k in ("split", "type", "decomposition", "alt_positive_doc_ids") and v is not None
+        if k in ("split", "type", "decomposition", "alt_positive_doc_ids", "unique_columns") and v is not None
     }
+    if "unique_columns" in extras:
+        _check_table(source, line, extras["unique_columns"], answers)
     if "decomposition" in extras:
         extras["decomposition"] = _listify(extras["decomposition"])
     return Question(
@@ -128,6 +131,24 @@ def normalize_row(row: dict[str, Any], source: str, line: int, stem: str, defaul
         positive_doc_ids=[str(p) for p in positives] if positives else None,
         **extras,
     )
+
+
+def _check_table(source: str, line: int, unique_columns: Any, answers: list) -> None:
+    """A table question: `unique_columns` names columns of the one gold Markdown table, whose keys are distinct."""
+    if (
+        not isinstance(unique_columns, list)
+        or not unique_columns
+        or not all(isinstance(c, str) for c in unique_columns)
+    ):
+        raise QuestionFormatError(source, line, "unique_columns", "must be a non-empty list of column names")
+    if len(answers) != 1:
+        raise QuestionFormatError(
+            source, line, "golden_answers", "a table question has one gold Markdown table"
+        )
+    try:
+        table_scores(str(answers[0]), str(answers[0]), unique_columns)
+    except ValueError as e:
+        raise QuestionFormatError(source, line, "golden_answers", str(e)) from None
 
 
 def _iter_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

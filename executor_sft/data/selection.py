@@ -26,12 +26,24 @@ from executor_sft.data.questions import Duplicates, load_questions
 from executor_sft.schema import Question
 
 LimitPer = Literal["dataset", "source"]
+Formats = Literal["text", "table", "hybrid"]
+
+
+def interleave_formats(questions: Sequence[Question]) -> list[Question]:
+    """Text and table questions alternating (text first), each kind in file order, the longer kind's
+    rest at the end: any 2n consecutive questions hold n of each while both last, as WideSeek-R1's
+    hybrid batches of 64 deep and 64 wide samples do (seed summary, App. D "Data Mixing")."""
+    deep = [q for q in questions if q.answer_format == "text"]
+    wide = [q for q in questions if q.answer_format == "table"]
+    mixed = [q for pair in zip(deep, wide, strict=False) for q in pair]
+    n = min(len(deep), len(wide))
+    return mixed + deep[n:] + wide[n:]
 
 
 class QuestionSource(BaseModel):
     """One question file (anything `load_questions` reads: local file or Hub name) and how to subset it.
 
-    Filters apply in this order: `split`, `datasets`, `ids_file`, then `limit`. The defaults
+    Filters apply in this order: `split`, `datasets`, `ids_file`, `formats`, then `limit`. The defaults
     here are evaluation's; collection's config declares `duplicates="drop"` and
     `limit_per="source"` (module docstring).
     """
@@ -53,6 +65,10 @@ class QuestionSource(BaseModel):
     duplicates: Duplicates = "keep"
     """Repeated ids: "keep" (distinct ids `<id>~<n>`; the paper counts repeats) or "drop"
     (keep the first of each id, with a warning)."""
+    formats: Formats | None = Field(None, exclude_if=lambda value: value is None)
+    """Keep only "text" questions (deep) or "table" ones (wide tasks, `Question.unique_columns`), or
+    "hybrid": both, alternating (`interleave_formats`), so `limit: 128` takes 64 of each where the
+    file has them. None: every question in file order."""
     ids_file: str | None = None
     """An evaluation set (`eval_set.json` from recipes/build_eval_set.py, or one id per line):
     use exactly these ids of this file, so every cell scores the same questions."""
@@ -94,6 +110,10 @@ def select_questions(sources: QuestionSource | Sequence[QuestionSource]) -> list
             questions = [q for q in questions if q.dataset in src.datasets]
         if src.ids_file is not None:
             questions = _restrict_to_ids(questions, src)
+        if src.formats == "hybrid":
+            questions = interleave_formats(questions)
+        elif src.formats is not None:
+            questions = [q for q in questions if q.answer_format == src.formats]
         counted: Counter[str] = Counter()
         for q in questions:
             key = q.dataset if src.limit_per == "dataset" else ""
@@ -106,6 +126,7 @@ def select_questions(sources: QuestionSource | Sequence[QuestionSource]) -> list
             out.append(q)
         if not counted:
             raise InputError(
-                f"{src.path}: no questions left after filtering (split={src.split}, datasets={src.datasets})"
+                f"{src.path}: no questions left after filtering (split={src.split}, datasets={src.datasets}"
+                f"{f', formats={src.formats}' if src.formats else ''})"
             )
     return out

@@ -42,6 +42,7 @@ from executor_sft.metrics.aggregate import mean_at_k, weighted_mean
 from executor_sft.metrics.answer import Normalization, cover_exact_match, exact_match, f1_score
 from executor_sft.metrics.cer import answer_bearing_cer_c, episode_cer_c
 from executor_sft.metrics.latency import percentile, research_times, search_latencies
+from executor_sft.metrics.table import table_scores
 from executor_sft.metrics.tokens import search_histogram, subagent_tokens, system_runs
 from executor_sft.schema import Episode
 from executor_sft.store import read_episodes
@@ -160,6 +161,17 @@ def _stat(triples: list[tuple[str, int, float]]) -> Stat | None:
     return Stat(mean=m.mean, std=m.std, k=m.k, n=m.n_questions)
 
 
+def _table_triples(episode: Episode, key: tuple[str, int], normalization: Normalization):
+    """EM, F1 and cover-EM of a table question: success, item F1, success."""
+    table = table_scores(
+        episode.answer,
+        episode.question.golden_answers[0],
+        episode.question.unique_columns or [],
+        normalization,
+    )
+    return (*key, table.success), (*key, table.item_f1), (*key, table.success)
+
+
 def summarize_group(
     name: str,
     episodes: Sequence[Episode],
@@ -186,6 +198,8 @@ def summarize_group(
             em.append((*key, exact_match(e.answer, gold, normalization)))
             f1.append((*key, f1_score(e.answer, gold, normalization)))
         cover.append((*key, cover_exact_match(e.answer, gold, normalization or "squad")))
+        if e.question.unique_columns:  # a table question is scored by its cells (docs/wide.md)
+            em[-1], f1[-1], cover[-1] = _table_triples(e, key, normalization or "squad")
         if e.metrics.judge is not None:
             judge.append((*key, float(e.metrics.judge)))
             disagree += bool(e.metrics.judge) != (em[-1][2] >= 1.0)

@@ -31,7 +31,7 @@ class Relation:
     subject: str
     """Subject entity type."""
     object: str
-    """Object entity type, or a literal kind: year, number, length."""
+    """Object entity type, or a literal kind: year, number, length, list (names, comma-separated)."""
     question: str
     """Single-hop question about `{s}`."""
     keywords: str
@@ -140,12 +140,16 @@ RELATIONS: dict[str, Relation] = {
             "the country that {s} flows through",
         ),
         Relation("length", "river", "length", "How long is {s}?", "river length km"),
+        Relation("cities", "country", "list", "Which cities are in {s}?", "cities of"),
     ]
 }
+LIST_RELATIONS = frozenset(k for k, r in RELATIONS.items() if r.object == "list")
+"""Relations whose answer is a list of names (a wide task's first hop); never a bridge question's hop."""
 
 RELATIONS_OF: dict[str, list[str]] = {}
 for _r in RELATIONS.values():
-    RELATIONS_OF.setdefault(_r.subject, []).append(_r.key)
+    if _r.key not in LIST_RELATIONS:
+        RELATIONS_OF.setdefault(_r.subject, []).append(_r.key)
 
 _PATTERNS = [(r, r.pattern()) for r in RELATIONS.values()]
 _DESCRIPTOR = re.compile(r"^(?P<name>.+?)\s*\((?P<desc>[^()]+)\)$")

@@ -3,8 +3,10 @@
 It is NOT a stand-in for the LLM path. It composes the final answer from the reports only
 (as the real answerer must): a bridge question follows the chain of findings (each hop must
 be about the entity the previous report named) and takes the last hop's answer; a
-comparison compares the two reported values and names the winner. So with scripted roles an
-episode is right or wrong exactly as the executors' reports are.
+comparison compares the two reported values and names the winner; a wide task's table lists
+the entities the listing report named, each cell from the report about it (empty when none
+came back). So with scripted roles an episode is right or wrong exactly as the executors'
+reports are.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from typing import Any
 
 from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.metrics.answer import normalize_answer
+from executor_sft.metrics.table import render_markdown_table
 from executor_sft.schema import Message
 from executor_sft.synthetic._chat import answers_after, answers_in, first_user, result
 from executor_sft.synthetic.relations import parse_subquery
 from executor_sft.synthetic.scripted_backbone import find_question
-from executor_sft.synthetic.world import World
+from executor_sft.synthetic.world import WIDE_COLUMNS, World
 
 _NUMBER = re.compile(r"\d[\d,]*")
 _SUBQUERY_LINE = re.compile(r"Sub-query:\s*(.+)")
@@ -42,9 +45,10 @@ class ScriptedAnswerer:
         tools: list[dict[str, Any]] | None = None,
         sampling: SamplingParams | None = None,
     ) -> ChatResult:
-        return result(
-            {"role": "assistant", "content": f"<answer>{self.answer(messages)}</answer>"}, messages, self.name
-        )
+        answer = self.answer(messages)
+        if "\n" in answer:  # a table keeps its lines
+            answer = f"\n{answer}\n"
+        return result({"role": "assistant", "content": f"<answer>{answer}</answer>"}, messages, self.name)
 
     def answer(self, messages: list[Message]) -> str:
         text = first_user(messages)
@@ -53,6 +57,8 @@ class ScriptedAnswerer:
             return self._compare(text, question.compare)
         if question is not None and question.type == "bridge":
             return self._follow_chain(text)
+        if question is not None and question.type == "wide":
+            return self._table(text)
         found = answers_in(text)
         return found[-1] if found else "unknown"
 
@@ -78,6 +84,21 @@ class ScriptedAnswerer:
                 break
             current = answer
         return current or "unknown"
+
+    def _table(self, text: str) -> str:
+        """The table of every listed entity; a cell is the report about that entity and column."""
+        names: list[str] = []
+        cells: dict[tuple[str, str], str] = {}
+        for sub_query, answer in self._findings(text):
+            parsed = parse_subquery(sub_query, self.world.types_of)
+            if parsed is None or not answer or answer.strip().lower() == "unknown":
+                continue
+            if parsed.relation.key == "cities":
+                names = names or [n.strip() for n in answer.split(",") if n.strip()]
+            else:
+                cells[(parsed.name.lower(), parsed.relation.key)] = answer.strip()
+        rows = [[n, *(cells.get((n.lower(), rkey), "") for _, rkey in WIDE_COLUMNS[1:])] for n in names]
+        return render_markdown_table([column for column, _ in WIDE_COLUMNS], rows)
 
     def _compare(self, text: str, compare: dict[str, Any]) -> str:
         """Name the candidate whose reported value wins ("unknown" when a value is missing)."""

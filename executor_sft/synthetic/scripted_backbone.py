@@ -4,7 +4,9 @@ It is NOT a stand-in for the LLM path. It knows each question's decomposition an
 out through the real protocol (docs/protocols.md): bridge questions one hop per round, with
 the entity filled in from the driver executor's `<answer>` in the round feedback (so a wrong
 report propagates, as it would with a real backbone); comparison questions as parallel
-sub-queries in one round; then `<stop/>`.
+sub-queries in one round; wide tasks (docs/wide.md) as one sub-query that lists the entities,
+then one sub-query per (entity, column) fanned out P at a time (P read from its system prompt),
+entity by entity; then `<stop/>`.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.schema import Message, content_text
 from executor_sft.synthetic._chat import answers_after, first_user, result
 from executor_sft.synthetic.relations import RELATIONS, render_subject
-from executor_sft.synthetic.world import Hop, World, WorldQuestion
+from executor_sft.synthetic.world import WIDE_COLUMNS, Hop, World, WorldQuestion
 
 STOP = "<stop/>"
 _NO_ANSWER = {"", "unknown"}
+_WIDTH = re.compile(r"between 1 and (\d+) sub-queries")
+_DISPATCHED = re.compile(r"Sub-query:\s*(.+)")
 
 
 def find_question(world: World, text: str) -> WorldQuestion | None:
@@ -56,6 +60,8 @@ class ScriptedBackbone:
         rounds = [m for m in messages if m.get("role") == "assistant"]
         done = len(rounds)
         hops = question.decomposition
+        if question.type == "wide":
+            return self._wide(question, messages, done)
         if question.type == "comparison" or all(h.depends_on is None for h in hops):
             return STOP if done else _dispatch([h.question for h in hops])
         if done >= len(hops):
@@ -71,6 +77,29 @@ class ScriptedBackbone:
         if answer.strip().lower() in _NO_ANSWER:
             return STOP
         return _dispatch([bridge_subquery(hops[done], answer.strip())])
+
+    def _wide(self, question: WorldQuestion, messages: list[Message], done: int) -> str:
+        """Round 0 asks for the entity list; later rounds fan out the cells no report has covered yet."""
+        listing = question.decomposition[0]
+        if done == 0:
+            return _dispatch([listing.question])
+        feedback = [content_text(m.get("content")) for m in messages[2:] if m.get("role") == "user"]
+        found = answers_after(feedback[0], [listing.question]) if feedback else []
+        names = [n.strip() for n in (found[0] or "").split(",")] if found else []
+        names = [n for n in names if n.lower() not in _NO_ANSWER]
+        if not names:
+            return STOP
+        covered = {q.strip() for text in feedback for q in _DISPATCHED.findall(text)}
+        pending = [
+            RELATIONS[rkey].question.format(s=render_subject("city", name, listing.subject))
+            for name in names
+            for _, rkey in WIDE_COLUMNS[1:]
+        ]
+        pending = [q for q in pending if q not in covered]
+        if not pending:
+            return STOP
+        width = _WIDTH.search(content_text(messages[0].get("content"))) if messages else None
+        return _dispatch(pending[: int(width.group(1))] if width else pending)
 
 
 def _dispatch(sub_queries: list[str]) -> str:

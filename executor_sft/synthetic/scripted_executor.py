@@ -222,7 +222,7 @@ class ScriptedTeacherExecutor:
             e
             for e in self.world.entities
             if e.type == entity.type
-            and relation in e.facts
+            and self.world.has_fact(e, relation)
             and self.world.value(e, relation) != self.world.value(entity, relation)
         ]
         pick = others[int(unit_draw(self.seed, "wrong", sub_query) * len(others))]

@@ -11,6 +11,9 @@ surfaces the wrong person, and only a reformulated search with the disambiguatin
 - `questions.jsonl` (+ `questions_train.jsonl`, `questions_test.jsonl`): question rows
   readable by `executor_sft.data.load_questions`, with `decomposition` =
   `[{question, answer, gold_doc_id, relation, subject, descriptor, depends_on, ambiguous}]`;
+  with `wide_share > 0` some are wide tasks (docs/wide.md): "For each city in Dresk, give its
+  population and founding year", a gold Markdown table and `unique_columns`, whose first hop
+  lists the cities (each country's passage then names its cities) and the rest fan out per city;
 - `subqueries_train.jsonl`, `subqueries_test.jsonl`: the single-hop sub-queries as question
   rows (held out: no test sub-query text appears in train);
 - `world.json`: manifest (seed, sizes, statistics, files) and the entity table.
@@ -28,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from executor_sft.jsonl import read_jsonl, write_jsonl
+from executor_sft.metrics.table import render_markdown_table
 from executor_sft.synthetic.names import NameForge
-from executor_sft.synthetic.relations import RELATIONS, RELATIONS_OF, Relation, render_subject
+from executor_sft.synthetic.relations import LIST_RELATIONS, RELATIONS, RELATIONS_OF, Relation, render_subject
 
 WORLD_FORMAT = "executor_sft.synthetic.world/v1"
 
@@ -99,11 +103,13 @@ class WorldQuestion:
     question: str
     golden_answers: list[str]
     type: str
-    """bridge or comparison."""
+    """bridge, comparison or wide."""
     decomposition: list[Hop]
     compare: dict[str, Any] | None = None
     """Comparisons: {"pick": "min"|"max", "candidates": [name per hop]}."""
     split: str = "train"
+    unique_columns: list[str] | None = None
+    """Wide tasks: the columns that identify a row of the gold table (`golden_answers[0]`)."""
 
     @property
     def positive_doc_ids(self) -> list[str]:
@@ -121,11 +127,21 @@ class WorldQuestion:
             "split": self.split,
             "decomposition": [asdict(h) for h in self.decomposition],
             "compare": self.compare,
+            **({"unique_columns": self.unique_columns} if self.unique_columns else {}),
         }
 
 
 def _a(noun: str) -> str:
     return f"an {noun}" if noun[:1].lower() in "aeiou" else f"a {noun}"
+
+
+WIDE_COLUMNS: tuple[tuple[str, str | None], ...] = (
+    ("City", None),
+    ("Population", "population"),
+    ("Founded", "city_founded"),
+)
+"""A wide task's table: (column, the relation that fills it; None for the key column, the city's name)."""
+WIDE_QUESTION = "For each city in {country}, give its population and founding year."
 
 
 def _fmt_literal(kind: str, value: int) -> tuple[str, list[str]]:
@@ -152,13 +168,17 @@ class World:
 
     # --- reading facts --------------------------------------------------------------------
     def value(self, entity: Entity, relation: str) -> str:
-        """The answer string of `relation` for `entity` (a name or a formatted literal)."""
+        """The answer string of `relation` for `entity` (a name, a formatted literal, or a list of names)."""
+        if relation in LIST_RELATIONS:
+            return ", ".join(entity.extra[relation])
         rel = RELATIONS[relation]
         raw = entity.facts[relation]
         return self.by_id[raw].name if rel.is_entity else _fmt_literal(rel.object, raw)[0]
 
     def aliases(self, entity: Entity, relation: str) -> list[str]:
         """Every accepted form of the answer, the main one first."""
+        if relation in LIST_RELATIONS:
+            return [self.value(entity, relation)]
         rel = RELATIONS[relation]
         raw = entity.facts[relation]
         if rel.is_entity:
@@ -166,6 +186,9 @@ class World:
             return [obj.name, *obj.extra.get("aliases", [])]
         main, more = _fmt_literal(rel.object, raw)
         return [main, *more]
+
+    def has_fact(self, entity: Entity, relation: str) -> bool:
+        return relation in (entity.extra if relation in LIST_RELATIONS else entity.facts)
 
     def named(self, name: str, entity_type: str | None = None) -> list[Entity]:
         return [e for e in self.by_name.get(name.lower(), []) if entity_type in (None, e.type)]
@@ -222,7 +245,10 @@ class World:
         }
         if e.type not in two_sentences:
             raise ValueError(f"unknown entity type {e.type!r} ({e.id})")
-        return list(two_sentences[e.type]())
+        out = list(two_sentences[e.type]())
+        if e.extra.get("cities"):
+            out.append(f"The cities of {n} are: {self.value(e, 'cities')}.")
+        return out
 
     def _person_sentences(self, e: Entity) -> list[str]:
         n = e.name
@@ -299,6 +325,9 @@ class WorldConfig:
     test_share: float = 0.2
     hop_weights: tuple[float, float, float] = (0.55, 0.3, 0.15)
     """Relative frequency of 2-, 3- and 4-hop bridge questions."""
+    wide_share: float = 0.0
+    """Share of wide tasks (a table over every city of a country, at most one per country with 3 or
+    more cities); each country's passage then lists its cities. 0 keeps the world as before."""
 
     def __post_init__(self) -> None:
         checks = {
@@ -308,6 +337,7 @@ class WorldConfig:
             "namesakes": 0 <= self.namesakes <= len(_FILLER_OCCUPATIONS),
             "comparison_share": 0.0 <= self.comparison_share <= 1.0,
             "test_share": 0.0 <= self.test_share < 1.0,
+            "wide_share": 0.0 <= self.wide_share <= 1.0,
             "hop_weights": len(self.hop_weights) == 3 and min(self.hop_weights) >= 0 < sum(self.hop_weights),
         }
         bad = [k for k, ok in checks.items() if not ok]
@@ -357,6 +387,9 @@ class _Builder:
         countries = self._countries(n_country)
         cities, core_cities = self._cities(countries, n_city)
         self._capitals(countries, cities, core_cities)
+        if cfg.wide_share > 0:
+            for country in countries:
+                country.extra["cities"] = [c.name for c in cities if c.facts["located_in"] == country.id]
 
         directors = self._people("film director", math.ceil(n_film / 2), core_cities)
         novelists = self._people("novelist", math.ceil(n_book / 2), core_cities)
@@ -629,6 +662,53 @@ def _comparison(world: World, rng: random.Random) -> WorldQuestion | None:
     )
 
 
+def _wide(world: World, rng: random.Random) -> WorldQuestion | None:
+    """A wide task over one country's cities: list them first (one hop), then two facts per city."""
+    country = rng.choice([e for e in world.entities if e.type == "country"])
+    names = country.extra.get("cities", [])
+    if len(names) < 3 or len({n.lower() for n in names}) < len(names):
+        return None  # WideSeek-R1 keeps tables of 3 rows or more; a name must identify its row
+    cities = [next(c for c in world.named(n, "city") if c.facts["located_in"] == country.id) for n in names]
+    hops = [
+        Hop(
+            question=RELATIONS["cities"].question.format(s=render_subject("country", country.name)),
+            answer=world.value(country, "cities"),
+            gold_doc_id=country.id,
+            relation="cities",
+            subject=country.name,
+            subject_id=country.id,
+        )
+    ]
+    for city in cities:
+        for _, rkey in WIDE_COLUMNS[1:]:
+            hops.append(
+                Hop(
+                    question=RELATIONS[rkey].question.format(
+                        s=render_subject("city", city.name, country.name)
+                    ),
+                    answer=world.value(city, rkey),
+                    gold_doc_id=city.id,
+                    relation=rkey,
+                    subject=city.name,
+                    subject_id=city.id,
+                    descriptor=country.name,
+                    depends_on=0,
+                    ambiguous=world.is_ambiguous(city),
+                    answer_aliases=world.aliases(city, rkey)[1:],
+                )
+            )
+    header = [column for column, _ in WIDE_COLUMNS]
+    rows = [[c.name, *(world.value(c, rkey) for _, rkey in WIDE_COLUMNS[1:])] for c in cities]
+    return WorldQuestion(
+        "",
+        WIDE_QUESTION.format(country=country.name),
+        [render_markdown_table(header, rows)],
+        "wide",
+        hops,
+        unique_columns=[header[0]],
+    )
+
+
 def _assign_splits(questions: list[WorldQuestion], rng: random.Random, test_share: float) -> None:
     """Hold out whole groups of questions that share a sub-query, so no test sub-query is trained on."""
     order = _shared_subquery_groups(questions)
@@ -679,7 +759,9 @@ def generate_world(seed: int = 0, n_entities: int = 800, n_questions: int = 400,
     attempts = 0
     while len(questions) < n_questions and attempts < n_questions * 50:
         attempts += 1
-        if rng.random() < cfg.comparison_share:
+        if cfg.wide_share and rng.random() < cfg.wide_share:
+            q = _wide(world, rng)
+        elif rng.random() < cfg.comparison_share:
             q = _comparison(world, rng)
         else:
             n_hops = rng.choices([2, 3, 4], weights=cfg.hop_weights)[0]
@@ -695,7 +777,10 @@ def generate_world(seed: int = 0, n_entities: int = 800, n_questions: int = 400,
             f"raise n_entities or lower n_questions"
         )
     _assign_splits(questions, rng, cfg.test_share)
-    world = World(entities, questions, {"config": asdict(cfg)})
+    recorded = asdict(cfg)
+    if not cfg.wide_share:  # worlds without wide tasks record the config they always did
+        del recorded["wide_share"]
+    world = World(entities, questions, {"config": recorded})
     world.meta["stats"] = world_stats(world)
     return world
 
@@ -801,6 +886,7 @@ def load_world(out_dir: str | Path) -> World:
             decomposition=[Hop(**h) for h in row["decomposition"]],
             compare=row.get("compare"),
             split=row.get("split", "train"),
+            unique_columns=row.get("unique_columns"),
         )
         for row in read_jsonl(out / "questions.jsonl")
     ]

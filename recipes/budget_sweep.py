@@ -1,0 +1,35 @@
+"""Width and depth sweeps: the pipeline's budgets (P; T and K) varied for one set of models.
+
+    python recipes/budget_sweep.py --config recipes/configs/sweep_width_synthetic.yaml [--set base.samples=2]
+
+Each point is an evaluation in <output_dir>/cells/<axis>-<budget><value>/ (resumable). Writes
+<output_dir>/budget_sweep.md (item F1, row F1, success with Avg@k / Max@k / Pass@k, EM,
+sub-agents and sub-agent tokens per question), budget_sweep.json and budget_sweep.png.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from executor_sft.configfile import config_recipe_parser, parse_config_recipe_args
+from executor_sft.errors import report_user_errors
+from executor_sft.eval.budget_sweep import load_budget_sweep_config, run_budget_sweep
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_config_recipe_args(
+        config_recipe_parser(__doc__, "budget sweep YAML (BudgetSweepConfig)"), argv
+    )
+
+    def sweep() -> int:
+        config = load_budget_sweep_config(args.config, sets=args.set)
+        if args.output_dir:
+            config.output_dir = args.output_dir
+        print(run_budget_sweep(config, progress=not args.no_progress).summary())
+        return 0
+
+    return report_user_errors(sweep)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
