@@ -109,6 +109,8 @@ class TrainResult:
     metrics: dict[str, float]
     length_report: LengthReport
     resumed_from: str | None
+    fidelity: FidelityReport | None = None
+    """How the rows' trained tokens compared with their sampled ids (None: a finished run, not re-read)."""
 
 
 def prepare_dataset(
@@ -482,4 +484,4 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
             + f"); train_loss={metrics.get('train_loss', float('nan')):.4g}; "
             f"saved to {training_args.output_dir}"
         )
-    return TrainResult(training_args.output_dir, metrics, length_report, resume)
+    return TrainResult(training_args.output_dir, metrics, length_report, resume, fidelity)
