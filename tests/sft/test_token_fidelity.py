@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -198,3 +199,18 @@ def test_real_smollm2_generation_is_stored_and_trains_as_sampled(smollm2):
     check = check_row(row, example, tok)
     assert check.status == "match", check.detail
     assert check.recorded[0] == result.sampled_tokens.ids
+
+
+def test_malformed_sampled_tokens_is_a_row_error(qwen3_tokenizer, tmp_path):
+    from executor_sft.jsonl import RowError
+    from executor_sft.sft.data import read_sft_jsonl
+
+    row = _row(qwen3_tokenizer, SAMPLED_CALL, "r")
+    for bad, says in (
+        (row["sampled_tokens"][:1], "one entry per assistant message (2)"),
+        ([{"ids": ["x"]}, None], "sampled_tokens[0].ids must be a list of token ids"),
+    ):
+        path = tmp_path / "sft.jsonl"
+        path.write_text(json.dumps({**row, "sampled_tokens": bad}) + "\n")
+        with pytest.raises(RowError, match=rf"sft.jsonl:1: field .*{re.escape(says)}"):
+            read_sft_jsonl(path)
