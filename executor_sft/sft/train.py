@@ -123,17 +123,16 @@ def prepare_dataset(
     min_passage_tokens: int = 24,
     chat_template: str | None = None,
     disable_progress: bool = False,
-    token_drift: str = "warn",
     fidelity: FidelityReport | None = None,
 ):
     """Tokenise rows into a `datasets.Dataset` of `input_ids`/`labels`, fitting long ones.
 
-    Each row's assistant spans are compared with the ids its model sampled (`sft.fidelity`) and
-    `token_drift` applied; `fidelity`, when given, receives the counts."""
+    Each row's assistant spans are compared with the ids its model sampled (`sft.fidelity`);
+    `fidelity` holds the `token_drift` policy (default "warn") and receives the counts."""
     from datasets import Dataset
 
     report = LengthReport(max_length=max_length, policy=overflow)
-    fidelity = fidelity if fidelity is not None else FidelityReport(token_drift)
+    fidelity = fidelity if fidelity is not None else FidelityReport("warn")
     input_ids, labels = [], []
     for row in tqdm(rows, desc="tokenising SFT rows", disable=disable_progress):
         report.rows += 1
@@ -167,9 +166,8 @@ def prepare_dataset(
         for line in fidelity.examples:
             logger.info("token drift in %s", line)
     if not input_ids:
-        raise InputError(
-            f"no trainable rows: {report.summary()}; {fidelity.summary()}; raise max_length or shorten the rows"
-        )
+        refused = f"; {fidelity.summary()}" if fidelity.any_ids else ""
+        raise InputError(f"no trainable rows: {report.summary()}{refused}; raise max_length or shorten the rows")
     return Dataset.from_dict({"input_ids": input_ids, "labels": labels}), report
 
 
@@ -432,7 +430,6 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
             min_passage_tokens=script_args.min_passage_tokens,
             chat_template=training_template,
             disable_progress=not training_args.should_log or training_args.disable_tqdm,
-            token_drift=script_args.token_drift,
             fidelity=fidelity,
         )
     logger.warning("SFT data %s: %s", script_args.dataset_name, length_report.summary())

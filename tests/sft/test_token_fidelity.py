@@ -122,7 +122,7 @@ def _episode(tok, call_text: str, n: int) -> dict:
     return Episode(episode_id=f"q{n}#0", question=question, runs=[run]).to_dict()
 
 
-def test_filter_counts_drift_per_stratum(qwen3_tokenizer, tmp_path):
+def test_filter_counts_drift_per_stratum(qwen3_tokenizer):
     tok = qwen3_tokenizer
     episodes = [_episode(tok, SAMPLED_CALL, 0), _episode(tok, RENDERED_CALL, 1)]
     filt = EpisodeFilter(fidelity_tokenizer=tok)
@@ -133,7 +133,12 @@ def test_filter_counts_drift_per_stratum(qwen3_tokenizer, tmp_path):
         "rows": 2, "checked": 2, "drifted": 1, "without_ids": 0, "other_vocabulary": 0,
     }  # fmt: skip
 
-    # The recipe, as a user runs it: with the tokenizer it compares, without it only counts.
+
+
+@pytest.mark.slow
+def test_filter_recipe_reports_drift_with_the_tokenizer_and_counts_without(qwen3_tokenizer, tmp_path):
+    """The recipe, as a user runs it: with --fidelity_tokenizer it compares, without it only counts."""
+    episodes = [_episode(qwen3_tokenizer, SAMPLED_CALL, 0), _episode(qwen3_tokenizer, RENDERED_CALL, 1)]
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text("".join(json.dumps(e) + "\n" for e in episodes))
     for flag, expected in (
