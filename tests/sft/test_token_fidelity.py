@@ -219,3 +219,12 @@ def test_malformed_sampled_tokens_is_a_row_error(qwen3_tokenizer, tmp_path):
         path.write_text(json.dumps({**row, "sampled_tokens": bad}) + "\n")
         with pytest.raises(RowError, match=rf"sft.jsonl:1: field .*{re.escape(says)}"):
             read_sft_jsonl(path)
+
+
+def test_a_turn_cut_at_a_stop_string_is_compared_with_its_end_of_turn_added(qwen3_tokenizer):
+    tok = qwen3_tokenizer
+    row = _row(tok, RENDERED_CALL, "stopped")
+    row["sampled_tokens"][1]["ids"] = tok(REPORT, add_special_tokens=False)["input_ids"]  # no <|im_end|>
+    check = check_row(row, tokenize_example(row, tok), tok)
+    assert check.status == "match", check.detail
+    assert check.recorded[1][-1] == tok.convert_tokens_to_ids("<|im_end|>")
