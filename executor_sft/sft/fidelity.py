@@ -187,6 +187,13 @@ class FidelityReport:
             f"token fidelity{f' ({self.policy})' if self.policy else ''}: {t['checked']} rows checked, {t['drifted']} drifted, "
             f"{t['without_ids']} without ids, {t['other_vocabulary']} of another vocabulary"
         )
+        strata = [
+            f"{name} {c['drift']}/{c['match'] + c['drift']}"
+            for name, c in sorted(self._counts.items())
+            if c["match"] + c["drift"]
+        ]
+        if strata:
+            line += f" (drifted/checked: {', '.join(strata)})"
         if self.policy == "refuse":
             line += f"; {self.refused} refused"
         if self.policy == "recorded":

@@ -84,7 +84,8 @@ def test_reserialised_tool_call_json_is_drift_and_counted_per_stratum(qwen3_toke
     }  # fmt: skip
     assert report["first_drifts"][0].startswith("drifted: assistant turn 0")
     assert fidelity.summary() == (
-        "token fidelity (warn): 2 rows checked, 1 drifted, 1 without ids, 1 of another vocabulary"
+        "token fidelity (warn): 2 rows checked, 1 drifted, 1 without ids, 1 of another vocabulary "
+        "(drifted/checked: single_search 1/2)"
     )
 
 
