@@ -130,6 +130,19 @@ def calls_of(usage: Usage | TokenUsage) -> Any:
     return getattr(usage, "calls", 1)
 
 
+class SampledTokens(Record):
+    """The token ids a model sampled for one reply, as its backend returned them.
+
+    Training re-renders the reply from its parsed message (tool-call arguments re-serialised), so
+    these ids are what tells whether the tokens trained on are the tokens sampled
+    (`executor_sft.sft.fidelity`)."""
+
+    ids: list[int]
+    """The completion's ids in order, the end-of-turn token included when generation stopped on it."""
+    vocabulary: str | None = None
+    """`executor_sft.llm.vocabulary.vocabulary_id` of the tokenizer the ids belong to (None: unknown)."""
+
+
 class LLMCallRecord(Record):
     """One model call, complete enough to replay and audit it."""
 
@@ -140,6 +153,9 @@ class LLMCallRecord(Record):
     usage: TokenUsage = Field(default_factory=TokenUsage)
     latency_s: float = 0.0
     error: str | None = None
+    sampled_tokens: SampledTokens | None = Field(default=None, exclude_if=_absent)
+    """The ids the model sampled for `response`, where the backend returns them (transformers always,
+    vLLM in process always, an OpenAI-compatible vLLM server with `return_token_ids`); absent otherwise."""
 
 
 class SearchRecord(Record):

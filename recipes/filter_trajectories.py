@@ -27,6 +27,7 @@ from executor_sft.filters import (
     InputError,
     atomic_open,
     iter_jsonl,
+    load_fidelity_tokenizer,
     print_report,
     refuse_overwrite,
     require_file,
@@ -43,6 +44,13 @@ class FilterPaths:
     allow_empty: bool = field(
         default=False,
         metadata={"help": "Write the files even when no run is kept (default: exit 2, nothing written)."},
+    )
+    fidelity_tokenizer: str | None = field(
+        default=None,
+        metadata={
+            "help": "Tokenizer of the model to train (offline alias, path or hub id): each kept row that "
+            "carries sampled ids is re-rendered and compared with them (report: token_fidelity)."
+        },
     )
 
 
@@ -89,9 +97,9 @@ def _check_paths(paths: FilterPaths) -> None:
 def main(argv: list[str] | None = None) -> int:
     paths, config = parse_trl_args((FilterPaths, FilterConfig), argv, description=__doc__)
     start = time.perf_counter()
-    filt = EpisodeFilter(config)
     try:
         _check_paths(paths)
+        filt = EpisodeFilter(config, fidelity_tokenizer=load_fidelity_tokenizer(paths.fidelity_tokenizer))
         report = _write_outputs(filt, paths)
     except UserError as exc:
         print(f"error: {exc}; nothing written", file=sys.stderr)
@@ -101,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print_report(report)
     totals = report["totals"]
+    if "token_fidelity" in report:
+        print(filt.report.fidelity.summary(), file=sys.stderr)
     print(
         f"{totals['episodes']} episodes, {totals['runs']} runs -> {totals['rows']} rows "
         f"({totals['unique_questions']} questions) in {time.perf_counter() - start:.1f}s; "

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from executor_sft.episode_runner import note_model_call
 from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
 from executor_sft.retrieval.remote import RetrievalError
-from executor_sft.schema import LLMCallRecord, Message, TokenUsage
+from executor_sft.schema import LLMCallRecord, Message, SampledTokens, TokenUsage
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class CallResult:
         if self._record is not None or not _plain(f):
             return self.record.model_dump(mode="json")
         usage = f.get("usage")
-        return {
+        out = {
             "model": f["model"],
             "messages": f["messages"],
             "tools": f["tools"],
@@ -101,6 +101,10 @@ class CallResult:
             "error": f.get("error"),
             "t_start": f["t_start"],
         }
+        sampled = f.get("sampled_tokens")
+        if sampled is not None:
+            out["sampled_tokens"] = sampled.model_dump(mode="json")
+        return out
 
 
 _ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0}
@@ -115,6 +119,7 @@ def _plain(f: dict[str, Any]) -> bool:
         and (usage is None or type(usage) is TokenUsage)
         and (tools is None or type(tools) is list)
         and (response is None or type(response) is dict)
+        and (f.get("sampled_tokens") is None or type(f["sampled_tokens"]) is SampledTokens)
     )
 
 
@@ -203,4 +208,6 @@ async def call_model(
         "latency_s": result.latency_s,
         "t_start": t_start,
     }
+    if result.sampled_tokens is not None:
+        fields["sampled_tokens"] = result.sampled_tokens
     return CallResult(message=message, fields=fields)

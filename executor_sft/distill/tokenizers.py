@@ -8,23 +8,13 @@ any model loads.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import Any
-
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.policy import load_tokenizer
+from executor_sft.llm.vocabulary import vocabulary_fingerprint
 
 
 class TokenizerMismatchError(ConfigError):
     """The teacher's tokenizer is not the student's."""
-
-
-def vocabulary_fingerprint(tokenizer: Any) -> tuple[int, str]:
-    """(size, sha256 of the token -> id table, added tokens included)."""
-    vocab = tokenizer.get_vocab()
-    digest = hashlib.sha256(json.dumps(sorted(vocab.items()), ensure_ascii=False).encode("utf-8")).hexdigest()
-    return len(vocab), digest
 
 
 def _first_difference(student: dict[str, int], teacher: dict[str, int]) -> str:

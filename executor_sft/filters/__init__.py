@@ -12,7 +12,12 @@ The pieces (predicates, strata, dedupe, row building, report) are exported for c
 
 from executor_sft.filters.config import FilterConfig
 from executor_sft.filters.dedupe import Deduper, canonical_key, canonical_messages
-from executor_sft.filters.pipeline import EpisodeFilter, FilterResult, filter_episodes
+from executor_sft.filters.pipeline import (
+    EpisodeFilter,
+    FilterResult,
+    filter_episodes,
+    load_fidelity_tokenizer,
+)
 from executor_sft.filters.predicates import (
     correctness_failure,
     is_correct,
@@ -54,6 +59,7 @@ from executor_sft.jsonl import (
 )
 
 __all__ = [
+    "load_fidelity_tokenizer",
     "ALL_CORRECT",
     "DEFAULT_STRATA",
     "INFO_GAIN_MULTI_SEARCH",

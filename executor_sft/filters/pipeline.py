@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from executor_sft.errors import ConfigError
 from executor_sft.filters.config import FilterConfig
 from executor_sft.filters.dedupe import Deduper
 from executor_sft.filters.records import RecordError, parse_episode
@@ -15,6 +16,10 @@ from executor_sft.filters.report import CompositionReport
 from executor_sft.filters.rows import RowError, SFTRow, to_sft_row
 from executor_sft.filters.strata import classify_episode
 from executor_sft.jsonl import Located
+from executor_sft.llm.backends import load_tokenizer
+from executor_sft.sft.fidelity import check_row
+from executor_sft.sft.length import fit_row
+from executor_sft.sft.templates import training_chat_template
 
 CAPPED = "question_stratum_cap"
 """Exclusion reason of a row beyond `max_records_per_question_stratum` for its (question, stratum)."""
@@ -27,6 +32,35 @@ def offered_tools(calls: Any) -> list[dict[str, Any]] | None:
         if isinstance(tools, list) and all(isinstance(t, dict) for t in tools):
             return tools
     return None
+
+
+def sampled_tokens_of(calls: Any, messages: list[dict[str, Any]]) -> list[dict[str, Any] | None] | None:
+    """The sampled ids of each assistant message: the answered calls' `sampled_tokens`, in order.
+
+    Every answered call (no `error`) appended one assistant message; None when no call recorded
+    ids, or when the counts disagree (the ids could not be matched to turns).
+    """
+    if not isinstance(calls, list):
+        return None
+    answered = [c for c in calls if isinstance(c, dict) and c.get("error") is None]
+    sampled = [c.get("sampled_tokens") if isinstance(c.get("sampled_tokens"), dict) else None for c in answered]
+    n_assistant = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+    if not any(sampled) or len(sampled) != n_assistant:
+        return None
+    return sampled
+
+
+def load_fidelity_tokenizer(spec: str | None) -> Any:
+    """The tokenizer rows are compared under (None without one); one that cannot render rows for
+    training (no Qwen3 vocabulary, no `{% generation %}` markers) is a one-line error."""
+    tokenizer = load_tokenizer(spec)
+    if tokenizer is None:
+        return None
+    try:
+        training_chat_template(tokenizer)
+    except ValueError as exc:
+        raise ConfigError(f"--fidelity_tokenizer {spec}: {exc}") from None
+    return tokenizer
 
 
 def generated_chars(messages: list[dict[str, Any]]) -> int:
@@ -52,9 +86,11 @@ class EpisodeFilter:
     yields them last, in file order; duplicates are removed first, as without the cap.
     """
 
-    def __init__(self, config: FilterConfig | None = None):
+    def __init__(self, config: FilterConfig | None = None, fidelity_tokenizer: Any = None):
         self.config = config or FilterConfig()
-        self.report = CompositionReport(self.config)
+        self.report = CompositionReport(self.config, fidelity_checked=fidelity_tokenizer is not None)
+        self.fidelity_tokenizer = fidelity_tokenizer
+        """With a tokenizer, each kept row's re-rendered assistant turns are compared with its sampled ids."""
         self._deduper = Deduper(include_reasoning=True)  # rows carry reasoning only if keep_reasoning
         self._held: dict[tuple[str, str, str], list[tuple[tuple, SFTRow, str]]] = {}
         self._seq = itertools.count()
@@ -82,6 +118,7 @@ class EpisodeFilter:
                     keep_reasoning=cfg.keep_reasoning,
                     tool_arguments=cfg.tool_arguments,
                     tools=offered_tools(run.calls),
+                    sampled_tokens=sampled_tokens_of(run.calls, run.messages),
                 )
             except RowError as exc:
                 self.report.add_exclusion(exc.reason)
@@ -92,9 +129,18 @@ class EpisodeFilter:
             if cfg.max_records_per_question_stratum is not None:
                 self._hold(row, run.role, run.n_searches)
                 continue
-            self.report.add_row(dict(row), run.role)
+            self._keep(row, run.role)
             rows.append(row)
         return rows
+
+    def _keep(self, row: SFTRow, role: str) -> None:
+        """Count a row the filter emits, and how its tokens compare with the sampled ones."""
+        self.report.add_row(dict(row), role)
+        tokenizer = self.fidelity_tokenizer
+        has_ids = "sampled_tokens" in row
+        example = fit_row(dict(row), tokenizer, None).example if tokenizer is not None and has_ids else {}
+        fidelity = check_row(dict(row), example, tokenizer, compare=tokenizer is not None)
+        self.report.fidelity.add(row["stratum"], fidelity, row["source_run_id"])
 
     def _hold(self, row: SFTRow, role: str, n_searches: int) -> None:
         """Keep `row` among the best `max_records_per_question_stratum` of its (question, stratum)."""
@@ -121,7 +167,7 @@ class EpisodeFilter:
         kept = sorted((item for held in self._held.values() for item in held), key=lambda item: item[0][-1])
         self._held.clear()
         for _, row, role in kept:
-            self.report.add_row(dict(row), role)
+            self._keep(row, role)
         return [row for _, row, _ in kept]
 
     def stream(self, episodes: Iterable[Any]) -> Iterator[SFTRow]:

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from executor_sft.filters.config import FilterConfig
+from executor_sft.sft.fidelity import FidelityReport
 
 TOTAL = "total"
 
@@ -23,8 +24,10 @@ TOTAL = "total"
 class CompositionReport:
     """Accumulates kept rows and exclusion reasons while the filter streams episodes."""
 
-    def __init__(self, config: FilterConfig):
+    def __init__(self, config: FilterConfig, fidelity_checked: bool = False):
         self.config = config
+        self.fidelity = FidelityReport(policy=None)
+        self.fidelity_checked = fidelity_checked
         self.episodes = 0
         self.runs = 0
         self._records: Counter[tuple[str, str]] = Counter()
@@ -91,7 +94,14 @@ class CompositionReport:
             },
             "exclusions": dict(sorted(self.exclusions.items(), key=lambda kv: (-kv[1], kv[0]))),
             "config": self.config.to_dict(),
+            # Only where rows carry sampled ids or were checked: reports of id-less data stay as they were.
+            **({"token_fidelity": self.fidelity_section()} if self.fidelity_checked or self.fidelity.any_ids else {}),
         }
+
+    def fidelity_section(self) -> dict[str, Any]:
+        """Per stratum: rows, checked (same vocabulary), drifted, without ids, other vocabulary,
+        and `unchecked` (ids, but no tokenizer was given to compare them with)."""
+        return self.fidelity.to_dict()
 
 
 def composition_table(report: dict[str, Any]) -> Table:
@@ -138,3 +148,20 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
     console = console or Console(stderr=True)
     console.print(composition_table(report))
     console.print(exclusion_table(report))
+    if "token_fidelity" in report:
+        console.print(fidelity_table(report["token_fidelity"]))
+
+
+def fidelity_table(section: dict[str, Any]) -> Table:
+    """Strata x (rows, checked, drifted, without ids, other vocabulary[, unchecked])."""
+    columns = ["rows", "checked", "drifted", "without_ids", "other_vocabulary"]
+    if "unchecked" in section["totals"]:
+        columns.append("unchecked")
+    table = Table(title="Token fidelity (re-rendered assistant turns vs the sampled ids)")
+    table.add_column("stratum")
+    for c in columns:
+        table.add_column(c.replace("_", " "), justify="right")
+    for name, counts in section["strata"].items():
+        table.add_row(name, *(str(counts.get(c, 0)) for c in columns))
+    table.add_row("total", *(str(section["totals"].get(c, 0)) for c in columns), style="bold")
+    return table

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.jsonl import RowError
@@ -30,6 +30,8 @@ class SFTRow(TypedDict):
     source_run_id: str
     question_id: str
     dataset: str
+    sampled_tokens: NotRequired[list[dict[str, Any] | None]]
+    """Per assistant message, the ids its model sampled (`executor_sft.sft.fidelity`); absent without any."""
 
 
 def _content(value: Any, i: int) -> str:
@@ -105,13 +107,14 @@ def to_sft_row(
     keep_reasoning: bool = True,
     tool_arguments: Literal["dict", "json"] = "dict",
     tools: list[dict[str, Any]] | None = None,
+    sampled_tokens: list[dict[str, Any] | None] | None = None,
 ) -> SFTRow:
     """Build one row; raises `RowError` (with its exclusion reason) for an unusable conversation.
 
     `tools` are the schemas the run was offered (its first call record's); the row trains under
     the same prompt only if it lists the same tools. None: the built-in search tool alone.
     """
-    return SFTRow(
+    row = SFTRow(
         messages=normalize_messages(messages, keep_reasoning, tool_arguments),
         tools=copy.deepcopy(tools) if tools else [copy.deepcopy(SEARCH_TOOL)],
         stratum=stratum,
@@ -119,3 +122,6 @@ def to_sft_row(
         question_id=question_id,
         dataset=dataset,
     )
+    if sampled_tokens is not None:
+        row["sampled_tokens"] = sampled_tokens
+    return row

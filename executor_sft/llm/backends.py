@@ -35,11 +35,14 @@ class OpenAIConfig(ModelConfig):
     """Request field for the token limit; OpenAI's reasoning models need max_completion_tokens."""
     extra_body: dict[str, Any] = Field(default_factory=dict)
     tokenizer: str | None = None
-    """Path / alias of a tokenizer that counts tokens when an endpoint reports none."""
+    """Path / alias of a tokenizer that counts tokens when an endpoint reports none, and names the
+    vocabulary of returned token ids."""
+    return_token_ids: bool = False
+    """Ask the server for the sampled token ids (vLLM >= 0.10.2) and store them with each call."""
 
     identity_exclude: ClassVar[frozenset[str]] = frozenset(
         {"base_urls", "api_key_env", "max_concurrency", "timeout_s", "max_retries"}
-        | {"backoff_base_s", "backoff_max_s"}
+        | {"backoff_base_s", "backoff_max_s", "return_token_ids"}
     )
 
     @field_validator("base_urls", mode="before")
@@ -138,6 +141,7 @@ def build_openai(cfg: OpenAIConfig) -> ChatModel:
         pass_enable_thinking=cfg.pass_enable_thinking,
         max_tokens_field=cfg.max_tokens_field,
         tokenizer=load_tokenizer(cfg.tokenizer),
+        return_token_ids=cfg.return_token_ids,
     )
 
 

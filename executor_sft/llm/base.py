@@ -14,6 +14,10 @@ call cannot be dispatched; agents apply it before running a tool.
 
 `usage` may carry `counted_by`: "backend" (reported by the server/engine that generated),
 "tokenizer" (counted locally because the endpoint reported none) or "estimate" (chars/4).
+
+`sampled_tokens` carries the completion's token ids where the backend has them (the
+transformers and in-process vLLM backends always; an OpenAI-compatible vLLM server when asked
+with `return_token_ids`), so training can check it trains on what was sampled.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from executor_sft.schema import LLMCallRecord, Message, TokenUsage
+from executor_sft.schema import LLMCallRecord, Message, SampledTokens, TokenUsage
 
 
 @dataclass
@@ -44,6 +48,8 @@ class ChatResult:
     model: str
     finish_reason: str | None = None
     """"stop", "length" or "tool_calls" when the backend knows; None otherwise."""
+    sampled_tokens: SampledTokens | None = None
+    """The ids the model sampled for `message`, where the backend returns them."""
 
     def record(self, messages: list[Message], tools: list[dict] | None = None) -> LLMCallRecord:
         return LLMCallRecord(
@@ -53,6 +59,7 @@ class ChatResult:
             response=self.message,
             usage=self.usage,
             latency_s=self.latency_s,
+            sampled_tokens=self.sampled_tokens,
         )
 
 

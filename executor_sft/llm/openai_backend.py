@@ -34,7 +34,8 @@ from openai.types.chat import ChatCompletion
 from executor_sft.llm.base import ChatError, ChatResult, SamplingParams
 from executor_sft.llm.parsing import THINK_CLOSE, TOOL_OPEN, parse_assistant_text
 from executor_sft.llm.usage import count_usage
-from executor_sft.schema import Message, TokenUsage
+from executor_sft.llm.vocabulary import vocabulary_id
+from executor_sft.schema import Message, SampledTokens, TokenUsage
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,10 @@ class OpenAIChatModel:
             "max_tokens" (default) is what vLLM, SGLang and most hosted OpenAI-compatible APIs
             read; OpenAI's reasoning models reject it and need "max_completion_tokens"
             (which vLLM also accepts).
+        return_token_ids: ask the server for the sampled token ids (vLLM's `return_token_ids`,
+            vLLM >= 0.10.2; its choice then carries `token_ids`) and keep them as
+            `ChatResult.sampled_tokens`; `tokenizer` names their vocabulary (without it they
+            are kept with vocabulary None, which token fidelity cannot compare).
     """
 
     def __init__(
@@ -111,6 +116,7 @@ class OpenAIChatModel:
         tokenizer: Any | None = None,
         parse_text_fallback: bool = True,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        return_token_ids: bool = False,
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
@@ -148,6 +154,7 @@ class OpenAIChatModel:
         self.extra_body = dict(extra_body or {})
         self.pass_enable_thinking = pass_enable_thinking
         self.tokenizer = tokenizer
+        self.return_token_ids = return_token_ids
         self.parse_text_fallback = parse_text_fallback
         self._rr = itertools.count()
         # Clients and the semaphore belong to an event loop; keep one set per loop.
@@ -210,6 +217,8 @@ class OpenAIChatModel:
             kwargs = dict(body.get("chat_template_kwargs") or {})
             kwargs.setdefault("enable_thinking", sampling.enable_thinking)
             body["chat_template_kwargs"] = kwargs
+        if self.return_token_ids:
+            body["return_token_ids"] = True
         request: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -335,7 +344,16 @@ class OpenAIChatModel:
             latency_s=latency,
             model=response.model or self.model,
             finish_reason=choice.finish_reason,
+            sampled_tokens=self._sampled_tokens(choice),
         )
+
+    def _sampled_tokens(self, choice: Any) -> SampledTokens | None:
+        """The choice's `token_ids` (vLLM's, when asked with `return_token_ids`), if it holds a list of ints."""
+        ids = (choice.model_extra or {}).get("token_ids") if self.return_token_ids else None
+        if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+            return None
+        vocabulary = vocabulary_id(self.tokenizer) if self.tokenizer is not None else None
+        return SampledTokens(ids=ids, vocabulary=vocabulary)
 
 
 def _is_completion(response: Any) -> bool:

@@ -16,7 +16,7 @@ call passes none), every field included: `seed`, `top_p`, `max_tokens`, `stop`,
   than 1 bypass the cache: such a request asks for alternatives, not a replay.
 - Transport failures (`ChatError`) are not cached, so a rerun retries them.
 - A hit returns the stored result as it was first returned (message, usage, latency, model,
-  finish reason), so a resumed collection writes the same records as an uninterrupted one
+  finish reason, sampled token ids where they were returned), so a resumed collection writes the same records as an uninterrupted one
   and its token accounting is unchanged; `hits` / `misses` count what the cache saved.
 - Identical requests in flight at once are sent once; the others await that answer.
 
@@ -43,7 +43,7 @@ from typing import Any
 
 from executor_sft.jsonl import iter_records
 from executor_sft.llm.base import ChatModel, ChatResult, SamplingParams
-from executor_sft.schema import Message, TokenUsage
+from executor_sft.schema import Message, SampledTokens, TokenUsage
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +105,9 @@ class RequestCache:
             latency_s=float(entry.get("latency_s") or 0.0),
             model=str(entry.get("model") or ""),
             finish_reason=entry.get("finish_reason"),
+            sampled_tokens=SampledTokens.model_validate(entry["sampled_tokens"])
+            if entry.get("sampled_tokens")
+            else None,
         )
 
     def put(self, key: str, result: ChatResult, model_key: str) -> None:
@@ -115,6 +118,8 @@ class RequestCache:
             "model": result.model,
             "finish_reason": result.finish_reason,
         }
+        if result.sampled_tokens is not None:
+            entry["sampled_tokens"] = result.sampled_tokens.model_dump(mode="json")
         self.entries[key] = entry
         if self.path is None:
             return

@@ -118,6 +118,8 @@ class ChatCompletionRequest(BaseModel):
     n: int = 1
     stream: bool = False
     chat_template_kwargs: dict[str, Any] | None = None
+    return_token_ids: bool | None = None
+    """vLLM's flag: the choice also carries the sampled `token_ids` (where the model returns them)."""
 
     def sampling(self, default: SamplingParams) -> SamplingParams:
         kwargs = self.chat_template_kwargs or {}
@@ -311,18 +313,21 @@ def _tool_choice_text(choice: str | NamedToolChoice) -> str:
     return choice if isinstance(choice, str) else f"{{function: {choice.function.name}}}"
 
 
-def _completion(result: ChatResult, name: str) -> dict[str, Any]:
-    """A chat-completion response body in OpenAI's shape."""
+def _completion(result: ChatResult, name: str, token_ids: bool = False) -> dict[str, Any]:
+    """A chat-completion response body in OpenAI's shape (with vLLM's choice `token_ids` if asked)."""
     message = dict(result.message)
     message.setdefault("content", "")
     finish = result.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop")
     usage = result.usage
+    choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+    if token_ids and result.sampled_tokens is not None:
+        choice["token_ids"] = list(result.sampled_tokens.ids)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": name,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "choices": [choice],
         "usage": {
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
@@ -392,7 +397,9 @@ def create_app(
         if refused is not None:
             return refused
         result = await _complete(model, limit, request, default)
-        return result if isinstance(result, JSONResponse) else _completion(result, name)
+        if isinstance(result, JSONResponse):
+            return result
+        return _completion(result, name, token_ids=bool(request.return_token_ids))
 
     return app
 

@@ -29,7 +29,8 @@ from executor_sft.llm.parsing import (
     parse_assistant_text,
     prompt_opens_think,
 )
-from executor_sft.schema import Message, TokenUsage
+from executor_sft.llm.vocabulary import vocabulary_id
+from executor_sft.schema import Message, SampledTokens, TokenUsage
 
 _KEEP_MARKERS = {THINK_OPEN, THINK_CLOSE, TOOL_OPEN, TOOL_CLOSE}
 
@@ -188,6 +189,7 @@ class TransformersChatModel:
             latency_s=time.perf_counter() - start,
             model=self.name,
             finish_reason=finish,
+            sampled_tokens=SampledTokens(ids=generated[:n_completion], vocabulary=vocabulary_id(self.tokenizer)),
         )
 
     def generate_sync(

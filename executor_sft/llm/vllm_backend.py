@@ -2,7 +2,8 @@
 
 Prompts are rendered with the tokenizer's chat template and outputs parsed with the same
 parser as the transformers backend, so both in-process backends produce identical messages
-for identical text. vLLM batches concurrent calls itself (continuous batching).
+for identical text. vLLM batches concurrent calls itself (continuous batching). Each result
+carries the sampled token ids (`ChatResult.sampled_tokens`), as the transformers backend's does.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.llm.parsing import parse_assistant_text, prompt_opens_think
 from executor_sft.llm.transformers_backend import render_prompt
-from executor_sft.schema import Message, TokenUsage
+from executor_sft.llm.vocabulary import vocabulary_id
+from executor_sft.schema import Message, SampledTokens, TokenUsage
 
 VLLM_MISSING = (
     "VLLMChatModel needs vLLM, which is not installed. Install the GPU extra: "
@@ -113,6 +115,11 @@ class VLLMChatModel:
             latency_s=time.perf_counter() - start,
             model=self.name,
             finish_reason=finish,
+            sampled_tokens=(
+                SampledTokens(ids=list(completion.token_ids), vocabulary=vocabulary_id(self.tokenizer))
+                if completion is not None
+                else None
+            ),
         )
 
     def close(self) -> None:

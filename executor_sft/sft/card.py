@@ -215,6 +215,7 @@ def executor_card_section(
     length_summary: dict[str, Any],
     config: dict[str, Any],
     earlier: list[dict[str, Any]] = (),
+    fidelity_summary: dict[str, Any] | None = None,
 ) -> str:
     """The executor section; `earlier` holds the configurations a resume with changes replaced."""
     parts = [
@@ -230,6 +231,11 @@ def executor_card_section(
         "### Long trajectories",
         "```json\n" + json.dumps(length_summary, indent=2) + "\n```",
     ]
+    if fidelity_summary is not None:
+        parts += [
+            "### Token fidelity (re-rendered assistant turns vs the sampled ids)",
+            "```json\n" + json.dumps(fidelity_summary, indent=2) + "\n```",
+        ]
     if composition_report is not None:
         parts += [
             "### Composition report (from the filter)",

@@ -31,7 +31,25 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
     tools = row.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise RowError(f"{where}: field 'tools' must be a list")
+    if "sampled_tokens" in row:
+        _check_sampled_tokens(row["sampled_tokens"], messages, where)
     return row
+
+
+def _check_sampled_tokens(sampled: Any, messages: list[dict[str, Any]], where: str) -> None:
+    """One `{"ids": [int], "vocabulary"}` or null per assistant message (what token fidelity reads)."""
+    n_assistant = sum(1 for m in messages if m["role"] == "assistant")
+    if not isinstance(sampled, list) or len(sampled) != n_assistant:
+        raise RowError(
+            f"{where}: field 'sampled_tokens' must be a list with one entry per assistant message "
+            f"({n_assistant}); remove the field to train without it"
+        )
+    for i, entry in enumerate(sampled):
+        if entry is None:
+            continue
+        ids = entry.get("ids") if isinstance(entry, dict) else None
+        if not isinstance(ids, list) or not all(type(t) is int for t in ids):
+            raise RowError(f"{where}: field sampled_tokens[{i}].ids must be a list of token ids")
 
 
 def _check_message(m: Any, field: str) -> None:

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
@@ -30,6 +30,7 @@ from executor_sft.sft.card import config_record, executor_card_section, model_ca
 from executor_sft.sft.checkpoints import checkpoint_problems, last_complete_checkpoint
 from executor_sft.sft.compile import compile_decoder_layers
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
+from executor_sft.sft.fidelity import FidelityReport, check_row, train_on_recorded
 from executor_sft.sft.length import LengthReport, RowTooLongError, fit_row
 from executor_sft.sft.models import DEFAULT_MODEL, load_tokenizer_and_model
 from executor_sft.sft.output_dir import claim_output_dir
@@ -64,6 +65,14 @@ class SFTScriptArguments(ScriptArguments):
     )
     min_passage_tokens: int = field(
         default=24, metadata={"help": "A shortened passage line keeps at least this many tokens."}
+    )
+    token_drift: Literal["warn", "refuse", "recorded"] = field(
+        default="warn",
+        metadata={
+            "help": "Rows whose re-rendered assistant turns differ from the ids their model sampled: "
+            "'warn' (train on the rendering, count them), 'refuse' (drop them) or 'recorded' (train "
+            "those turns on the sampled ids). Rows without ids of this vocabulary are trained as rendered."
+        },
     )
     training_chat_template: str | None = field(
         default=None, metadata={"help": "Path to a training template with {%% generation %%} markers."}
@@ -100,6 +109,8 @@ class TrainResult:
     metrics: dict[str, float]
     length_report: LengthReport
     resumed_from: str | None
+    fidelity: FidelityReport | None = None
+    """How the rows' trained tokens compared with their sampled ids (None: a finished run, not re-read)."""
 
 
 def prepare_dataset(
@@ -112,11 +123,16 @@ def prepare_dataset(
     min_passage_tokens: int = 24,
     chat_template: str | None = None,
     disable_progress: bool = False,
+    fidelity: FidelityReport | None = None,
 ):
-    """Tokenise rows into a `datasets.Dataset` of `input_ids`/`labels`, fitting long ones."""
+    """Tokenise rows into a `datasets.Dataset` of `input_ids`/`labels`, fitting long ones.
+
+    Each row's assistant spans are compared with the ids its model sampled (`sft.fidelity`);
+    `fidelity` holds the `token_drift` policy (default "warn") and receives the counts."""
     from datasets import Dataset
 
     report = LengthReport(max_length=max_length, policy=overflow)
+    fidelity = fidelity if fidelity is not None else FidelityReport("warn")
     input_ids, labels = [], []
     for row in tqdm(rows, desc="tokenising SFT rows", disable=disable_progress):
         report.rows += 1
@@ -135,16 +151,46 @@ def prepare_dataset(
             report.dropped_ids.append(str(row.get("source_run_id", report.rows - 1)))
             logger.info("dropping row %s: %s", row.get("source_run_id"), e)
             continue
+        example = _apply_token_drift(row, fit.example, tokenizer, fidelity, max_length)
+        if example is None:
+            continue
         if fit.truncated_lines:
             report.truncated += 1
             report.removed_tool_tokens += fit.removed_tokens
         else:
             report.kept_whole += 1
-        input_ids.append(fit.example["input_ids"])
-        labels.append(fit.example["labels"])
+        input_ids.append(example["input_ids"])
+        labels.append(example["labels"])
+    if fidelity.any_ids:
+        logger.warning("%s", fidelity.summary())
+        for line in fidelity.examples:
+            logger.info("token drift in %s", line)
     if not input_ids:
-        raise InputError(f"no trainable rows: {report.summary()}; raise max_length or shorten the rows")
+        refused = f"; {fidelity.summary()}" if fidelity.any_ids else ""
+        raise InputError(f"no trainable rows: {report.summary()}{refused}; raise max_length or shorten the rows")
     return Dataset.from_dict({"input_ids": input_ids, "labels": labels}), report
+
+
+def _apply_token_drift(
+    row: dict[str, Any], example: dict[str, list[int]], tokenizer, fidelity: FidelityReport, max_length: int | None
+) -> dict[str, list[int]] | None:
+    """The example to train on under `fidelity.policy` (None: the row is refused), counted."""
+    checked = check_row(row, example, tokenizer)
+    row_id = str(row.get("source_run_id", ""))
+    fidelity.add(str(row.get("stratum", "unknown")), checked, row_id)
+    if checked.status != "drift":
+        return example
+    if fidelity.policy == "refuse":
+        fidelity.refused += 1
+        return None
+    if fidelity.policy == "recorded" and checked.recorded:
+        recorded = train_on_recorded(example, checked)
+        if max_length is not None and len(recorded["input_ids"]) > max_length:
+            fidelity.refused += 1  # the sampled ids do not fit where the rendering did
+            return None
+        fidelity.trained_on_recorded += 1
+        return recorded
+    return example
 
 
 class ExecutorSFTTrainer(SFTTrainer):
@@ -373,6 +419,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     ensure_response_template(tokenizer)  # GRPO and distillation parse the saved executor's replies with it
     counts = row_counts(rows)
     composition = find_composition_report(script_args.dataset_name, script_args.composition_report)
+    fidelity = FidelityReport(script_args.token_drift)
     with training_args.main_process_first(desc="tokenising SFT rows"):
         dataset, length_report = prepare_dataset(
             rows,
@@ -383,6 +430,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
             min_passage_tokens=script_args.min_passage_tokens,
             chat_template=training_template,
             disable_progress=not training_args.should_log or training_args.disable_tqdm,
+            fidelity=fidelity,
         )
     logger.warning("SFT data %s: %s", script_args.dataset_name, length_report.summary())
     if not training_args.assistant_only_loss:
@@ -395,6 +443,7 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
         row_counts=counts,
         composition_report=composition,
         length_summary=length_report.to_dict(),
+        fidelity_summary=fidelity.to_dict() if fidelity.any_ids else None,
         config=record.config,
         earlier=record.earlier,
     )
@@ -427,7 +476,9 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
     if trainer.is_world_process_zero():
         print(
             f"[executor_sft] trained {model_args.model_name_or_path} on {len(dataset)} rows "
-            f"({length_report.summary()}); train_loss={metrics.get('train_loss', float('nan')):.4g}; "
+            f"({length_report.summary()}"
+            + (f"; {fidelity.summary()}" if fidelity.any_ids else "")
+            + f"); train_loss={metrics.get('train_loss', float('nan')):.4g}; "
             f"saved to {training_args.output_dir}"
         )
-    return TrainResult(training_args.output_dir, metrics, length_report, resume)
+    return TrainResult(training_args.output_dir, metrics, length_report, resume, fidelity)

@@ -16,6 +16,7 @@ import pytest
 
 from executor_sft.agents.parsing import parse_final_answer
 from executor_sft.filters import FilterConfig, filter_episodes
+from executor_sft.filters.pipeline import sampled_tokens_of
 from executor_sft.filters.predicates import is_correct
 from executor_sft.llm import TransformersChatModel
 from executor_sft.metrics.answer import exact_match, f1_score
@@ -103,6 +104,10 @@ def test_real_student_yields_both_strata(smollm2, world, world_dir, world_bm25, 
     assert strata["single_search"]["records"] >= 1, filtered.report
     assert strata["info_gain_multi_search"]["records"] >= 1, filtered.report
     assert {row["stratum"] for row in filtered.rows} == {"single_search", "info_gain_multi_search"}
+    # The real student's calls kept their sampled ids, one list per assistant turn of its run.
+    for r in student_runs:
+        per_turn = sampled_tokens_of(r["calls"], r["messages"])
+        assert per_turn is not None and len(per_turn) == sum(m["role"] == "assistant" for m in r["messages"])
 
 
 def test_real_answerer_labels_outcomes(smollm2, world, world_dir, world_bm25, world_questions, tmp_path):
