@@ -22,7 +22,7 @@ import itertools
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -187,3 +187,17 @@ class EndpointPool:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def replica_counts(models: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Role -> replica URL -> counts, for every model served by more than one replica (wrappers
+    such as the request cache are looked through by their `inner`)."""
+    found = {}
+    for role, model in models.items():
+        seen = 0
+        while model is not None and not isinstance(getattr(model, "pool", None), EndpointPool) and seen < 8:
+            model, seen = getattr(model, "inner", None), seen + 1
+        pool = getattr(model, "pool", None)
+        if isinstance(pool, EndpointPool) and len(pool.replicas) > 1:
+            found[role] = pool.counts()
+    return found

@@ -33,6 +33,7 @@ from executor_sft.errors import ConfigError
 from executor_sft.jsonl import InputError, write_text
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.pool import build_models
+from executor_sft.llm.routing import replica_counts
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig, CounterfactualConfig
@@ -215,6 +216,7 @@ async def collect_in_process(
             report.skipped,
             report.failed,
             elapsed_s=time.perf_counter() - start,
+            summary_extra={"replicas": replicas} if (replicas := replica_counts(models)) else None,
             gave_up=report.gave_up,
             not_started=report.not_started,
         )

@@ -13,7 +13,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from executor_sft.llm.openai_backend import OpenAIChatModel
-from executor_sft.llm.routing import routing
+from executor_sft.llm.routing import replica_counts, routing
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.testing.doubles import ScriptedChatModel
 
@@ -115,3 +115,23 @@ def test_a_failing_replica_is_taken_out_and_its_health_check_puts_it_back(replic
     counts = model.pool.counts()[b.server.base_url]
     assert counts["restored"] == 1 and counts["healthy"] is True
     assert after["b"] >= 2  # back in the round-robin of idle replicas
+
+
+def test_the_collection_summary_shows_requests_per_replica(replicas, tmp_path):
+    from executor_sft.llm.request_cache import CachedChatModel, RequestCache
+    from executor_sft.rollout.summary import CollectionStats, render_summary
+
+    model = _model(replicas)
+
+    async def main():
+        for i in range(6):
+            await _ask(model, f"run-{i}")
+        await model.aclose()
+
+    asyncio.run(main())
+    cached = CachedChatModel(model, RequestCache(tmp_path / "cache.jsonl"))
+    counts = replica_counts({"teacher": cached, "solo": _model(replicas[:1])})
+    assert list(counts) == ["teacher"]  # one replica: nothing to show
+    assert [c["requests"] for c in counts["teacher"].values()] == [2, 2, 2]
+    text = render_summary({**CollectionStats().to_dict(), "replicas": counts})
+    assert "teacher: requests per replica" in text and replicas[2].server.base_url in text
