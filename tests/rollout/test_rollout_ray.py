@@ -19,23 +19,11 @@ from executor_sft.store import read_episodes
 
 pytest.importorskip("ray")
 
-from executor_sft.testing.ray_cluster import LocalRayCluster, world_models, world_retriever  # noqa: E402
+from executor_sft.testing.ray_cluster import world_models, world_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 SCRIPT = {"noise": 0.2, "teacher_extra_search_rate": 0.3}
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    cluster = LocalRayCluster(tmp_path_factory.mktemp("ray"))
-    try:
-        cluster.start_head()
-        cluster.add_node()
-        cluster.connect(nodes=2)
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def _config(world_dir: Path, out: Path, **kwargs) -> CollectConfig:
@@ -79,7 +67,7 @@ def _ids(path: Path) -> list[str]:
     return [r["episode_id"] for r in read_episodes(path)]
 
 
-def test_ray_engine_matches_in_process_episodes_and_filter_output(cluster, world, world_dir, tmp_path):
+def test_ray_engine_matches_in_process_episodes_and_filter_output(ray_cluster, world, world_dir, tmp_path):
     models = functools.partial(world_models, str(world_dir), **SCRIPT)
     retriever = functools.partial(world_retriever, str(world_dir))
     local = _config(world_dir, tmp_path / "local")
@@ -102,11 +90,12 @@ def test_ray_engine_matches_in_process_episodes_and_filter_output(cluster, world
     assert _filter(on_ray.rollouts_path, tmp_path / "ray") == filtered
 
 
-def test_a_node_killed_mid_run_loses_and_duplicates_nothing(cluster, world_dir, tmp_path):
+def test_a_node_killed_mid_run_loses_and_duplicates_nothing(ray_cluster, world_dir, tmp_path):
     config = _config(world_dir, tmp_path / "kill", engine="ray", concurrency=4)
     models = functools.partial(world_models, str(world_dir), delay_s=0.05, **SCRIPT)
     retriever = functools.partial(world_retriever, str(world_dir))
-    victim = cluster.nodes[1]
+    cluster = ray_cluster
+    victim = cluster.nodes[-1]
     done: dict = {}
 
     def run() -> None:
@@ -122,8 +111,10 @@ def test_a_node_killed_mid_run_loses_and_duplicates_nothing(cluster, world_dir, 
         time.sleep(0.05)
     cluster.kill(victim)
     thread.join(timeout=240)
+    cluster.add_node()  # the cluster has two nodes again for the tests after this one
     assert not thread.is_alive()
     result = done["result"]
+    cluster.connect(nodes=2)
 
     ids = _ids(config.rollouts_path)
     expected = {item.episode_id for item in config.work_items(_questions(config))}
