@@ -259,6 +259,8 @@ async def run_episodes_ray(
         # Start-up (loading models and index) ends before any task is handed out, so every actor
         # gets its share and the timed window below is collection alone.
         nodes = await asyncio.gather(*(driver.ready(actor) for actor in actors))
+        if not any(nodes):  # e.g. the index path missing on the nodes: say why, not "0 written"
+            raise RuntimeError(f"no Ray actor could start: {driver.errors[0]}")
         report.started_at = time.perf_counter()
         await asyncio.gather(*(driver.serve(actor, node) for actor, node in zip(actors, nodes, strict=True)))
         report.finished_at = time.perf_counter()
@@ -287,6 +289,7 @@ class _Driver:
     bar: Any = None
     _received: set[str] = field(default_factory=set)
     """Ids stored from the stream (the store holds them too; this also covers a write in flight)."""
+    errors: list[str] = field(default_factory=list)
 
     async def ready(self, actor: Any) -> str | None:
         """The actor's node once it has built its models and retriever (None: it died doing so)."""
@@ -322,9 +325,10 @@ class _Driver:
 
     def _lost(self, exc: BaseException) -> None:
         self.report.lost_actors += 1
-        logger.warning(
-            "a Ray actor was lost (%s); its unfinished episodes go to the others", type(exc).__name__
-        )
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        error = f"{type(exc).__name__}: {lines[-1] if lines else ''}"  # the cause is the last line
+        self.errors.append(error)
+        logger.warning("a Ray actor was lost (%s); its unfinished episodes go to the others", error)
 
     async def _run_task(self, actor: Any, node: str, task: list[WorkItem]) -> int:
         prior = {

@@ -132,3 +132,19 @@ def _questions(config: CollectConfig):
     from executor_sft.rollout import select_questions
 
     return select_questions(config)
+
+
+def test_actors_that_cannot_start_say_why(ray_cluster, world_dir, tmp_path):
+    config = _config(world_dir, tmp_path / "bad", engine="ray")
+    models = functools.partial(world_models, str(world_dir))
+    missing = tmp_path / "no-world-here"  # e.g. a path that does not exist on the nodes
+    with pytest.raises(RuntimeError, match=r"no Ray actor could start: .*no-world-here"):
+        asyncio.run(
+            collect(
+                config,
+                models_factory=models,
+                retriever_factory=functools.partial(world_retriever, str(missing)),
+                show_progress=False,
+            )
+        )
+    assert not config.rollouts_path.exists() or not config.rollouts_path.read_bytes()
