@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from executor_sft.retrieval import BM25Retriever, CachedRetriever, load_corpus
 from executor_sft.synthetic import load_world, scripted_models
 
 START_TIMEOUT_S = 90.0
+RAY = str(Path(sys.executable).with_name("ray")) if Path(sys.executable).with_name("ray").exists() else "ray"
+"""The `ray` command of this interpreter's environment (its PATH may not hold it)."""
 
 
 def free_port() -> int:
@@ -59,7 +62,7 @@ class LocalRayCluster:
             str(self.root),
         ]
         proc = subprocess.Popen(
-            ["ray", "start", *args, *common],
+            [RAY, "start", *args, *common],
             start_new_session=True,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -72,7 +75,7 @@ class LocalRayCluster:
         self._start(["--head", "--port", str(self.port), "--include-dashboard", "false"], "head")
         deadline = time.monotonic() + START_TIMEOUT_S
         while subprocess.run(
-            ["ray", "status", "--address", self.address], capture_output=True, env=self.env
+            [RAY, "status", "--address", self.address], capture_output=True, env=self.env
         ).returncode:
             if time.monotonic() > deadline or self.nodes[0].poll() is not None:
                 raise RuntimeError(f"ray head did not start; see {self.root / 'head.log'}")
