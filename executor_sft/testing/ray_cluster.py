@@ -20,7 +20,7 @@ from typing import Any
 from executor_sft.retrieval import BM25Retriever, CachedRetriever, load_corpus
 from executor_sft.synthetic import load_world, scripted_models
 
-START_TIMEOUT_S = 90.0
+START_TIMEOUT_S = 180.0
 RAY = str(Path(sys.executable).with_name("ray")) if Path(sys.executable).with_name("ray").exists() else "ray"
 """The `ray` command of this interpreter's environment (its PATH may not hold it)."""
 
@@ -78,8 +78,16 @@ class LocalRayCluster:
             [RAY, "status", "--address", self.address], capture_output=True, env=self.env
         ).returncode:
             if time.monotonic() > deadline or self.nodes[0].poll() is not None:
-                raise RuntimeError(f"ray head did not start; see {self.root / 'head.log'}")
+                raise RuntimeError(f"ray head did not start: {self.log_tail()}")
             time.sleep(0.5)
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last lines of every node's log, for a start-up failure's message."""
+        tails = []
+        for log in sorted(self.root.glob("*.log")):
+            text = log.read_text(errors="replace").splitlines()[-lines:]
+            tails.append(f"{log.name}: " + " | ".join(text))
+        return "; ".join(tails) or f"no logs in {self.root}"
 
     def add_node(self) -> subprocess.Popen:
         return self._start(["--address", self.address], f"node{len(self.nodes)}")
@@ -93,7 +101,7 @@ class LocalRayCluster:
         deadline = time.monotonic() + START_TIMEOUT_S
         while sum(1 for n in ray.nodes() if n["Alive"]) < nodes:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"fewer than {nodes} ray nodes came up; see {self.root}")
+                raise RuntimeError(f"fewer than {nodes} ray nodes came up: {self.log_tail()}")
             time.sleep(0.5)
         return ray
 
