@@ -2,6 +2,13 @@
 
     python bench/rollout_bench.py                      # concurrency 1, 16, 64, 256; 1 and 2 processes
     python bench/rollout_bench.py --concurrency 256 --processes 1 --latency-ms 200 --profile prof.out
+    python bench/rollout_bench.py --concurrency 256 1024 --processes 2 --engine process ray
+
+`--engine ray` runs the same collection on Ray (`engine: ray`) with as many actors as
+`--processes`, on a local one-machine Ray cluster started for the run (one CPU per actor): each
+actor loads its own index and models, runs its share of the concurrency and streams episodes
+to this process, which writes the one `rollouts.jsonl`. Its wall time is the window from when
+every actor is ready to when the last task ends (writes included: there is no merge).
 
 `--processes 2` runs `collect_parallel` (one event loop per core, concurrency split evenly,
 part files merged at the end); its wall time is the collection window, from when both
@@ -191,24 +198,38 @@ def _config(concurrency: int, index: Path, out: Path):
     )
 
 
-def _row(concurrency, processes, episodes, result, cpu_s, calls, latency_s, judge, merge_s=None):
+def _row(
+    concurrency,
+    processes,
+    episodes,
+    result,
+    cpu_s,
+    calls,
+    latency_s,
+    judge,
+    merge_s=None,
+    engine=None,
+    seconds=None,
+):
     if result.failed or result.written != episodes:
         raise RuntimeError(
             f"bench run incomplete: wrote {result.written}/{episodes}, failed {result.failed[:3]}"
         )
     chain_s = latency_s * (CHAIN_CALLS + (JUDGE_CHAIN_CALLS if judge else 0))
     ideal = concurrency / chain_s
-    rate = episodes / result.elapsed_s
+    seconds = result.elapsed_s if seconds is None else seconds
+    rate = episodes / seconds
     row = {
+        "engine": engine or ("process" if processes > 1 else "in_process"),
         "concurrency": concurrency,
         "processes": processes,
         "episodes": episodes,
-        "seconds": result.elapsed_s,
+        "seconds": seconds,
         "rate": rate,
         "ideal": ideal,
         "ratio": rate / ideal,
         "calls_per_episode": calls / episodes,
-        "cpu_ms": 1000 * cpu_s / episodes,
+        "cpu_ms": None if cpu_s is None else 1000 * cpu_s / episodes,
         "merge_s": merge_s,
     }
     if merge_s is not None:
@@ -276,25 +297,80 @@ def run_level_parallel(
     )
 
 
+def run_level_ray(
+    concurrency: int,
+    actors: int,
+    episodes: int,
+    questions: list[Question],
+    index: Path,
+    latency_s: float,
+    judge: bool,
+    workdir: Path,
+) -> dict[str, float]:
+    """`engine: ray` with `actors` actors on the local Ray cluster; the driver writes the store."""
+    from executor_sft.retrieval.config import build_retriever
+    from executor_sft.rollout import collect
+
+    config = _config(concurrency, index, workdir / f"c{concurrency}-ray{actors}")
+    config = config.model_copy(
+        update={"engine": "ray", "ray": config.ray.model_copy(update={"actors": actors})}
+    )
+    subset = questions[:episodes]
+    result = asyncio.run(
+        collect(
+            config,
+            models_factory=functools.partial(fixed_shape_models, latency_s=latency_s, judge=judge),
+            retriever_factory=functools.partial(build_retriever, config.retriever),
+            questions=subset,
+            show_progress=False,
+        )
+    )
+    calls = sum(r["calls"] for r in result.summary["roles"].values())
+    if judge:
+        calls += 3 * episodes
+    return _row(
+        concurrency,
+        actors,
+        episodes,
+        result,
+        None,
+        calls,
+        latency_s,
+        judge,
+        engine="ray",
+        seconds=result.timings["window_s"],
+    )
+
+
 def render(rows: list[dict[str, float]], latency_ms: float, judge: bool) -> str:
     chain = CHAIN_CALLS + (JUDGE_CHAIN_CALLS if judge else 0)
     lines = [
         f"latency {latency_ms:g} ms per model call, chain {chain} calls = {chain * latency_ms / 1000:g} s per episode"
         f"{' (with judge)' if judge else ''}",
         "",
-        "| concurrency | processes | episodes | wall s | episodes/s | ideal episodes/s | % of ideal "
+        "| engine | concurrency | processes | episodes | wall s | episodes/s | ideal episodes/s | % of ideal "
         "| model calls/episode | CPU ms/episode | merge s | % of ideal incl. merge |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         merge = "-" if r["merge_s"] is None else f"{r['merge_s']:.2f}"
         with_merge = "-" if r["merge_s"] is None else f"{100 * r['rate_with_merge'] / r['ideal']:.1f}%"
+        cpu = "-" if r["cpu_ms"] is None else f"{r['cpu_ms']:.1f}"
         lines.append(
-            f"| {r['concurrency']} | {r['processes']} | {r['episodes']} | {r['seconds']:.2f} | {r['rate']:.2f} "
-            f"| {r['ideal']:.2f} | {100 * r['ratio']:.1f}% | {r['calls_per_episode']:.1f} | {r['cpu_ms']:.1f} "
+            f"| {r['engine']} | {r['concurrency']} | {r['processes']} | {r['episodes']} | {r['seconds']:.2f} | {r['rate']:.2f} "
+            f"| {r['ideal']:.2f} | {100 * r['ratio']:.1f}% | {r['calls_per_episode']:.1f} | {cpu} "
             f"| {merge} | {with_merge} |"
         )
     return "\n".join(lines)
+
+
+def _say(row: dict[str, Any]) -> None:
+    print(
+        f"{row['engine']}, concurrency {row['concurrency']}, {row['processes']} process(es): "
+        f"{row['rate']:.2f} episodes/s ({100 * row['ratio']:.1f}% of ideal)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -313,6 +389,13 @@ def main(argv: list[str] | None = None) -> int:
         default=[1, 2],
         help="worker processes per level (1 = plain collect)",
     )
+    parser.add_argument(
+        "--engine",
+        nargs="+",
+        choices=["process", "ray"],
+        default=["process"],
+        help="for levels with more than one process: worker processes, Ray actors, or both side by side",
+    )
     parser.add_argument("--profile", help="write a cProfile of the last single-process level to this file")
     args = parser.parse_args(argv)
 
@@ -329,9 +412,12 @@ def main(argv: list[str] | None = None) -> int:
                 if p > 1 and c < p:
                     continue
                 if p > 1:
-                    row = run_level_parallel(
-                        c, p, episodes, questions, index, latency_s, args.judge, Path(tmp)
-                    )
+                    for engine in args.engine:
+                        run = run_level_ray if engine == "ray" else run_level_parallel
+                        row = run(c, p, episodes, questions, index, latency_s, args.judge, Path(tmp))
+                        rows.append(row)
+                        _say(row)
+                    continue
                 else:
                     coro = run_level(c, episodes, questions, index, latency_s, args.judge, Path(tmp))
                     if args.profile and i == len(args.concurrency) - 1:
@@ -343,12 +429,7 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         row = asyncio.run(coro)
                 rows.append(row)
-                print(
-                    f"concurrency {c}, {p} process(es): {row['rate']:.2f} episodes/s "
-                    f"({100 * row['ratio']:.1f}% of ideal)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                _say(row)
     print(render(rows, args.latency_ms, args.judge))
     return 0
 

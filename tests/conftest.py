@@ -75,3 +75,20 @@ def qwen3_tokenizer():
 def smollm2():
     """SmolLM2-135M-Instruct (model, tokenizer); session-scoped because it takes seconds to load."""
     return testing.smollm2_instruct()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """A real two-node Ray cluster on 127.0.0.1 (head + one worker node, one CPU each), this
+    process connected to it; torn down at the end (only these nodes' process groups)."""
+    pytest.importorskip("ray")
+    from executor_sft.testing.ray_cluster import LocalRayCluster
+
+    cluster = LocalRayCluster(tmp_path_factory.mktemp("ray"))
+    try:
+        cluster.start_head()
+        cluster.add_node()
+        cluster.connect(nodes=2)
+        yield cluster
+    finally:
+        cluster.stop()

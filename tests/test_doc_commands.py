@@ -267,6 +267,9 @@ NOT_OURS = {
     "curl": "an HTTP request to the server the block starts",
     "trl": "TRL's own command line",
     "ruff": "CI runs it (.ci/run)",
+    "ray": "Ray's own command line (cluster start-up)",
+    "vllm": "vLLM's own server",
+    "kubectl": "Kubernetes' own command line",
 }
 
 

@@ -22,6 +22,7 @@ LAYERS = {
     "store": 0,
     "store_lock": 0,
     "episode_runner": 0,
+    "ray_runner": 0,
     "data": 1,
     "retrieval": 1,
     "llm": 1,

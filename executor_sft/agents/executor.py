@@ -44,6 +44,7 @@ from executor_sft.agents.tools import (
     resolve_tools,
 )
 from executor_sft.llm.base import ChatModel, SamplingParams
+from executor_sft.llm.routing import routing
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import ExecutorRun, Finish, Message, Report, Usage, calls_of
 
@@ -92,9 +93,10 @@ async def run_executor(
     }
     _check_header(header, counterfactual_of)
     run = _ExecutorLoop(model, retriever, settings, sub_query)
-    for turn in range(settings.max_turns):
-        if not await run.turn(turn):
-            break
+    with routing(header["run_id"]):  # every turn of a run on one replica: its prefix stays cached
+        for turn in range(settings.max_turns):
+            if not await run.turn(turn):
+                break
     return run.record(header, counterfactual_of, getattr(retriever, "index_id", "unnamed"))
 
 

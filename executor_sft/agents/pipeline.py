@@ -20,6 +20,7 @@ from executor_sft.agents.config import PipelineConfig
 from executor_sft.agents.dispatch import executor_slot
 from executor_sft.agents.executor import run_executor
 from executor_sft.llm.base import ChatModel, SamplingParams
+from executor_sft.llm.routing import routing
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.metrics.scoring import score_answer
 from executor_sft.retrieval.base import Retriever
@@ -83,6 +84,33 @@ async def run_episode(
     _require(models, [BACKBONE, ANSWERER, *roles])
     judge = _judge_from(models, judge)
     episode_id = make_episode_id(question.id, sample_index, config.driver if separate else None)
+    with routing(episode_id):  # the episode's backbone rounds and answers stay on one replica each
+        return await _run_episode(
+            question,
+            models,
+            retriever,
+            config,
+            sample_index,
+            judge,
+            config_record,
+            roles,
+            episode_id,
+            separate,
+        )
+
+
+async def _run_episode(
+    question: Question,
+    models: Mapping[str, ChatModel],
+    retriever: Retriever,
+    config: PipelineConfig,
+    sample_index: int,
+    judge: LLMJudge | None,
+    config_record: Mapping[str, Any] | None,
+    roles: list[str],
+    episode_id: str,
+    separate: bool,
+) -> Episode:
     session = BackboneSession(
         models[BACKBONE],
         question.question,

@@ -14,7 +14,7 @@ from executor_sft.eval.config import (
 from executor_sft.eval.eval_set import EvalSet, EvalSetConfig, build_eval_set, load_eval_set_config
 from executor_sft.eval.plots import Point, pareto_front, plot_capacity, plot_pareto, plot_summary
 from executor_sft.eval.report import results_markdown, sweep_markdown
-from executor_sft.eval.runner import EvalRun, ensure_index, run_eval, select_questions
+from executor_sft.eval.runner import EVAL_ENGINES, EvalRun, ensure_index, run_eval, select_questions
 from executor_sft.eval.sweep import SweepConfig, SweepResult, build_cells, load_sweep_config, run_sweep
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "read_ids",
     "results_markdown",
     "run_eval",
+    "EVAL_ENGINES",
     "run_sweep",
     "select_questions",
     "summarize",

@@ -21,6 +21,7 @@ from executor_sft.episode_runner import DEFAULT_MAX_ATTEMPTS
 from executor_sft.llm.base import SamplingParams
 from executor_sft.llm.config import ModelConfig
 from executor_sft.metrics.answer import Normalization
+from executor_sft.ray_runner import RayConfig
 from executor_sft.retrieval.config import RetrieverConfig
 
 Mode = Literal["pipeline", "single_agent", "no_retrieval"]
@@ -91,6 +92,10 @@ class EvalConfig(BaseModel):
     questions: list[QuestionSource] = Field(min_length=1)
     samples: int = Field(1, ge=1, description="k: samples per question (mean@k)")
     concurrency: int = Field(4, ge=1, description="episodes in flight at once")
+    engine: str = "in_process"
+    """`executor_sft.eval.EVAL_ENGINES`: in_process (one event loop here) or ray (actors over a Ray
+    cluster, `ray`; episodes stream back here, the only writer of the episodes file)."""
+    ray: RayConfig = Field(default_factory=RayConfig)
     models: dict[str, ModelConfig]
     """Role -> model. Pipeline: backbone, answerer and every executor role; single agent:
     `single_agent`; no retrieval: `answerer`. An optional `judge` enables the LLM judge."""

@@ -11,9 +11,11 @@ in collection) is refused, and so is a second process writing the same output.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -31,6 +33,8 @@ from executor_sft.eval.report import judge_warning, results_markdown, write_mark
 from executor_sft.jsonl import MissingFileError
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.pool import ModelPool, build_models
+from executor_sft.ray_runner import ActorWork, run_episodes_ray
+from executor_sft.registry import Registry
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import Episode, Question
 from executor_sft.store import EpisodeStore
@@ -172,6 +176,83 @@ def _make_run_one(
     return run_one
 
 
+@dataclass
+class EvalInputs:
+    """Objects a caller hands `run_eval` instead of building them from the config."""
+
+    models: Mapping[str, ChatModel] | None = None
+    retriever: Retriever | None = None
+    pool: ModelPool | None = None
+    progress: bool = True
+
+
+EvalEngine = Callable[[EvalConfig, list[WorkItem], EpisodeStore, EvalInputs], RunReport]
+EVAL_ENGINES: Registry[EvalEngine] = Registry("evaluation engine")
+
+
+def _build_retriever(config: EvalConfig) -> Retriever | None:
+    if not config.needs_retriever:
+        return None
+    from executor_sft.retrieval.config import build_retriever
+
+    if config.build_index_from is not None:
+        ensure_index(config.retriever.index, config.build_index_from)
+    return build_retriever(config.retriever)
+
+
+@EVAL_ENGINES.register("in_process")
+def in_process(config: EvalConfig, work: list[WorkItem], store: EpisodeStore, inputs: EvalInputs) -> RunReport:
+    retriever = inputs.retriever if inputs.retriever is not None else _build_retriever(config)
+    models = inputs.models
+    if models is None:
+        models = build_models(config.models, cache_file=config.llm_cache_file(), pool=inputs.pool)
+    return asyncio.run(
+        run_episodes(
+            work,
+            _make_run_one(config, models, retriever),
+            store,
+            concurrency=config.concurrency,
+            progress={"desc": config.name} if inputs.progress else None,
+            max_attempts=config.max_attempts,
+            expected_failures=INFRASTRUCTURE_ERRORS,
+        )
+    )
+
+
+def ray_actor_work(config_json: str) -> ActorWork:
+    """On a Ray actor: the config's models and retriever built on that node (the index path must
+    exist there); the judge cache in a scratch directory and no request cache (no shared disk)."""
+    scratch = tempfile.mkdtemp(prefix="executor_sft_eval_")
+    config = EvalConfig.model_validate_json(config_json).model_copy(
+        update={"output_dir": scratch, "judge_cache": None, "llm_cache": False}
+    )
+    models = build_models(config.models)
+    run_one = _make_run_one(config, models, _build_retriever(config))
+    return ActorWork(run_one, expected_failures=INFRASTRUCTURE_ERRORS)
+
+
+@EVAL_ENGINES.register("ray")
+def on_ray(config: EvalConfig, work: list[WorkItem], store: EpisodeStore, inputs: EvalInputs) -> RunReport:
+    if inputs.models is not None or inputs.retriever is not None:
+        raise ValueError("engine ray builds models and retriever on each actor from the config; pass neither")
+    report = asyncio.run(
+        run_episodes_ray(
+            work,
+            functools.partial(ray_actor_work, config.model_dump_json()),
+            store,
+            config.ray,
+            concurrency=config.concurrency,
+            progress={"desc": f"{config.name} (ray)"} if inputs.progress else None,
+            max_attempts=config.max_attempts,
+        )
+    )
+    if report.lost_actors:
+        logger.warning(
+            "%s: %d Ray actors lost; %d episodes re-queued", config.name, report.lost_actors, report.requeued
+        )
+    return report
+
+
 def run_eval(
     config: EvalConfig,
     *,
@@ -208,25 +289,8 @@ def run_eval(
         pending = sum(item.episode_id not in store for item in work)
         report = RunReport(skipped=len(work) - pending)
         if pending:
-            if retriever is None and config.needs_retriever:
-                from executor_sft.retrieval.config import build_retriever
-
-                if config.build_index_from is not None:
-                    ensure_index(config.retriever.index, config.build_index_from)
-                retriever = build_retriever(config.retriever)
-            if models is None:
-                models = build_models(config.models, cache_file=config.llm_cache_file(), pool=pool)
-            report = asyncio.run(
-                run_episodes(
-                    work,
-                    _make_run_one(config, models, retriever),
-                    store,
-                    concurrency=config.concurrency,
-                    progress={"desc": config.name} if progress else None,
-                    max_attempts=config.max_attempts,
-                    expected_failures=INFRASTRUCTURE_ERRORS,
-                )
-            )
+            engine = EVAL_ENGINES.get(config.engine)
+            report = engine(config, work, store, EvalInputs(models, retriever, pool, progress))
         episodes = [e for e in store if e.episode_id in wanted]
     failed = [episode_id for episode_id, _ in report.failed] + report.not_started
     results = summarize(

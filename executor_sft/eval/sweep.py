@@ -189,7 +189,7 @@ def build_cells(sweep: SweepConfig) -> list[Cell]:
 
 def _fingerprint(config: EvalConfig) -> str:
     """What a cached cell must match: its config and the content of its evaluation set."""
-    data = config.model_dump(mode="json", exclude={"concurrency", "plots"})
+    data = config.model_dump(mode="json", exclude={"concurrency", "plots", "engine", "ray"})
     data["eval_sets"] = [
         ids_digest(read_ids(s.ids_file))
         for s in config.questions

@@ -24,6 +24,11 @@ class OpenAIConfig(ModelConfig):
     model: str
     """Served model name."""
     base_urls: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:8000/v1"])
+    """One URL or several replicas of the model: sticky per executor run and episode, else least
+    loaded (`executor_sft.llm.routing`)."""
+    health_check_s: float = Field(0.0, ge=0)
+    """Poll each replica's `/health` this often, taking a failing one out and putting it back when
+    it answers again (0: no polling; a replica that failed is skipped for a few seconds)."""
     api_key_env: str | None = None
     max_concurrency: int = Field(32, ge=1)
     timeout_s: float = Field(120.0, gt=0)
@@ -41,7 +46,7 @@ class OpenAIConfig(ModelConfig):
     """Ask the server for the sampled token ids (vLLM >= 0.10.2) and store them with each call."""
 
     identity_exclude: ClassVar[frozenset[str]] = frozenset(
-        {"base_urls", "api_key_env", "max_concurrency", "timeout_s", "max_retries"}
+        {"base_urls", "health_check_s", "api_key_env", "max_concurrency", "timeout_s", "max_retries"}
         | {"backoff_base_s", "backoff_max_s", "return_token_ids"}
     )
 
@@ -136,6 +141,7 @@ def build_openai(cfg: OpenAIConfig) -> ChatModel:
         max_retries=cfg.max_retries,
         backoff_base_s=cfg.backoff_base_s,
         backoff_max_s=cfg.backoff_max_s,
+        health_check_s=cfg.health_check_s,
         sampling=cfg.sampling(),
         extra_body=cfg.extra_body,
         pass_enable_thinking=cfg.pass_enable_thinking,

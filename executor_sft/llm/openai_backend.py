@@ -17,7 +17,6 @@ like a 5xx and logged as one line.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import os
@@ -33,6 +32,7 @@ from openai.types.chat import ChatCompletion
 
 from executor_sft.llm.base import ChatError, ChatResult, SamplingParams
 from executor_sft.llm.parsing import THINK_CLOSE, TOOL_OPEN, parse_assistant_text
+from executor_sft.llm.routing import EndpointPool, Replica, route_key
 from executor_sft.llm.usage import count_usage
 from executor_sft.llm.vocabulary import vocabulary_id
 from executor_sft.schema import Message, SampledTokens, TokenUsage
@@ -40,15 +40,6 @@ from executor_sft.schema import Message, SampledTokens, TokenUsage
 log = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-
-
-@dataclass
-class _Endpoint:
-    base_url: str
-    in_flight: int = 0
-    down_until: float = 0.0
-    requests: int = 0
-    failures: int = 0
 
 
 class _Retryable(Exception):
@@ -70,9 +61,12 @@ class OpenAIChatModel:
 
     Args:
         model: the served model name sent in each request.
-        base_urls: one URL or a list (replicas); each request goes to the replica with the
-            fewest requests in flight (ties round-robin), skipping replicas that just failed
-            to connect (for `down_cooldown_s`).
+        base_urls: one URL or a list (replicas), routed by an `EndpointPool`
+            (`executor_sft.llm.routing`): the calls of one executor run or episode stay on one
+            replica, a new one goes to the replica with the fewest requests in flight (ties
+            round-robin), and a replica that refused a connection or answered 5xx is skipped
+            (for `down_cooldown_s`, or until its health check passes when `health_check_s` > 0).
+        health_check_s: poll every replica's `/health` this often (0: no checks).
         api_key_env: name of the environment variable holding the key (None: no key, sends
             "EMPTY" as vLLM/SGLang expect).
         max_concurrency: at most this many requests in flight from this object.
@@ -110,6 +104,7 @@ class OpenAIChatModel:
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 20.0,
         down_cooldown_s: float = 5.0,
+        health_check_s: float = 0.0,
         sampling: SamplingParams | None = None,
         extra_body: dict[str, Any] | None = None,
         pass_enable_thinking: bool = True,
@@ -143,7 +138,7 @@ class OpenAIChatModel:
         # Kept only inside a closure that builds clients; not an attribute of this object.
         self._make_client = _client_factory(key, timeout_s)
         self._scrub = _scrubber(key if api_key_env else None)
-        self.endpoints = [_Endpoint(u.rstrip("/")) for u in urls]
+        self.pool = EndpointPool(urls, down_cooldown_s=down_cooldown_s, health_check_s=health_check_s)
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
         self.max_retries = max_retries
@@ -156,7 +151,6 @@ class OpenAIChatModel:
         self.tokenizer = tokenizer
         self.return_token_ids = return_token_ids
         self.parse_text_fallback = parse_text_fallback
-        self._rr = itertools.count()
         # Clients and the semaphore belong to an event loop; keep one set per loop.
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
@@ -175,24 +169,15 @@ class OpenAIChatModel:
             self._loops[loop] = state
         return state
 
-    def _client(self, state: _LoopState, endpoint: _Endpoint) -> openai.AsyncOpenAI:
+    def _client(self, state: _LoopState, endpoint: Replica) -> openai.AsyncOpenAI:
         client = state.clients.get(endpoint.base_url)
         if client is None:
             client = state.clients[endpoint.base_url] = self._make_client(endpoint.base_url)
         return client
 
-    def _pick(self, avoid: set[str]) -> _Endpoint:
-        now = time.monotonic()
-        pools = (
-            [e for e in self.endpoints if e.base_url not in avoid and e.down_until <= now],
-            [e for e in self.endpoints if e.down_until <= now],
-            [e for e in self.endpoints if e.base_url not in avoid],
-            self.endpoints,
-        )
-        pool = next(p for p in pools if p)
-        least = min(e.in_flight for e in pool)
-        tied = [e for e in pool if e.in_flight == least]
-        return tied[next(self._rr) % len(tied)]
+    @property
+    def endpoints(self) -> list[Replica]:
+        return self.pool.replicas
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         delay = random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2**attempt))
@@ -202,6 +187,7 @@ class OpenAIChatModel:
 
     async def aclose(self) -> None:
         """Close the HTTP clients opened on the running event loop."""
+        await self.pool.aclose()
         state = self._loops.pop(asyncio.get_running_loop(), None)
         if state:
             await asyncio.gather(*(c.close() for c in state.clients.values()), return_exceptions=True)
@@ -265,7 +251,7 @@ class OpenAIChatModel:
             message["tool_calls"] = tool_calls
         return message
 
-    async def _attempt(self, state: _LoopState, endpoint: _Endpoint, request: dict[str, Any]) -> Any:
+    async def _attempt(self, state: _LoopState, endpoint: Replica, request: dict[str, Any]) -> Any:
         client = self._client(state, endpoint)
         endpoint.in_flight += 1
         endpoint.requests += 1
@@ -284,11 +270,13 @@ class OpenAIChatModel:
         except (TimeoutError, openai.APITimeoutError):
             error = _Retryable(f"timeout after {self.timeout_s:g}s")
         except openai.APIConnectionError as exc:
-            endpoint.down_until = time.monotonic() + self.down_cooldown_s
+            self.pool.mark_down(endpoint)
             error = _Retryable(f"connection error: {self._scrub(str(exc))}")
         except openai.APIStatusError as exc:
             detail = f"HTTP {exc.status_code}: {self._scrub(str(exc))[:500]}"
             if exc.status_code in RETRYABLE_STATUS:
+                if exc.status_code >= 500:
+                    self.pool.mark_down(endpoint)
                 error = _Retryable(detail, _retry_after(exc))
             else:
                 error = ChatError(f"{self.name} at {endpoint.base_url}: {detail}")
@@ -314,8 +302,9 @@ class OpenAIChatModel:
             response = None
             tried: set[str] = set()
             errors: list[str] = []
+            key = route_key()
             for attempt in range(self.max_retries + 1):
-                endpoint = self._pick(tried)
+                endpoint = self.pool.pick(tried, key)
                 try:
                     response = await self._attempt(state, endpoint, request)
                     break

@@ -1,6 +1,7 @@
 """Rollout collection: episodes per question, counterfactual re-runs, resume, shards and worker processes."""
 
 from executor_sft.rollout.collect import (
+    ENGINES,
     CollectResult,
     add_counterfactuals,
     collect,
@@ -18,6 +19,7 @@ from executor_sft.rollout.parallel import collect_parallel, merge_parts
 from executor_sft.rollout.summary import CollectionStats, collection_stats, render_summary
 
 __all__ = [
+    "ENGINES",
     "CollectConfig",
     "CollectQuestionSource",
     "CollectResult",

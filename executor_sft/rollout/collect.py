@@ -1,9 +1,7 @@
-"""`collect`: the one entry point of collection, in this process or in `num_workers` processes."""
+"""`collect`: the one entry point of collection; the config's engine (`ENGINES`) says where it runs."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -21,11 +19,13 @@ from executor_sft.rollout.engine import (
     merge_rollouts,
     select_questions,
 )
-from executor_sft.rollout.parallel import collect_parallel
+from executor_sft.rollout.engines import ENGINES, CollectInputs
+from executor_sft.rollout.parallel import ModelsFactory, RetrieverFactory
 from executor_sft.schema import Question
 
 __all__ = [
     "CollectResult",
+    "ENGINES",
     "add_counterfactuals",
     "collection_models",
     "collect",
@@ -47,37 +47,29 @@ async def collect(
     show_progress: bool = True,
     skip_ids: Collection[str] = (),
     progress: Mapping[str, Any] | None = None,
+    models_factory: ModelsFactory | None = None,
+    retriever_factory: RetrieverFactory | None = None,
 ) -> CollectResult:
     """Collect `samples_per_question` episodes per question into `config.rollouts_path`.
 
     `models`, `retriever` and `questions` default to what the config describes; pass them to
     drive collection with objects you built yourself (scripted policies, a shared server).
     Episode ids in `skip_ids` are treated as done (`collect_parallel` passes what the merged
-    file already holds); `progress` adds tqdm arguments. With `config.num_workers > 1` the
-    work runs in that many processes (`collect_parallel`), which build their own models and
-    retriever from the config.
+    file already holds); `progress` adds tqdm arguments. The config's engine
+    (`config.engine_name()`, looked up in `ENGINES`) decides where episodes run; engines that
+    run in other processes or on other machines (process, ray) build models and retriever there,
+    from the config or from the picklable `models_factory(questions)` / `retriever_factory()`.
     """
-    if config.num_workers > 1:
-        if models is not None or retriever is not None or judge is not None:
-            raise ValueError(
-                "num_workers > 1 builds models and retriever in each worker process from the config; "
-                "to use objects of your own, call collect_parallel with picklable factories"
-            )
-        stop = threading.Event()
-        try:
-            return await asyncio.to_thread(
-                collect_parallel, config, questions=questions, show_progress=show_progress, stop=stop
-            )
-        except asyncio.CancelledError:  # Ctrl-C: the workers stop too, and asyncio.run waits for them
-            stop.set()
-            raise
-    return await collect_in_process(
-        config,
+    engine = ENGINES.get(config.engine_name())
+    inputs = CollectInputs(
         models=models,
         retriever=retriever,
         judge=judge,
         questions=questions,
+        models_factory=models_factory,
+        retriever_factory=retriever_factory,
         show_progress=show_progress,
         skip_ids=skip_ids,
         progress=progress,
     )
+    return await engine(config, inputs)

@@ -17,6 +17,7 @@ from executor_sft.data.selection import QuestionSource as BaseQuestionSource
 from executor_sft.episode_runner import DEFAULT_MAX_ATTEMPTS, WorkItem, attempts_path, work_items
 from executor_sft.jsonl import MissingFileError, OutputError, check_output_dir
 from executor_sft.llm.config import ModelConfig
+from executor_sft.ray_runner import RayConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
 from executor_sft.schema import Question, Role
@@ -83,6 +84,12 @@ class CollectConfig(BaseModel):
     shard_index: int = Field(default=0, ge=0)
     num_workers: int = Field(default=1, ge=1)
     """Processes collecting this config's questions (one per core; `collect_parallel`), merged at the end."""
+    engine: str | None = None
+    """`executor_sft.rollout.ENGINES`: in_process, process (`num_workers` processes) or ray (actors
+    over a Ray cluster, `ray`); a `module:attr` path names your own. Default: process when
+    `num_workers` > 1, else in_process."""
+    ray: RayConfig = Field(default_factory=RayConfig)
+    """The cluster and the split of work for `engine: ray` (docs/scale.md)."""
     llm_cache: bool = True
     """Answer repeated greedy (temperature 0) model requests from a cache kept beside the rollouts,
     so a resumed or repeated run makes no call twice (`executor_sft.llm.request_cache`)."""
@@ -107,6 +114,9 @@ class CollectConfig(BaseModel):
         # `pipeline.roles.<role>.sampling` keys over `models.<role>` sampling fields, not instead of them
         self.pipeline = self.pipeline.with_model_sampling({r: m.sampling() for r, m in self.models.items()})
         return self
+
+    def engine_name(self) -> str:
+        return self.engine or ("process" if self.num_workers > 1 else "in_process")
 
     def required_roles(self) -> list[str]:
         return [Role.BACKBONE, Role.ANSWERER, *self.pipeline.executor_roles]

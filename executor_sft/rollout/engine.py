@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from executor_sft.errors import ConfigError
 from executor_sft.jsonl import InputError, write_text
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.pool import build_models
+from executor_sft.llm.routing import replica_counts
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig, CounterfactualConfig
@@ -146,7 +147,7 @@ def _postfix(stats: CollectionStats, failed: int) -> dict[str, str]:
     return {"runs": str(runs), **shown, "errors": str(stats.episode_errors + failed)}
 
 
-def _judge(config: CollectConfig, models: Mapping[str, ChatModel]) -> LLMJudge | None:
+def collection_judge(config: CollectConfig, models: Mapping[str, ChatModel]) -> LLMJudge | None:
     if Role.JUDGE not in models:
         return None
     # Verdicts persist beside the rollouts, so a resumed or repeated run never re-judges.
@@ -155,7 +156,7 @@ def _judge(config: CollectConfig, models: Mapping[str, ChatModel]) -> LLMJudge |
     return LLMJudge(models[Role.JUDGE], cache_path=cache)
 
 
-def _prior_stats(store: EpisodeStore) -> CollectionStats:
+def prior_stats(store: EpisodeStore) -> CollectionStats:
     """What a previous run left in the file: the summary covers the whole file, not only this run."""
     if not len(store):
         return CollectionStats()
@@ -189,33 +190,11 @@ async def collect_in_process(
             from executor_sft.retrieval.config import build_retriever
 
             retriever = build_retriever(config.retriever)
-        judge = judge if judge is not None else _judge(config, models)
-        # The same for every episode of this collection (of one driver): dumped once, not per episode.
-        pipelines = {
-            d: config.pipeline if d is None else config.pipeline.for_driver(d) for d in config.drivers()
-        }
-        config_records = {d: episode_config_record(p, models, retriever, judge) for d, p in pipelines.items()}
-
-        async def run_one(item: WorkItem) -> Episode:
-            pipeline = pipelines[item.driver]
-            episode = await run_episode(
-                item.question,
-                models,
-                retriever,
-                pipeline,
-                sample_index=item.sample,
-                judge=judge,
-                config_record=config_records[item.driver],
-                separate=item.driver is not None,
-            )
-            await add_counterfactuals(episode, models, retriever, pipeline, config.counterfactual, judge)
-            return episode
-
-        def give_up(item: WorkItem, error: str, attempts: int) -> Episode:
-            return gave_up_episode(item, error, attempts, config_records[item.driver])
+        judge = judge if judge is not None else collection_judge(config, models)
+        run_one, give_up = episode_work(config, models, retriever, judge)
 
         bar = {"desc": "episodes", "dynamic_ncols": True, **(progress or {})} if show_progress else None
-        stats = _prior_stats(store)
+        stats = prior_stats(store)
         report = await run_episodes(
             config.work_items(questions),
             run_one,
@@ -237,9 +216,40 @@ async def collect_in_process(
             report.skipped,
             report.failed,
             elapsed_s=time.perf_counter() - start,
+            summary_extra={"replicas": replicas} if (replicas := replica_counts(models)) else None,
             gave_up=report.gave_up,
             not_started=report.not_started,
         )
+
+
+def episode_work(
+    config: CollectConfig, models: Mapping[str, ChatModel], retriever: Retriever, judge: LLMJudge | None
+) -> tuple[Callable[[WorkItem], Awaitable[Episode]], Callable[[WorkItem, str, int], Episode]]:
+    """`run_one` (an episode with its counterfactual re-runs) and `give_up` for the episode runner;
+    every engine runs these, in this process, in worker processes or on Ray actors."""
+    # The same for every episode of this collection (of one driver): dumped once, not per episode.
+    pipelines = {d: config.pipeline if d is None else config.pipeline.for_driver(d) for d in config.drivers()}
+    config_records = {d: episode_config_record(p, models, retriever, judge) for d, p in pipelines.items()}
+
+    async def run_one(item: WorkItem) -> Episode:
+        pipeline = pipelines[item.driver]
+        episode = await run_episode(
+            item.question,
+            models,
+            retriever,
+            pipeline,
+            sample_index=item.sample,
+            judge=judge,
+            config_record=config_records[item.driver],
+            separate=item.driver is not None,
+        )
+        await add_counterfactuals(episode, models, retriever, pipeline, config.counterfactual, judge)
+        return episode
+
+    def give_up(item: WorkItem, error: str, attempts: int) -> Episode:
+        return gave_up_episode(item, error, attempts, config_records[item.driver])
+
+    return run_one, give_up
 
 
 def finish_collection(

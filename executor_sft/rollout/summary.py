@@ -204,6 +204,14 @@ def render_summary(summary: dict[str, Any]) -> str:
         console.print(tab4)
     if summary.get("episodes_per_driver"):
         console.print(f"episodes per driver (separate collection): {summary['episodes_per_driver']}")
+    for role, replicas in (summary.get("replicas") or {}).items():
+        tab = Table(title=f"{role}: requests per replica")
+        for col in ("replica", "requests", "failures", "in pool", "taken out", "put back"):
+            tab.add_column(col, justify="left" if col == "replica" else "right")
+        for url, c in replicas.items():
+            flags = (c["requests"], c["failures"], "yes" if c["healthy"] else "no", c["removed"], c["restored"])
+            tab.add_row(url, *map(str, flags))
+        console.print(tab)
     errors = (
         f"stop reasons: {summary['stop_reasons']}; episode errors: {summary['episode_errors']}; "
         f"counterfactual runs: {summary['counterfactual_runs']}"

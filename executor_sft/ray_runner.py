@@ -1,0 +1,376 @@
+"""Run episodes on Ray actors across machines; the calling process stays the only writer of the store.
+
+Work items are cut into tasks and handed to actors, one task at a time per actor. Each actor
+builds its models and retriever once, on its own node (`ActorWork`, from a picklable factory:
+nothing is read from a shared filesystem), and runs the ordinary async runner
+(`episode_runner.run_episodes`) with its share of the concurrency. Finished episodes stream
+back as their JSONL lines, serialised on the actor exactly as the store would, and the driver
+appends them to its `EpisodeStore` (lock, group commit, resume by id as in one process).
+
+A task whose actor dies (its worker, or its whole node) is cut to the items not yet received
+and put back in the queue, so the surviving actors finish it; the driver skips an id it already
+stored, so nothing is written twice. Failed attempts come back with the task's last message
+and go to the driver's attempts log, so `max_attempts` holds across machines; attempts of a
+task whose actor died before reporting are not counted. With every actor dead the remaining
+items are reported as not started and a re-run picks them up.
+
+`ray` is imported only here, inside the functions: the package works without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from tqdm.auto import tqdm
+
+from executor_sft.episode_runner import (
+    DEFAULT_MAX_ATTEMPTS,
+    AttemptLog,
+    RunReport,
+    WorkItem,
+    attempts_path,
+    gave_up_episode,
+    run_episodes,
+)
+from executor_sft.errors import UserError
+from executor_sft.schema import Episode
+from executor_sft.store import EpisodeStore, episode_line
+
+logger = logging.getLogger(__name__)
+
+POLL_S = 0.05
+"""How often an idle actor's driver loop looks for a re-queued task."""
+
+
+class RayNotInstalledError(UserError, ImportError):
+    """`engine: ray` without the `ray` extra installed."""
+
+
+class RayConfig(BaseModel):
+    """Where the Ray cluster is and how the work is spread over it (docs/scale.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = None
+    """`ray.init(address=...)`: "auto" (a cluster started with `ray start` on this machine), a
+    `ray://host:10001` client address, or None (RAY_ADDRESS, else a local one-machine cluster)."""
+    actors: int | None = Field(default=None, ge=1)
+    """Actors that run episodes (default: one per alive node); the concurrency is split among them."""
+    cpus_per_actor: float = Field(default=1.0, gt=0)
+    task_size: int | None = Field(default=None, ge=1)
+    """Episodes per task (default: an even share per actor, so each actor gets one task)."""
+
+
+@dataclass
+class ActorWork:
+    """What an actor runs, built on its node by the caller's factory: models and retriever load there."""
+
+    run_one: Callable[[WorkItem], Awaitable[Episode]]
+    give_up: Callable[[WorkItem, str, int], Episode] = gave_up_episode
+    expected_failures: tuple[type[BaseException], ...] = ()
+    digest: Callable[[Episode], Any] | None = None
+    """Computed on the actor for each finished episode and handed to the driver's `on_written`
+    (collection sends its per-episode stats), so the driver never parses an episode."""
+
+
+WorkFactory = Callable[[], ActorWork]
+"""Builds an actor's `ActorWork` (must be picklable: it travels to every actor)."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One finished episode as it travels from an actor: its id, its store line and its digest."""
+
+    episode_id: str
+    line: bytes
+    digest: Any = None
+
+
+@dataclass
+class TaskEnd:
+    """The last message of a task: the attempts that failed in it and the items it never started."""
+
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    gave_up: list[tuple[str, str]] = field(default_factory=list)
+    not_started: list[str] = field(default_factory=list)
+
+
+class _StreamSink:
+    """Stands in for the actor's store: finished episodes go to the driver instead of a file."""
+
+    def __init__(self, path: Path, digest: Callable[[Episode], Any] | None):
+        self.path = path
+        self.digest = digest
+        self.loop = asyncio.get_running_loop()
+        self.batches: asyncio.Queue[list[Finished] | None] = asyncio.Queue()
+
+    def __contains__(self, key: str) -> bool:
+        return False  # the driver sends only items it has not stored
+
+    def append_many(self, episodes: list[Episode]) -> int:  # called in a worker thread
+        batch = [
+            Finished(e.episode_id, episode_line(e), self.digest(e) if self.digest else None) for e in episodes
+        ]
+        self.loop.call_soon_threadsafe(self.batches.put_nowait, batch)
+        return len(batch)
+
+
+class EpisodeActor:
+    """A Ray actor (wrapped by `ray.remote` at run time) that runs tasks of work items."""
+
+    def __init__(self, factory: WorkFactory, concurrency: int, max_attempts: int):
+        self.work = factory()
+        self.concurrency = concurrency
+        self.max_attempts = max_attempts
+        self.scratch = Path(tempfile.mkdtemp(prefix="executor_sft_actor_"))
+
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    async def run(self, items: list[WorkItem], prior: dict[str, list[Any]]):
+        """Yield batches of `Finished` as they commit, then one `TaskEnd`.
+
+        `prior` holds the driver's attempts so far per id, `[count, last error]`: the bound is
+        applied here exactly as in one process."""
+        log = self.scratch / f"attempts-{time.monotonic_ns()}.jsonl"
+        log.write_text(
+            "".join(
+                f'{{"episode_id": {_json(eid)}, "error": {_json(error)}}}\n'
+                for eid, (count, error) in prior.items()
+                for _ in range(count)
+            )
+        )
+        sink = _StreamSink(self.scratch / "stream.jsonl", self.work.digest)
+        runner = asyncio.create_task(
+            run_episodes(
+                items,
+                self.work.run_one,
+                sink,  # type: ignore[arg-type]
+                concurrency=self.concurrency,
+                max_attempts=self.max_attempts,
+                give_up=self.work.give_up,
+                attempts_file=log,
+                expected_failures=self.work.expected_failures,
+            )
+        )
+        runner.add_done_callback(lambda _: sink.batches.put_nowait(None))
+        while (batch := await sink.batches.get()) is not None:
+            yield batch
+        while not sink.batches.empty():  # batches queued by the writer thread after the end marker
+            if (batch := sink.batches.get_nowait()) is not None:
+                yield batch
+        report = await runner
+        log.unlink(missing_ok=True)
+        yield TaskEnd(failed=report.failed, gave_up=report.gave_up, not_started=report.not_started)
+
+
+def _json(value: str) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RayNotInstalledError(
+            "engine ray needs the ray extra: pip install -e '.[ray]' (or pick engine in_process)"
+        ) from None
+    return ray
+
+
+def connect(config: RayConfig) -> Any:
+    """The `ray` module, connected to the configured cluster (once per process)."""
+    ray = import_ray()
+    if not ray.is_initialized():
+        ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
+    return ray
+
+
+def _tasks(items: Sequence[WorkItem], n_actors: int, task_size: int | None) -> list[list[WorkItem]]:
+    """Round-robin shares, one per actor, or chunks of `task_size` in order."""
+    if task_size is None:
+        return [list(items[i::n_actors]) for i in range(n_actors) if items[i::n_actors]]
+    return [list(items[i : i + task_size]) for i in range(0, len(items), task_size)]
+
+
+@dataclass
+class RayRunReport(RunReport):
+    """A `RunReport` plus how the cluster did."""
+
+    actors: int = 0
+    lost_actors: int = 0
+    requeued: int = 0
+    """Items put back in the queue after their actor died."""
+    per_node: dict[str, int] = field(default_factory=dict)
+    """Episodes written per node id."""
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    """`time.perf_counter()` when every actor was ready and when the last task ended."""
+
+
+async def run_episodes_ray(
+    items: Sequence[WorkItem],
+    factory: WorkFactory,
+    store: EpisodeStore,
+    ray_config: RayConfig,
+    *,
+    concurrency: int,
+    skip_ids: Collection[str] = (),
+    on_written: Callable[[Any], None] | None = None,
+    progress: Mapping[str, Any] | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    attempts_file: str | Path | None = None,
+) -> RayRunReport:
+    """`run_episodes` over Ray actors: same skips, retry bound and store; `on_written` gets digests."""
+    skip = set(skip_ids)
+    todo = [item for item in items if item.episode_id not in store and item.episode_id not in skip]
+    report = RayRunReport(skipped=len(items) - len(todo))
+    # Items at their last allowed attempt go to the actors too: they store the final error there.
+    attempts = AttemptLog(attempts_file if attempts_file is not None else attempts_path(store.path))
+    if not todo:
+        return report
+    ray = connect(ray_config)
+    n_actors = ray_config.actors or max(1, sum(1 for n in ray.nodes() if n.get("Alive")))
+    n_actors = min(n_actors, len(todo))
+    share = max(1, -(-concurrency // n_actors))
+    remote = ray.remote(EpisodeActor).options(
+        num_cpus=ray_config.cpus_per_actor, max_restarts=0, scheduling_strategy="SPREAD"
+    )
+    actors = [remote.remote(factory, share, max_attempts) for _ in range(n_actors)]
+    driver = _Driver(
+        ray, store, report, attempts, on_written, list(_tasks(todo, n_actors, ray_config.task_size))
+    )
+    bar = tqdm(**{"total": len(todo), "unit": "ep", **(progress or {})}, disable=progress is None)
+    driver.bar = bar
+    report.actors = n_actors
+    try:
+        # Start-up (loading models and index) ends before any task is handed out, so every actor
+        # gets its share and the timed window below is collection alone.
+        nodes = await asyncio.gather(*(driver.ready(actor) for actor in actors))
+        if not any(nodes):  # e.g. the index path missing on the nodes: say why, not "0 written"
+            raise RuntimeError(f"no Ray actor could start: {driver.errors[0]}")
+        report.started_at = time.perf_counter()
+        await asyncio.gather(*(driver.serve(actor, node) for actor, node in zip(actors, nodes, strict=True)))
+        report.finished_at = time.perf_counter()
+    finally:
+        bar.close()
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
+    for task in driver.queue:
+        report.not_started += [item.episode_id for item in task]
+    if report.not_started:
+        logger.warning("every Ray actor died; %d episodes not started", len(report.not_started))
+    return report
+
+
+@dataclass
+class _Driver:
+    """Hands tasks to actors, stores what streams back, re-queues what a dead actor left."""
+
+    ray: Any
+    store: EpisodeStore
+    report: RayRunReport
+    attempts: AttemptLog
+    on_written: Callable[[Any], None] | None
+    queue: list[list[WorkItem]]
+    in_flight: int = 0
+    bar: Any = None
+    _received: set[str] = field(default_factory=set)
+    """Ids stored from the stream (the store holds them too; this also covers a write in flight)."""
+    errors: list[str] = field(default_factory=list)
+
+    async def ready(self, actor: Any) -> str | None:
+        """The actor's node once it has built its models and retriever (None: it died doing so)."""
+        try:
+            return await actor.node.remote()
+        except self.ray.exceptions.RayError as exc:
+            self._lost(exc)
+            return None
+
+    async def serve(self, actor: Any, node: str | None) -> None:
+        if node is None:
+            return
+        while True:
+            if not self.queue:
+                if not self.in_flight:
+                    return
+                await asyncio.sleep(POLL_S)  # a running task may yet be re-queued
+                continue
+            task = self.queue.pop(0)
+            self.in_flight += 1
+            try:
+                await self._run_task(actor, node, task)
+            except self.ray.exceptions.RayError as exc:
+                left = [item for item in task if item.episode_id not in self.store]
+                left = [item for item in left if item.episode_id not in self._received]
+                self.report.requeued += len(left)
+                if left:
+                    self.queue.append(left)
+                self._lost(exc)
+                return
+            finally:
+                self.in_flight -= 1
+
+    def _lost(self, exc: BaseException) -> None:
+        self.report.lost_actors += 1
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        error = f"{type(exc).__name__}: {lines[-1] if lines else ''}"  # the cause is the last line
+        self.errors.append(error)
+        logger.warning("a Ray actor was lost (%s); its unfinished episodes go to the others", error)
+
+    async def _run_task(self, actor: Any, node: str, task: list[WorkItem]) -> int:
+        prior = {
+            item.episode_id: [
+                self.attempts.counts[item.episode_id],
+                self.attempts.last_error[item.episode_id],
+            ]
+            for item in task
+            if self.attempts.counts[item.episode_id]
+        }
+        stream = actor.run.options(num_returns="streaming").remote(task, prior)
+        received = 0
+        async for ref in stream:
+            message = await ref
+            if isinstance(message, TaskEnd):
+                self._end(message)
+                continue
+            received += await self._store(message, node)
+        return received
+
+    async def _store(self, batch: list[Finished], node: str) -> int:
+        new = [f for f in batch if f.episode_id not in self.store and f.episode_id not in self._received]
+        unique = {f.episode_id: f for f in new}
+        if unique:
+            blob = b"".join(f.line for f in unique.values())
+            await asyncio.to_thread(self.store.append_lines, blob, set(unique))
+            self._received |= set(unique)
+            self.report.written += len(unique)
+            self.report.per_node[node] = self.report.per_node.get(node, 0) + len(unique)
+            for f in unique.values():
+                if self.on_written is not None:
+                    self.on_written(f.digest)
+        self.bar.update(len(unique))
+        self.bar.set_postfix(
+            {"nodes": str(len(self.report.per_node)), "lost": str(self.report.lost_actors)}, refresh=False
+        )
+        return len(unique)
+
+    def _end(self, end: TaskEnd) -> None:
+        for episode_id, error in end.failed:
+            self.attempts.record(episode_id, error)
+            self.report.failed.append((episode_id, error))
+        self.report.gave_up += end.gave_up
+        self.report.not_started += end.not_started
+        self.bar.update(len(end.failed))

@@ -1,0 +1,105 @@
+"""`engine: ray`: collection over Ray actors, the driver the only writer of the rollouts file.
+
+Each actor builds the config's models and retriever on its own node, so what a node needs is
+the config (sent through Ray) and whatever the config points at locally: the index directory
+at the same path on every node, like vLLM's model weights, and the model endpoints it can
+reach. The driver's request cache and judge cache stay on the driver's disk: actors keep a
+judge cache in a scratch directory of their own and no request cache (there is no shared
+filesystem to keep one in), so a resumed Ray collection re-sends the calls of episodes it had
+not finished.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+import time
+from collections.abc import Sequence
+
+from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS
+from executor_sft.ray_runner import ActorWork, run_episodes_ray
+from executor_sft.rollout.config import CollectConfig
+from executor_sft.rollout.engine import (
+    CollectResult,
+    collection_judge,
+    collection_models,
+    episode_work,
+    finish_collection,
+    prior_stats,
+    select_questions,
+)
+from executor_sft.rollout.parallel import ModelsFactory, RetrieverFactory
+from executor_sft.rollout.summary import CollectionStats, collection_stats
+from executor_sft.schema import Episode, Question
+
+
+def _episode_stats(episode: Episode) -> CollectionStats:
+    return collection_stats([episode])
+
+
+def actor_work(
+    config_json: str,
+    questions: list[Question],
+    models_factory: ModelsFactory | None,
+    retriever_factory: RetrieverFactory | None,
+) -> ActorWork:
+    """Runs on the actor: build models, retriever and judge there, and the episode function."""
+    scratch = tempfile.mkdtemp(prefix="executor_sft_collect_")
+    config = CollectConfig.model_validate_json(config_json).model_copy(
+        update={"output_dir": scratch, "llm_cache": False, "num_shards": 1, "shard_index": 0}
+    )
+    models = models_factory(questions) if models_factory else collection_models(config)
+    if retriever_factory is not None:
+        retriever = retriever_factory()
+    else:
+        from executor_sft.retrieval.config import build_retriever
+
+        retriever = build_retriever(config.retriever)
+    run_one, give_up = episode_work(config, models, retriever, collection_judge(config, models))
+    return ActorWork(run_one, give_up, INFRASTRUCTURE_ERRORS, digest=_episode_stats)
+
+
+async def collect_on_ray(
+    config: CollectConfig,
+    *,
+    questions: Sequence[Question] | None = None,
+    models_factory: ModelsFactory | None = None,
+    retriever_factory: RetrieverFactory | None = None,
+    show_progress: bool = True,
+    skip_ids: Sequence[str] = (),
+) -> CollectResult:
+    """Collect `config` on the Ray cluster `config.ray` names into `config.rollouts_path`."""
+    start = time.perf_counter()
+    with config.open_store() as store:
+        questions = list(questions) if questions is not None else select_questions(config)
+        factory = functools.partial(
+            actor_work, config.model_dump_json(), questions, models_factory, retriever_factory
+        )
+        stats = prior_stats(store)
+        report = await run_episodes_ray(
+            config.work_items(questions),
+            factory,
+            store,
+            config.ray,
+            concurrency=config.concurrency,
+            skip_ids=skip_ids,
+            on_written=stats.merge,
+            progress={"desc": "episodes (ray)", "dynamic_ncols": True} if show_progress else None,
+            max_attempts=config.max_attempts,
+            attempts_file=config.attempts_file(),
+        )
+        extra = {"engine": "ray", "actors": report.actors}
+        if report.lost_actors:
+            extra.update(lost_actors=report.lost_actors, requeued=report.requeued)
+        return finish_collection(
+            config,
+            stats,
+            report.written,
+            report.skipped,
+            report.failed,
+            elapsed_s=time.perf_counter() - start,
+            summary_extra=extra,
+            timings={"per_node": report.per_node, "window_s": report.finished_at - report.started_at},
+            gave_up=report.gave_up,
+            not_started=report.not_started,
+        )

@@ -1,0 +1,154 @@
+"""A real Ray cluster of local nodes for tests: `ray start` processes on 127.0.0.1 in a temp dir.
+
+Each node is a `ray start --block` in its own session, so its raylet and every worker it spawns
+share one process group: killing the group is losing that machine, and tearing the cluster
+down touches no other Ray processes on this host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from executor_sft.retrieval import BM25Retriever, CachedRetriever, load_corpus
+from executor_sft.synthetic import load_world, scripted_models
+
+START_TIMEOUT_S = 180.0
+RAY = str(Path(sys.executable).with_name("ray")) if Path(sys.executable).with_name("ray").exists() else "ray"
+"""The `ray` command of this interpreter's environment (its PATH may not hold it)."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LocalRayCluster:
+    """A head node and worker nodes, one CPU each, under `root` (their temp dir and logs)."""
+
+    def __init__(self, root: Path, env: dict[str, str] | None = None):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        # Node death is noticed in about a second instead of Ray's default half a minute.
+        self.env = {
+            **os.environ,
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_health_check_period_ms": "500",
+            "RAY_health_check_timeout_ms": "1000",
+            "RAY_health_check_failure_threshold": "2",
+            **(env or {}),
+        }
+        self.nodes: list[subprocess.Popen] = []
+
+    def _start(self, args: list[str], name: str) -> subprocess.Popen:
+        log = (self.root / f"{name}.log").open("w")
+        common = [
+            "--block",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--num-cpus",
+            "1",
+            "--temp-dir",
+            str(self.root),
+        ]
+        proc = subprocess.Popen(
+            [RAY, "start", *args, *common],
+            start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
+        self.nodes.append(proc)
+        return proc
+
+    def start_head(self) -> None:
+        self._start(["--head", "--port", str(self.port), "--include-dashboard", "false"], "head")
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while subprocess.run(
+            [RAY, "status", "--address", self.address], capture_output=True, env=self.env
+        ).returncode:
+            if time.monotonic() > deadline or self.nodes[0].poll() is not None:
+                raise RuntimeError(f"ray head did not start: {self.log_tail()}")
+            time.sleep(0.5)
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last lines of every node's log, for a start-up failure's message."""
+        tails = []
+        for log in sorted(self.root.glob("*.log")):
+            text = log.read_text(errors="replace").splitlines()[-lines:]
+            tails.append(f"{log.name}: " + " | ".join(text))
+        return "; ".join(tails) or f"no logs in {self.root}"
+
+    def add_node(self) -> subprocess.Popen:
+        return self._start(["--address", self.address], f"node{len(self.nodes)}")
+
+    def connect(self, nodes: int) -> Any:
+        """`ray`, connected from this process, once `nodes` nodes are alive."""
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=self.address, _node_ip_address="127.0.0.1", log_to_driver=False)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while sum(1 for n in ray.nodes() if n["Alive"]) < nodes:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {nodes} ray nodes came up: {self.log_tail()}")
+            time.sleep(0.5)
+        return ray
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        """The whole node at once (raylet and its workers): a machine lost."""
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        import ray
+
+        ray.shutdown()
+        for proc in reversed(self.nodes):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+        for proc in reversed(self.nodes):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self.nodes.clear()
+
+
+class Slowed:
+    """A `ChatModel` that waits `delay_s` before each of `inner`'s replies (runs that take a while)."""
+
+    def __init__(self, inner: Any, delay_s: float):
+        self.inner, self.delay_s = inner, delay_s
+        self.name = getattr(inner, "name", type(inner).__name__)
+
+    async def chat(self, messages, tools=None, sampling=None):
+        await asyncio.sleep(self.delay_s)
+        return await self.inner.chat(messages, tools=tools, sampling=sampling)
+
+
+def world_models(world_dir: str, questions: Any = None, *, delay_s: float = 0.0, **kwargs: Any) -> dict:
+    """The synthetic world's scripted models (a picklable `models_factory` with functools.partial)."""
+    models = scripted_models(load_world(Path(world_dir)), **kwargs)
+    return {role: Slowed(m, delay_s) for role, m in models.items()} if delay_s else models
+
+
+def world_retriever(world_dir: str) -> CachedRetriever:
+    return CachedRetriever(BM25Retriever.build(load_corpus(Path(world_dir) / "corpus.jsonl")))

@@ -1,0 +1,150 @@
+"""engine: ray on a real two-node local Ray cluster: same episodes and filter output as one process,
+and a node killed mid-run loses and duplicates nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from executor_sft.rollout import CollectConfig, collect
+from executor_sft.store import read_episodes
+
+pytest.importorskip("ray")
+
+from executor_sft.testing.ray_cluster import world_models, world_retriever  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+SCRIPT = {"noise": 0.2, "teacher_extra_search_rate": 0.3}
+
+
+def _config(world_dir: Path, out: Path, **kwargs) -> CollectConfig:
+    data = {
+        "questions": {"path": str(world_dir / "questions.jsonl"), "limit": 24},
+        "retriever": {"index": "unused-a-retriever-is-passed"},
+        "output_dir": str(out),
+        "concurrency": 8,
+        "samples_per_question": 2,
+    }
+    data.update(kwargs)
+    return CollectConfig.model_validate(data)
+
+
+def _filter(rollouts: Path, out: Path) -> bytes:
+    """The filter recipe's output over the episodes in work-item order (in every engine a file holds
+    them in the order they finished, and the filter keeps the first of identical runs): sorted by id."""
+    lines = rollouts.read_bytes().splitlines(keepends=True)
+    ordered = [line for _, line in sorted(zip(_ids(rollouts), lines, strict=True))]
+    rollouts = out / "by_id.jsonl"
+    rollouts.write_bytes(b"".join(ordered))
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "recipes" / "filter_trajectories.py"),
+            "--rollouts",
+            str(rollouts),
+            "--output",
+            str(out / "sft.jsonl"),
+            "--report",
+            str(out / "report.json"),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=REPO,
+    )
+    return (out / "sft.jsonl").read_bytes() + (out / "report.json").read_bytes()
+
+
+def _ids(path: Path) -> list[str]:
+    return [r["episode_id"] for r in read_episodes(path)]
+
+
+def test_ray_engine_matches_in_process_episodes_and_filter_output(ray_cluster, world, world_dir, tmp_path):
+    models = functools.partial(world_models, str(world_dir), **SCRIPT)
+    retriever = functools.partial(world_retriever, str(world_dir))
+    local = _config(world_dir, tmp_path / "local")
+    reference = asyncio.run(
+        collect(local, models_factory=models, retriever_factory=retriever, show_progress=False)
+    )
+    on_ray = _config(world_dir, tmp_path / "ray", engine="ray")
+    result = asyncio.run(
+        collect(on_ray, models_factory=models, retriever_factory=retriever, show_progress=False)
+    )
+
+    assert reference.written == result.written == 48 and not result.failed
+    assert result.summary["actors"] == 2 and len(result.timings["per_node"]) == 2  # both nodes worked
+    assert sorted(_ids(on_ray.rollouts_path)) == sorted(_ids(local.rollouts_path))
+    assert reference.summary["counterfactual_runs"] > 0
+    engine_keys = {"engine", "actors"}
+    assert {k: v for k, v in result.summary.items() if k not in engine_keys} == reference.summary
+    filtered = _filter(local.rollouts_path, tmp_path / "local")
+    assert filtered.count(b"\n{\"messages\"") > 4  # rows of both strata, not an empty file
+    assert _filter(on_ray.rollouts_path, tmp_path / "ray") == filtered
+
+
+def test_a_node_killed_mid_run_loses_and_duplicates_nothing(ray_cluster, world_dir, tmp_path):
+    config = _config(world_dir, tmp_path / "kill", engine="ray", concurrency=4)
+    models = functools.partial(world_models, str(world_dir), delay_s=0.05, **SCRIPT)
+    retriever = functools.partial(world_retriever, str(world_dir))
+    cluster = ray_cluster
+    victim = cluster.nodes[-1]
+    done: dict = {}
+
+    def run() -> None:
+        done["result"] = asyncio.run(
+            collect(config, models_factory=models, retriever_factory=retriever, show_progress=False)
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while len(_lines(config.rollouts_path)) < 8:  # both actors are under way
+        assert time.monotonic() < deadline and thread.is_alive()
+        time.sleep(0.05)
+    cluster.kill(victim)
+    thread.join(timeout=240)
+    cluster.add_node()  # the cluster has two nodes again for the tests after this one
+    assert not thread.is_alive()
+    result = done["result"]
+    cluster.connect(nodes=2)
+
+    ids = _ids(config.rollouts_path)
+    expected = {item.episode_id for item in config.work_items(_questions(config))}
+    assert Counter(ids).most_common(1)[0][1] == 1  # nothing written twice
+    assert set(ids) == expected and len(expected) == 48  # nothing lost
+    assert result.summary["lost_actors"] == 1 and result.summary["requeued"] > 0
+    assert not result.failed and not result.not_started
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines() if path.exists() else []
+
+
+def _questions(config: CollectConfig):
+    from executor_sft.rollout import select_questions
+
+    return select_questions(config)
+
+
+def test_actors_that_cannot_start_say_why(ray_cluster, world_dir, tmp_path):
+    config = _config(world_dir, tmp_path / "bad", engine="ray")
+    models = functools.partial(world_models, str(world_dir))
+    missing = tmp_path / "no-world-here"  # e.g. a path that does not exist on the nodes
+    with pytest.raises(RuntimeError, match=r"no Ray actor could start: .*no-world-here"):
+        asyncio.run(
+            collect(
+                config,
+                models_factory=models,
+                retriever_factory=functools.partial(world_retriever, str(missing)),
+                show_progress=False,
+            )
+        )
+    assert not config.rollouts_path.exists() or not config.rollouts_path.read_bytes()
