@@ -257,6 +257,7 @@ NOISE = {
     "DEBUG:bm25s": re.compile(r"DEBUG:bm25s"),
     "DeepSpeed's accelerator probe": re.compile(r"Setting ds_accelerator|\[real_accelerator\.py"),
     "an unrounded float": re.compile(r"\d\.\d{7,}"),
+    "TRL's experimental-feature notice": re.compile(r"which is an experimental feature"),
 }
 
 
