@@ -256,13 +256,16 @@ GRPO_COMMAND = (
 NOISE = {
     "DEBUG:bm25s": re.compile(r"DEBUG:bm25s"),
     "DeepSpeed's accelerator probe": re.compile(r"Setting ds_accelerator|\[real_accelerator\.py"),
-    "an unrounded float": re.compile(r"\d\.\d{7,}"),
     "TRL's experimental-feature notice": re.compile(r"which is an experimental feature"),
 }
+UNROUNDED = re.compile(r"\d\.\d{7,}")
+REPORT_LINE = re.compile(r"^(\{'|\[executor_sft\]|GRPO done)")  # what the recipes and the trainer log print
 
 
 def _noise(text: str) -> list[str]:
-    return [f"{what}: {m.group(0)!r}" for what, pattern in NOISE.items() if (m := pattern.search(text))]
+    found = [f"{what}: {m.group(0)!r}" for what, pattern in NOISE.items() if (m := pattern.search(text))]
+    reports = [line for line in text.splitlines() if REPORT_LINE.match(line)]
+    return found + [f"an unrounded float: {line!r}" for line in reports if UNROUNDED.search(line)]
 
 
 @pytest.mark.slow
