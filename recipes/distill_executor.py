@@ -18,6 +18,9 @@ from __future__ import annotations
 
 
 def parse_args(argv: list[str] | None = None):
+    from executor_sft.sft.train import name_the_cpu_accelerator
+
+    name_the_cpu_accelerator()  # before TRL's config: DeepSpeed would print its device probe
     from trl import DistillationConfig, ModelConfig
 
     from executor_sft.configfile import parse_trl_args

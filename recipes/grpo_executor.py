@@ -19,8 +19,16 @@ A config or reward the run cannot use is one `error:` line and exit status 2, be
 
 from __future__ import annotations
 
+import os
+
 
 def parse_args(argv: list[str] | None = None):
+    from executor_sft.sft.train import name_the_cpu_accelerator
+
+    name_the_cpu_accelerator()  # before TRL's config: DeepSpeed would print its device probe
+    # environment_factory is experimental in TRL; trl is pinned and its use tested here (docs/grpo.md),
+    # so its notice on every run tells a user nothing to do. TRL_EXPERIMENTAL_SILENCE=0 brings it back.
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from trl import GRPOConfig, ModelConfig
 
     from executor_sft.configfile import parse_trl_args

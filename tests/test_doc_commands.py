@@ -213,14 +213,13 @@ def _write_files(block: DocBlock, root: Path) -> None:
         (root / name).write_text(doc_block(page, heading), encoding="utf-8")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("block", RUN, ids=lambda b: b.id)
-def test_run_block(block: DocBlock, clone: Path, minibench_corpus_path):
-    _write_files(block, clone)
+def bash_in(clone: Path, text: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`text` run by bash in the clone as a user's shell would, stopped (the whole process group)
+    after RUN_TIMEOUT_S."""
     proc = subprocess.Popen(
-        ["bash", "-e", "-o", "pipefail", "-c", block.text],
+        ["bash", "-e", "-o", "pipefail", "-c", text],
         cwd=clone,
-        env={**_user_env(clone), **dict(block.env)},
+        env={**_user_env(clone), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -231,10 +230,81 @@ def test_run_block(block: DocBlock, clone: Path, minibench_corpus_path):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
-        pytest.fail(f"{block.id}: still running after {RUN_TIMEOUT_S} s:\n{(stdout + stderr)[-3000:]}")
-    output = (stdout + stderr)[-6000:]
+        pytest.fail(f"{text.strip()}: still running after {RUN_TIMEOUT_S} s:\n{(stdout + stderr)[-3000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", RUN, ids=lambda b: b.id)
+def test_run_block(block: DocBlock, clone: Path, minibench_corpus_path):
+    _write_files(block, clone)
+    proc = bash_in(clone, block.text, dict(block.env))
+    output = (proc.stdout + proc.stderr)[-6000:]
     assert proc.returncode == 0, f"{block.id} failed (exit {proc.returncode}):\n{output}"
-    assert "Traceback (most recent call last)" not in stderr, output
+    assert "Traceback (most recent call last)" not in proc.stderr, output
+
+
+# --- README command 1, then GRPO from its output: the documented CPU chain, verbatim ---------
+
+SFT_COMMAND = "accelerate launch recipes/sft_executor.py"  # README command 1, after its set-up
+WORLD_INDEX_COMMAND = (
+    "python recipes/build_index.py --corpus data/world/corpus.jsonl --output .cache/indexes/world-bm25 --bm25"
+)
+GRPO_COMMAND = (
+    "python recipes/grpo_executor.py --config recipes/configs/grpo_cpu.yaml --model_name_or_path outputs/sft-default"
+)
+NOISE = {
+    "DEBUG:bm25s": re.compile(r"DEBUG:bm25s"),
+    "DeepSpeed's accelerator probe": re.compile(r"Setting ds_accelerator|\[real_accelerator\.py"),
+    "TRL's experimental-feature notice": re.compile(r"which is an experimental feature"),
+}
+UNROUNDED = re.compile(r"\d\.\d{7,}")
+REPORT_LINE = re.compile(r"^(\{'|\[executor_sft\]|GRPO done)")  # what the recipes and the trainer log print
+
+
+def _noise(text: str) -> list[str]:
+    found = [f"{what}: {m.group(0)!r}" for what, pattern in NOISE.items() if (m := pattern.search(text))]
+    reports = [line for line in text.splitlines() if REPORT_LINE.match(line)]
+    return found + [f"an unrounded float: {line!r}" for line in reports if UNROUNDED.search(line)]
+
+
+@pytest.mark.slow
+def test_readme_command_1_then_grpo_from_its_output(clone: Path):
+    """README command 1's training command as written (SmolLM2, 8 steps, outputs/sft-default),
+    its relaunch, another model into the same folder, then docs/post_training.md's GRPO on CPU
+    from that output: 2 steps, as written."""
+    readme = next(b for b in BLOCKS if b.page == "README.md" and "scripts/setup.sh" in b.text)
+    assert f"bash scripts/setup.sh && {SFT_COMMAND}\n" in readme.text  # the command this test runs
+    cpu_path = next(b for b in BLOCKS if b.page == "docs/post_training.md" and GRPO_COMMAND in b.text)
+    assert f"{WORLD_INDEX_COMMAND}\n" in cpu_path.text and f"\n{SFT_COMMAND}\n" in cpu_path.text
+
+    sft = bash_in(clone, SFT_COMMAND)
+    assert sft.returncode == 0, (sft.stdout + sft.stderr)[-6000:]
+    assert "[executor_sft] trained offline:smollm2 on 79 rows" in sft.stdout
+    assert re.search(r"train_loss=\d\.\d{1,4};", sft.stdout), sft.stdout[-2000:]
+    assert _noise(sft.stdout + sft.stderr) == []
+    card = (clone / "outputs" / "sft-default" / "README.md").read_text(encoding="utf-8")
+    assert str(clone) not in card  # data named relative to the checkout, not by this machine's path
+
+    again = bash_in(clone, SFT_COMMAND)
+    assert again.returncode == 0 and "outputs/sft-default already holds a finished run (step 8" in again.stdout
+
+    # docs/sft.md's tiny example without its own --output_dir: refused, never reported as done
+    other = bash_in(clone, "python recipes/sft_executor.py --model_name_or_path offline:tiny-qwen3 --max_steps 2")
+    assert other.returncode == 2, (other.stdout + other.stderr)[-3000:]
+    line = other.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: outputs/sft-default: holds a finished run trained with other settings")
+    assert 'model ("offline:smollm2" -> "offline:tiny-qwen3")' in line and "Traceback" not in other.stderr
+    assert "already holds a finished run" not in other.stdout
+
+    index = bash_in(clone, WORLD_INDEX_COMMAND)
+    assert index.returncode == 0, index.stderr[-3000:]
+    grpo = bash_in(clone, GRPO_COMMAND)
+    output = (grpo.stdout + grpo.stderr)[-6000:]
+    assert grpo.returncode == 0, output
+    assert "GRPO done: 2 steps" in grpo.stdout, output
+    assert (clone / "outputs" / "grpo-cpu" / "model.safetensors").is_file()
+    assert _noise(index.stdout + index.stderr + grpo.stdout + grpo.stderr) == []
 
 
 # --- validate: each command parsed by its recipe's own parser, inputs resolved -----------------

@@ -115,7 +115,10 @@ def read_sft_jsonl(path: str | Path) -> list[dict[str, Any]]:
     except MalformedLineError as exc:
         raise RowError(str(exc)) from None
     if not rows:
-        raise RowError(f"{path}: no rows")
+        raise RowError(
+            f"{path}: no rows, nothing to train on; a filter run that kept no row writes this file only with "
+            "--allow_empty true (its report counts why), so pass a file with rows to --dataset_name"
+        )
     return rows
 
 

@@ -100,3 +100,14 @@ def test_the_recipe_stops_on_a_broken_row_with_one_line_before_the_model_loads(t
     )
     assert not (tmp_path / "model").exists()
     assert data.read_bytes() == before
+
+
+def test_an_empty_file_says_why_it_may_be_empty_and_what_to_pass(tmp_path):
+    """The filter writes an empty sft.jsonl only under --allow_empty; SFT says so in its one line."""
+    empty = tmp_path / "sft.jsonl"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(RowError) as exc:
+        read_sft_jsonl(empty)
+    message = str(exc.value)
+    assert message.startswith(f"{empty}: no rows, nothing to train on;") and "\n" not in message
+    assert "--allow_empty true" in message and "--dataset_name" in message
