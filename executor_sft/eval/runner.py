@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import shutil
@@ -69,9 +70,15 @@ def ensure_index(index_dir: str | Path, corpus: str | Path) -> Path:
 
 
 def system_record(config: EvalConfig) -> dict[str, Any]:
-    """What defines the evaluated system; episodes of different systems never share a store."""
-    data = config.model_dump(mode="json", include={"mode", "models", "retriever"})
-    data["models"] = {role: m for role, m in data["models"].items() if role != JUDGE_ROLE}
+    """What defines the evaluated system; episodes of different systems never share a store.
+
+    Models by their `identity()`, as collection records them: endpoints, timeouts, routing and
+    transport options (a new one included) change how a model is reached, not what it answers.
+    """
+    data = config.model_dump(mode="json", include={"mode", "retriever"})
+    data["models"] = {
+        role: json.loads(m.identity()) for role, m in sorted(config.models.items()) if role != JUDGE_ROLE
+    }
     data["retriever"] = (
         {k: v for k, v in (data["retriever"] or {}).items() if k not in ("cache", "timeout_s", "max_retries")}
         if config.needs_retriever

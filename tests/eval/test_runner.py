@@ -162,12 +162,12 @@ def test_a_run_that_fails_on_its_inputs_leaves_nothing_that_refuses_its_correcte
         samples=1,
         models={**{k: v.model_dump() for k, v in wrong.models.items()}, "executor": scripted("ex-quick")},
     )
-    run = run_eval(fixed, pool=ModelPool(scripted_factory(gold, [])), retriever=minibench_bm25, progress=False)
+    run = run_eval(
+        fixed, pool=ModelPool(scripted_factory(gold, [])), retriever=minibench_bm25, progress=False
+    )
     assert (run.ran, run.failed) == (3, [])
     record = json.loads((fixed.out / "episodes.system.json").read_text())["system"]
-    assert record["models"]["executor"]["model"] == (
-        scripted("ex-quick")["model"]
-    )
+    assert record["models"]["executor"]["model"] == (scripted("ex-quick")["model"])
 
 
 def test_episodes_are_fsynced_off_the_event_loop(
@@ -209,3 +209,27 @@ def test_config_errors_name_the_field(tmp_path):
     )
     with pytest.raises(ValueError, match=r"no model for role\(s\) \['answerer', 'executor'\]"):
         load_eval_config(path)
+
+
+def test_how_a_model_is_reached_is_not_part_of_the_evaluated_system(
+    tmp_path, minibench_questions_path, minibench_bm25_dir
+):
+    """Endpoints, timeouts and routing options (as collection's identity) do not make a resumed
+    evaluation "a different system"; the model name does."""
+    cfg = _config(tmp_path, minibench_questions_path, minibench_bm25_dir)
+
+    def with_executor(**executor):
+        models = {k: v.model_dump() for k, v in cfg.models.items()}
+        models["executor"] = {"backend": "openai", "model": "Qwen/Qwen3-1.7B", **executor}
+        return system_record(
+            cfg.model_copy(
+                update={"models": EvalConfig.model_validate({**cfg.model_dump(), "models": models}).models}
+            )
+        )
+
+    base = with_executor(base_urls=["http://127.0.0.1:8000/v1"])
+    moved = with_executor(
+        base_urls=["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"], timeout_s=5, health_check_s=2.0
+    )
+    assert moved == base
+    assert with_executor(base_urls=["http://127.0.0.1:8000/v1"], model="Qwen/Qwen3-8B") != base
