@@ -117,3 +117,29 @@ def test_ablation_core_runs_two_variants_and_resumes_without_retraining(tmp_path
     rows = sum(again["variants"]["b"]["sft_rows"].values())
     assert f"| (b) single_search only | {rows} |" in text and "| (c) full filter |" in text
     assert "scripted teacher (reference)" in text and "Made with:" in text
+
+
+def test_eval_modes_parse_and_bad_ones_are_refused():
+    bench = _bench()
+    assert bench.parse_eval("greedy") == (1, 0.0) and bench.parse_eval("mean@4:0.6") == (4, 0.6)
+    for bad in ("mean@0:0.6", "mean@4:0", "mean4:0.6", "sample", "mean@4"):
+        with pytest.raises(Exception, match="use 'greedy' or 'mean@N:T'"):
+            bench.parse_eval(bad)
+
+
+def test_mechanism_verdict_is_per_seed_and_needs_three():
+    bench = _bench()
+
+    def seed(n, diff, lo):
+        return {"seed": n, "mechanism": {"variant": "c", "diff": diff, "ci95": [lo, diff + 0.1]}}
+
+    shown = bench.mechanism_lines([seed(0, 0.2, 0.05), seed(1, 0.1, -0.02), seed(2, 0.3, 0.1)])
+    assert "| 1 | +10.0 | [-2.0, +20.0] | - / - | - / - |" in shown
+    assert (
+        "above zero on 3 of 3 seed(s), and its interval excludes zero on 2; the mechanism is shown"
+        in "".join(shown)
+    )
+    not_shown = "".join(bench.mechanism_lines([seed(0, 0.2, 0.05), seed(1, 0.0, 0.0), seed(2, 0.3, 0.1)]))
+    assert "above zero on 2 of 3" in not_shown and "is not shown" in not_shown
+    assert "is not shown" in "".join(bench.mechanism_lines([seed(0, 0.2, 0.05)]))  # one seed is not enough
+    assert bench.mechanism_lines([{"seed": 0}]) == []
