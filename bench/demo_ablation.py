@@ -11,9 +11,15 @@ a student is trained on each with the same step budget, random data order and se
 - (b) `single_search` only;
 - (c) the full filter (`single_search` + `info_gain_multi_search`, the default).
 
-Each trained student, the untrained student and the scripted teacher (references) are
+Each trained student, the untrained student and the scripted teacher (references, greedy) are
 evaluated on the same balanced sample of held-out sub-queries (`subqueries_test.jsonl`: the
-first `--per_type` of each type, `single_hop` and `single_hop_ambiguous`, in file order).
+first `--per_type` of each type, `single_hop` and `single_hop_ambiguous`, in file order). A
+trained student is evaluated in every mode of `--evals`: `greedy`, or `mean@N:T` (the paper's
+sampled evaluation: N runs per sub-query at temperature T; default mean@4 at 0.6, the paper
+configs' executor temperature), where P(2 searches) is the share of all runs. The first mode
+gives each seed's `mechanism`: (c)'s P(2 searches | ambiguous) - P(2 searches | plain) with a
+95% interval from resampling sub-queries (`executor_sft.metrics.share_difference`), and
+`c_vs_a` (EM, tokens per sub-query).
 The scripted teacher over-searches (`teacher_extra_search_rate`), so (a) sees needless second
 searches; (c) keeps only the second searches a one-search re-run proves necessary, which in
 this world are the ambiguous sub-queries. Expected: (c) searches twice on ambiguous
@@ -26,9 +32,10 @@ for seeds 0-3. `--questions 0` keeps the config's world (a type with fewer held-
 sub-queries than `--per_type` is evaluated on all it has, with a warning).
 
 Resumable per (variant, seed): each step writes its result (collection, reference
-evaluations, each variant's training + evaluation) with the config it was made with, and a
-re-run with the same config reads it back instead of redoing it. Results (markdown + JSON)
-are rewritten after every finished step.
+evaluations, each variant's training, each of its evaluation modes) with the config it was
+made with, and a re-run with the same config reads it back instead of redoing it; a new
+`--evals` mode on a kept checkpoint only evaluates. Results (markdown + JSON) are rewritten
+after every finished step.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from executor_sft.demos.demo import (
     DemoConfig,
     _student_model,
     collect_demo,
+    eval_mode,
     evaluate,
     load_config,
     train_demo,
@@ -60,6 +68,7 @@ from executor_sft.filters import (
     write_json,
     write_jsonl,
 )
+from executor_sft.metrics.share_difference import share_difference
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "recipes" / "configs" / "demo.yaml"
@@ -81,6 +90,40 @@ METRICS = (
     ("tokens", "tokens / sub-query", 1.0),
 )
 RESULT = "result.json"
+TRAINED = "trained.json"
+GREEDY = "greedy"
+MECHANISM_VARIANT = "c"
+EVAL_FIELDS = {"eval_samples", "eval_temperature"}
+"""DemoConfig fields that only change how a trained student is evaluated, not what is trained."""
+
+
+def parse_eval(text: str) -> tuple[int, float]:
+    """`greedy` -> (1, 0.0); `mean@N:T` -> (N, T): N sampled runs per sub-query at temperature T."""
+    if text == GREEDY:
+        return 1, 0.0
+    try:
+        head, temp = text.split(":")
+        samples, temperature = int(head.removeprefix("mean@")), float(temp)
+        if not head.startswith("mean@") or samples < 1 or temperature <= 0:
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: use 'greedy' or 'mean@N:T' (e.g. mean@4:0.6)") from None
+    return samples, temperature
+
+
+def _eval_tag(mode: str) -> str:
+    """A directory name for an evaluation mode."""
+    return mode.replace("@", "").replace(":", "_t")
+
+
+def _with_mode(cfg: DemoConfig, mode: str) -> DemoConfig:
+    samples, temperature = parse_eval(mode)
+    return cfg.model_copy(update={"eval_samples": samples, "eval_temperature": temperature})
+
+
+def _train_config(cfg: DemoConfig) -> dict:
+    """The config without the evaluation-mode fields: what collection and training depend on."""
+    return cfg.model_dump(exclude=EVAL_FIELDS)
 
 
 def log(msg: str) -> None:
@@ -164,7 +207,23 @@ def _summary(result, runs_path: Path, sub_queries: list) -> dict[str, Any]:
     for t, g in groups.items():
         for k, v in g.items():
             out[f"{k}:{t}"] = v
+    if (mech := mechanism(runs_path, sub_queries)) is not None:
+        out["mechanism"] = mech
     return out
+
+
+def mechanism(runs_path: Path, sub_queries: list) -> dict | None:
+    """P(2 searches | ambiguous) - P(2 searches | plain) over the runs in `runs_path`, with a 95%
+    interval from resampling sub-queries (each with all of its runs); None without both types."""
+    types = {q.id: _type_of(q) for q in sub_queries}
+    runs: dict[str, dict[str, list[float]]] = {PLAIN: {}, AMBIGUOUS: {}}
+    for line in runs_path.read_text(encoding="utf-8").splitlines():
+        score = json.loads(line)["score"]
+        if (t := types.get(score["id"])) in runs:
+            runs[t].setdefault(score["id"], []).append(float(score["n_searches"] >= 2))
+    if not runs[PLAIN] or not runs[AMBIGUOUS]:
+        return None
+    return share_difference(list(runs[AMBIGUOUS].values()), list(runs[PLAIN].values())).to_dict()
 
 
 def prepare_seed(cfg: DemoConfig, out: Path, show_progress: bool = True):
@@ -173,7 +232,7 @@ def prepare_seed(cfg: DemoConfig, out: Path, show_progress: bool = True):
 
     world_dir = out / "world"
     marker = out / "collected.json"
-    key = {"config": cfg.model_dump()}
+    key = {"config": _train_config(cfg)}
     done = _done(marker, key)
     t = time.perf_counter()
     if done is not None and (out / ROLLOUTS).exists():
@@ -198,11 +257,15 @@ def prepare_seed(cfg: DemoConfig, out: Path, show_progress: bool = True):
 
 
 def run_reference(name, cfg, out, world, retriever, sub_queries, show_progress=True) -> dict:
-    """The untrained student or the scripted teacher on the evaluation sample (resumable)."""
+    """The untrained student or the scripted teacher on the evaluation sample, greedy (resumable).
+
+    Greedy whatever the variants' evaluation: the teacher is scripted (sampling changes
+    nothing), and the untrained student answers in prose either way (EM 0)."""
     from executor_sft.synthetic import ScriptedTeacherExecutor
 
+    cfg = _with_mode(cfg, GREEDY)
     ref_dir = out / f"ref-{name}"
-    key = {"config": cfg.model_dump(), "reference": name, "eval_ids": [q.id for q in sub_queries]}
+    key = {"config": _train_config(cfg), "reference": name, "eval_ids": [q.id for q in sub_queries]}
     if (done := _done(ref_dir / RESULT, key)) is not None:
         log(f"seed {cfg.seed}: reusing {REFERENCES[name]} evaluation")
         return done
@@ -216,19 +279,15 @@ def run_reference(name, cfg, out, world, retriever, sub_queries, show_progress=T
     return _save(ref_dir / RESULT, {"key": key, "eval": _summary(result, runs, sub_queries)})
 
 
-def run_variant(variant, cfg, out, retriever, sub_queries, show_progress=True) -> dict:
-    """Filter the seed's rollouts with `variant`, train, evaluate (resumable)."""
+def train_variant(variant, cfg, out) -> tuple[dict, Path]:
+    """Filter the seed's rollouts with `variant` and train a student (resumable): (result, checkpoint)."""
     _, filter_cfg = VARIANTS[variant]
     var_dir = out / f"variant-{variant}"
-    key = {
-        "config": cfg.model_dump(),
-        "variant": variant,
-        "filter": filter_cfg.to_dict(),
-        "eval_ids": [q.id for q in sub_queries],
-    }
-    if (done := _done(var_dir / RESULT, key)) is not None:
-        log(f"seed {cfg.seed} variant {variant}: reusing {var_dir / RESULT} (same config)")
-        return done
+    ckpt = var_dir / "student-sft"
+    key = {"config": _train_config(cfg), "variant": variant, "filter": filter_cfg.to_dict()}
+    if (done := _done(var_dir / TRAINED, key)) is not None and ckpt.is_dir():
+        log(f"seed {cfg.seed} variant {variant}: reusing the student trained in {ckpt}")
+        return done, ckpt
     var_dir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
     t = time.perf_counter()
@@ -241,47 +300,86 @@ def run_variant(variant, cfg, out, retriever, sub_queries, show_progress=True) -
     seconds["filter"] = time.perf_counter() - t
     log(f"seed {cfg.seed} variant {variant}: training on {len(filtered.rows)} rows {sft_rows}")
     t = time.perf_counter()
-    ckpt = var_dir / "student-sft"
     shutil.rmtree(ckpt, ignore_errors=True)
     train = train_demo(cfg, var_dir / SFT, ckpt)
     seconds["sft"] = time.perf_counter() - t
-    log(f"seed {cfg.seed} variant {variant}: trained in {seconds['sft']:.0f}s; evaluating")
-    t = time.perf_counter()
-    model = _student_model(cfg, str(ckpt))
-    runs = var_dir / "eval.jsonl"
-    label = f"{cfg.model} SFT {VARIANTS[variant][0]}"
-    result = evaluate(cfg, model, retriever, sub_queries, label, runs, show_progress)
-    model.close()
-    seconds["eval"] = time.perf_counter() - t
+    log(f"seed {cfg.seed} variant {variant}: trained in {seconds['sft']:.0f}s")
+    trained = {
+        "key": key,
+        "sft_rows": sft_rows,
+        "train_metrics": {k: v for k, v in train.metrics.items() if isinstance(v, int | float)},
+        "seconds": seconds,
+    }
+    return _save(var_dir / TRAINED, trained), ckpt
+
+
+def run_variant(variant, cfg, out, retriever, sub_queries, modes=(GREEDY,), show_progress=True) -> dict:
+    """Train `variant` once, evaluate it in each of `modes` (each resumable on its own): the first
+    mode is the variant's `eval`, every mode's summary is in `evals`."""
+    var_dir = out / f"variant-{variant}"
+    key = {
+        "config": _train_config(cfg),
+        "variant": variant,
+        "filter": VARIANTS[variant][1].to_dict(),
+        "eval_ids": [q.id for q in sub_queries],
+    }
+    evals: dict[str, dict] = {}
+    seconds: dict[str, float] = {}
+    trained = ckpt = None
+    for mode in modes:
+        mode_cfg = _with_mode(cfg, mode)
+        mode_dir = var_dir / f"eval-{_eval_tag(mode)}"
+        mode_key = {**key, "eval": mode}
+        if (done := _done(mode_dir / RESULT, mode_key)) is not None:
+            log(f"seed {cfg.seed} variant {variant}: reusing its {mode} evaluation")
+        else:
+            if trained is None:
+                trained, ckpt = train_variant(variant, cfg, out)
+            log(f"seed {cfg.seed} variant {variant}: evaluating, {eval_mode(mode_cfg)}")
+            t = time.perf_counter()
+            model = _student_model(mode_cfg, str(ckpt))
+            runs = mode_dir / "eval.jsonl"
+            label = f"{cfg.model} SFT {VARIANTS[variant][0]}"
+            result = evaluate(mode_cfg, model, retriever, sub_queries, label, runs, show_progress)
+            model.close()
+            summary = _summary(result, runs, sub_queries)
+            done = _save(
+                mode_dir / RESULT, {"key": mode_key, "eval": summary, "seconds": time.perf_counter() - t}
+            )
+            log(
+                f"seed {cfg.seed} variant {variant} ({mode}): EM {100 * summary['em']:.1f}%, "
+                f"P(2 searches) plain {100 * summary.get(f'p2:{PLAIN}', 0):.1f}% / ambiguous "
+                f"{100 * summary.get(f'p2:{AMBIGUOUS}', 0):.1f}%, {summary['tokens']:.0f} tokens / sub-query"
+            )
+        evals[mode] = done["eval"]
+        seconds[f"eval {mode}"] = done["seconds"]
+    if trained is None:
+        trained = _done(var_dir / TRAINED, {k: key[k] for k in ("config", "variant", "filter")})
+        if trained is None:  # every evaluation was read back, but the training record is gone
+            trained, ckpt = train_variant(variant, cfg, out)
     if not cfg.keep_checkpoint:
-        shutil.rmtree(ckpt, ignore_errors=True)
-    summary = _summary(result, runs, sub_queries)
-    log(
-        f"seed {cfg.seed} variant {variant}: EM {100 * summary['em']:.1f}%, "
-        f"P(2 searches) plain {100 * summary.get(f'p2:{PLAIN}', 0):.1f}% / ambiguous "
-        f"{100 * summary.get(f'p2:{AMBIGUOUS}', 0):.1f}%, {summary['tokens']:.0f} tokens / sub-query"
-    )
-    return _save(
-        var_dir / RESULT,
-        {
-            "key": key,
-            "sft_rows": sft_rows,
-            "train_metrics": {k: v for k, v in train.metrics.items() if isinstance(v, int | float)},
-            "eval": summary,
-            "seconds": seconds,
-        },
-    )
+        shutil.rmtree(var_dir / "student-sft", ignore_errors=True)
+    return {
+        "sft_rows": trained["sft_rows"],
+        "train_metrics": trained["train_metrics"],
+        "eval": evals[modes[0]],
+        "evals": evals,
+        "seconds": {**trained["seconds"], **seconds},
+    }
 
 
 def run_seed(
     cfg: DemoConfig,
     variants: list[str],
     per_type: int = 16,
+    modes: tuple[str, ...] | list[str] = (GREEDY,),
+    references: tuple[str, ...] | list[str] = tuple(REFERENCES),
     *,
     show_progress: bool = True,
     on_step=None,
 ) -> dict[str, Any]:
-    """One seed: collect once, evaluate the references, train and evaluate each variant.
+    """One seed: collect once, evaluate the references, train each variant and evaluate it in
+    every mode of `modes` (the first is the one reported as its `eval` and `mechanism`).
 
     `on_step(partial)` is called with the seed's partial result after every finished step.
     """
@@ -291,26 +389,43 @@ def run_seed(
     sub_queries = balanced_subqueries(out / "world" / "subqueries_test.jsonl", per_type)
     partial: dict[str, Any] = {
         "seed": cfg.seed,
-        "config": cfg.model_dump(),
+        "config": _with_mode(cfg, modes[0]).model_dump(),
+        "evals": list(modes),
         "provenance": provenance(cfg, index_dir),
         "eval_set": {t: sum(_type_of(q) == t for q in sub_queries) for t in TYPES},
         "seconds": dict(collect_seconds),
         "references": {},
         "variants": {},
     }
-    for name in REFERENCES:
+    for name in references:
         ref = run_reference(name, cfg, out, world, retriever, sub_queries, show_progress)
         partial["references"][name] = ref["eval"]
         partial["seconds"][f"eval_{name}"] = ref["eval"]["seconds"]
         if on_step:
             on_step(partial)
     for v in variants:
-        res = run_variant(v, cfg, out, retriever, sub_queries, show_progress)
-        partial["variants"][v] = {k: res[k] for k in ("sft_rows", "train_metrics", "eval", "seconds")}
+        res = run_variant(v, cfg, out, retriever, sub_queries, tuple(modes), show_progress)
+        partial["variants"][v] = {
+            k: res[k] for k in ("sft_rows", "train_metrics", "eval", "evals", "seconds")
+        }
         partial["seconds"][f"variant_{v}"] = sum(res["seconds"].values())
+        partial.update(seed_verdict(partial))
         if on_step:
             on_step(partial)
     return partial
+
+
+def seed_verdict(seed: dict) -> dict[str, Any]:
+    """The seed's `mechanism` (variant (c)'s P(2 | ambiguous) - P(2 | plain), 95% interval) and
+    `c_vs_a` (EM and tokens per sub-query), from its first evaluation mode; {} until (c) is in."""
+    c = seed["variants"].get(MECHANISM_VARIANT)
+    if c is None or "mechanism" not in c["eval"]:
+        return {}
+    m = c["eval"]["mechanism"]
+    out: dict[str, Any] = {"mechanism": {"variant": MECHANISM_VARIANT, "diff": m["diff"], "ci95": m["ci95"]}}
+    if (a := seed["variants"].get("a")) is not None:
+        out["c_vs_a"] = {k: {"c": c["eval"][k], "a": a["eval"][k]} for k in ("em", "tokens")}
+    return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -433,6 +548,90 @@ def conclusions(agg, seeds: list[dict] | None = None) -> list[str]:
     return lines
 
 
+def _modes_text(seeds: list[dict]) -> str:
+    modes = sorted({s.get("evals", [GREEDY])[0] for s in seeds})
+    return "; ".join(eval_mode(_mode_fields(m)) for m in modes)
+
+
+def _mode_fields(mode: str) -> dict[str, Any]:
+    samples, temperature = parse_eval(mode)
+    return {"eval_samples": samples, "eval_temperature": temperature}
+
+
+def _signed(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def mechanism_lines(seeds: list[dict]) -> list[str]:
+    """Per seed: (c)'s P(2 | ambiguous) - P(2 | plain) with its 95% interval, and (c) vs (a)."""
+    with_m = [s for s in seeds if "mechanism" in s]
+    if not with_m:
+        return []
+    lines = [
+        f"Mechanism per seed ({_modes_text(with_m)}): ({MECHANISM_VARIANT})'s P(2 searches | ambiguous) − "
+        "P(2 searches | plain) in points, 95% interval from 10,000 bootstrap resamples of the "
+        "sub-queries of each type (each with all its runs: the runs of one sub-query are not "
+        "independent, so a Wald/Newcombe interval over runs would be too narrow; an interval of "
+        "[0, 0] means no resample ever differed, not certainty), and (c) against (a):",
+        "",
+        "| seed | diff (points) | 95% interval | EM (c) / (a) | tokens / sub-query (c) / (a) |",
+        "|---|---|---|---|---|",
+    ]
+    for s in with_m:
+        m, ca = s["mechanism"], s.get("c_vs_a")
+        em = f"{100 * ca['em']['c']:.1f} / {100 * ca['em']['a']:.1f}" if ca else "- / -"
+        tok = f"{ca['tokens']['c']:.0f} / {ca['tokens']['a']:.0f}" if ca else "- / -"
+        lo, hi = m["ci95"]
+        lines.append(
+            f"| {s['seed']} | {_signed(m['diff'])} | [{_signed(lo)}, {_signed(hi)}] | {em} | {tok} |"
+        )
+    above = sum(s["mechanism"]["diff"] > 0 for s in with_m)
+    clear = sum(s["mechanism"]["ci95"][0] > 0 for s in with_m)
+    lines += [
+        "",
+        f"The difference is above zero on {above} of {len(with_m)} seed(s), and its interval "
+        f"excludes zero on {clear}; "
+        + (
+            "the mechanism is shown on every seed."
+            if above == len(with_m) and len(with_m) >= 3
+            else "the mechanism is not shown on every seed (of at least 3)."
+        ),
+        "",
+    ]
+    return lines
+
+
+def other_modes_lines(seeds: list[dict]) -> list[str]:
+    """The same checkpoints in the further evaluation modes, side by side with the first."""
+    rows = []
+    for s in seeds:
+        modes = s.get("evals", [GREEDY])
+        if len(modes) < 2:
+            continue
+        for v, res in s["variants"].items():
+            for mode in modes:
+                ev = res.get("evals", {}).get(mode)
+                if ev is None:
+                    continue
+                cells = [_cell([ev[k]] if k in ev else [], sc) for k, _, sc in METRICS]
+                m = ev.get("mechanism")
+                diff = (
+                    f"{_signed(m['diff'])} [{_signed(m['ci95'][0])}, {_signed(m['ci95'][1])}]" if m else "-"
+                )
+                lines = f"| {s['seed']} | ({v}) | {eval_mode(_mode_fields(mode))} | " + " | ".join(cells)
+                rows.append(lines + f" | {diff} |")
+    if not rows:
+        return []
+    return [
+        "The same trained students, evaluated in each mode side by side:",
+        "",
+        "| seed | row | evaluation | " + " | ".join(lb for _, lb, _ in METRICS) + " | diff [95% interval] |",
+        "|" + "---|" * (4 + len(METRICS)),
+        *rows,
+        "",
+    ]
+
+
 def render(seeds: list[dict], command: str, elapsed: float) -> str:
     agg = aggregate(seeds)
     header = ["row", "SFT rows"] + [label for _, label, _ in METRICS]
@@ -446,8 +645,9 @@ def render(seeds: list[dict], command: str, elapsed: float) -> str:
         + "; ".join(
             f"seed {s['seed']}: " + ", ".join(f"{n} {t}" for t, n in s["eval_set"].items()) for s in seeds
         )
-        + "), greedy. Shares and EM in %, mean ± std over seeds; plain = `single_hop`, "
-        "ambiguous = `single_hop_ambiguous`; P(2 searches) = share of runs with ≥ 2 searches.",
+        + f"), {_modes_text(seeds)}. Shares and EM in %, mean ± std over seeds; plain = `single_hop`, "
+        "ambiguous = `single_hop_ambiguous`; P(2 searches) = share of runs with ≥ 2 searches (with "
+        "mean@N: of the N runs of every sub-query); the references are evaluated greedily.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -467,6 +667,8 @@ def render(seeds: list[dict], command: str, elapsed: float) -> str:
         ]
         lines.append(f"| {label} | {rows} | " + " | ".join(cells) + " |")
     lines += ["", *conclusions(agg, seeds), ""]
+    lines += mechanism_lines(seeds)
+    lines += other_modes_lines(seeds)
     lines += [
         "Per seed:",
         "",
@@ -497,6 +699,11 @@ def render(seeds: list[dict], command: str, elapsed: float) -> str:
     return "\n".join(lines)
 
 
+def parse_eval_arg(text: str) -> str:
+    parse_eval(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(DEFAULT_CONFIG.relative_to(REPO)))
@@ -513,6 +720,23 @@ def main(argv: list[str] | None = None) -> int:
         "ambiguous held-out sub-queries for seeds 0-3 with 400 entities",
     )
     p.add_argument(
+        "--references",
+        nargs="*",
+        choices=list(REFERENCES),
+        default=list(REFERENCES),
+        help="reference rows to evaluate (greedy); the untrained student costs a full evaluation "
+        "and scores 0 (it answers in prose), so a loaded machine may skip it",
+    )
+    p.add_argument(
+        "--evals",
+        nargs="+",
+        type=parse_eval_arg,
+        default=["mean@4:0.6"],
+        help="evaluation modes of every trained student, 'greedy' or 'mean@N:T' (N sampled runs per "
+        "sub-query at temperature T); the first is reported as the mechanism. Default: the paper's "
+        "mean@4 at the paper configs' executor temperature 0.6 (recipes/configs/paper/eval_base.yaml)",
+    )
+    p.add_argument(
         "--max_steps",
         type=int,
         default=None,
@@ -524,6 +748,7 @@ def main(argv: list[str] | None = None) -> int:
     results_json = results_md.with_suffix(".json")
     start = time.perf_counter()
     finished: list[dict] = []
+    log(f"resumable: to finish (or continue) this run, run again: {command.strip()}")
 
     def write(current: dict | None) -> str:
         seeds = finished + ([current] if current is not None else [])
@@ -545,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
             overrides["max_steps"] = a.max_steps
         cfg = load_config(REPO / a.config if not Path(a.config).is_absolute() else a.config, overrides)
         log(f"seed {seed}: variants {' '.join(a.variants)} -> {cfg.out}")
-        finished.append(run_seed(cfg, a.variants, a.per_type, on_step=write))
+        finished.append(run_seed(cfg, a.variants, a.per_type, a.evals, a.references, on_step=write))
     text = write(None)
     print(text, flush=True)
     log(f"done in {(time.perf_counter() - start) / 60:.1f} min; wrote {results_md} and {results_json}")

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from executor_sft.configfile import load_config as load_yaml_config
 from executor_sft.demos.sample_data import (
@@ -83,7 +83,11 @@ class DemoConfig(BaseModel):
     eval_subqueries: int = 24
     eval_max_tokens: int = 64
     eval_concurrency: int = 24
-    """Sub-queries evaluated at once; the transformers backend batches their greedy calls."""
+    """Runs evaluated at once; the transformers backend batches their calls."""
+    eval_samples: int = Field(1, ge=1)
+    """Runs per held-out sub-query (the paper's mean@4 is 4); shares and EM are per run."""
+    eval_temperature: float = Field(0.0, ge=0.0)
+    """0: greedy; > 0 samples (the paper configs' executor temperature is 0.6)."""
     reference_teacher: bool = True
     """Also evaluate the scripted teacher on the held-out sub-queries (a reference row; no model)."""
     keep_checkpoint: bool = True
@@ -115,7 +119,7 @@ def load_config(path: str | Path | None, overrides: dict[str, Any]) -> DemoConfi
 def _student_model(cfg: DemoConfig, path: str | None = None):
     from executor_sft.llm import TransformersChatModel
 
-    # Concurrent greedy calls are generated as one batch, up to the evaluation's concurrency.
+    # Concurrent unseeded calls are generated as one batch, up to the evaluation's concurrency.
     return TransformersChatModel(
         path or cfg.model, name=path or cfg.model, max_batch_size=max(1, cfg.eval_concurrency)
     )
@@ -207,15 +211,20 @@ def evaluate(
     from executor_sft.eval.executor_eval import evaluate_executor
     from executor_sft.llm import SamplingParams
 
-    # The student's collection settings (prompt, budget, protocol), with greedy evaluation sampling.
+    # The student's collection settings (prompt, budget, protocol), with the evaluation's sampling.
     sample = SampleConfig(seed=cfg.seed, max_rounds=cfg.max_rounds, max_turns=cfg.max_turns, top_k=cfg.top_k)
     settings = pipeline_config(sample, [Role.TEACHER, Role.STUDENT]).executor_settings(Role.STUDENT)
-    settings = settings.replace(sampling=SamplingParams(max_tokens=cfg.eval_max_tokens, temperature=0.0))
+    sampling = SamplingParams(max_tokens=cfg.eval_max_tokens, temperature=cfg.eval_temperature)
+    settings = settings.replace(sampling=sampling)
+    if cfg.eval_temperature > 0:
+        import torch
+
+        torch.manual_seed(cfg.seed)
     return asyncio.run(
         evaluate_executor(
             model,
             retriever,
-            sub_queries,
+            [q for q in sub_queries for _ in range(cfg.eval_samples)],
             settings,
             name=name,
             concurrency=cfg.eval_concurrency,
@@ -223,6 +232,14 @@ def evaluate(
             show_progress=show_progress,
         )
     )
+
+
+def eval_mode(cfg: DemoConfig | dict[str, Any]) -> str:
+    """How the held-out runs are decoded: `greedy` or `mean@N, T=t`."""
+    c = cfg if isinstance(cfg, dict) else cfg.model_dump()
+    if c["eval_temperature"] <= 0:
+        return "greedy" if c["eval_samples"] == 1 else f"greedy x{c['eval_samples']}"
+    return f"mean@{c['eval_samples']}, T={c['eval_temperature']:g}"
 
 
 def render(result: DemoResult, before, after, teacher) -> str:
@@ -236,7 +253,7 @@ def render(result: DemoResult, before, after, teacher) -> str:
     times = ", ".join(f"{k} {v:.0f}s" for k, v in result.seconds.items())
     return (
         f"Demo, seed {cfg['seed']}: {cfg['model']} on {before.n} held-out sub-queries "
-        f"(greedy, max {cfg['eval_max_tokens']} new tokens per turn); SFT on "
+        f"({eval_mode(cfg)}, max {cfg['eval_max_tokens']} new tokens per turn); SFT on "
         f"{sum(result.sft_rows.values())} rows {result.sft_rows}, {cfg['max_steps']} steps x "
         f"{cfg['batch_size'] * cfg['grad_accum']} rows, lr {cfg['learning_rate']}.\n\n"
         + markdown_table(rows, labels)

@@ -1,12 +1,13 @@
 """In-process generation with a transformers model (CPU tests, small local models).
 
 Concurrency: generation runs on one worker thread owned by the model object, so the event
-loop never blocks. Concurrent *greedy* calls (temperature 0, no seed, no stop strings, same
-`max_tokens`) that queue up while a generation runs are micro-batched into one left-padded
-`generate()` call of up to `max_batch_size` rows: on a CPU, 8 rows cost little more than one,
-which is what makes executor evaluation of a small model practical. Padded batches can change
-greedy outputs in the last bits on some models; pass `max_batch_size=1` for strictly serial,
-unpadded generation. Sampled or seeded calls always run alone (their seeds stay meaningful).
+loop never blocks. Concurrent unseeded calls without stop strings and with the same sampling
+settings (`max_tokens`, temperature, top_p) that queue up while a generation runs are
+micro-batched into one left-padded `generate()` call of up to `max_batch_size` rows: on a CPU,
+8 rows cost little more than one, which is what makes executor evaluation of a small model
+practical, greedy or sampled (an unseeded sample is one draw whichever batch it is in). Padded
+batches can change greedy outputs in the last bits on some models; pass `max_batch_size=1` for
+strictly serial, unpadded generation. Seeded calls always run alone (their seeds stay meaningful).
 For real throughput use vLLM (in-process `VLLMChatModel` or a server).
 """
 
@@ -94,9 +95,11 @@ class _Pending:
 
 
 def _batch_key(sampling: SamplingParams) -> tuple | None:
-    """Calls with equal keys can share one padded greedy generate(); None means: run alone."""
-    if sampling.temperature > 0 or sampling.seed is not None or sampling.stop:
+    """Calls with equal keys can share one padded generate(); None means: run alone."""
+    if sampling.seed is not None or sampling.stop:
         return None
+    if sampling.temperature > 0:
+        return (sampling.max_tokens, sampling.temperature, sampling.top_p)
     return (sampling.max_tokens,)
 
 
@@ -110,7 +113,7 @@ class TransformersChatModel:
         name: reported as `ChatResult.model` (default: the alias/path or the model's name).
         sampling: defaults for calls that pass no `SamplingParams`.
         chat_template: replaces the tokenizer's template (e.g. `chatml_tools_template()`).
-        max_batch_size: most greedy calls merged into one generate() (1 = never batch).
+        max_batch_size: most unseeded calls merged into one generate() (1 = never batch).
     """
 
     def __init__(
@@ -213,7 +216,7 @@ class TransformersChatModel:
     def generate_batch_sync(
         self, requests: list[tuple[list[Message], list[dict] | None]], sampling: SamplingParams
     ) -> list[ChatResult]:
-        """One left-padded greedy generate() for several calls with the same sampling settings."""
+        """One left-padded generate() for several calls with the same sampling settings."""
         import torch
 
         if len(requests) == 1:

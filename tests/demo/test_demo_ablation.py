@@ -63,8 +63,9 @@ def test_ablation_core_runs_two_variants_and_resumes_without_retraining(tmp_path
     bench = _bench()
     cfg = load_config(TINY, {"out": str(tmp_path / "seed0")})
     steps = []
+    modes = ("mean@2:0.6", "greedy")
     result = bench.run_seed(
-        cfg, ["b", "c"], per_type=3, show_progress=False, on_step=lambda p: steps.append(1)
+        cfg, ["b", "c"], per_type=3, modes=modes, show_progress=False, on_step=lambda p: steps.append(1)
     )
     assert len(steps) == 4  # two references, two variants
     assert result["eval_set"] == {bench.PLAIN: 3, bench.AMBIGUOUS: 3}
@@ -74,15 +75,30 @@ def test_ablation_core_runs_two_variants_and_resumes_without_retraining(tmp_path
     # The scripted teacher searches twice exactly where the first search cannot succeed.
     assert teacher[f"p2:{bench.AMBIGUOUS}"] == 1.0 and teacher[f"p2:{bench.PLAIN}"] == 0.0
     for v in ("b", "c"):
-        ev = result["variants"][v]["eval"]
-        assert ev["n"] == 6 and ev[f"n:{bench.PLAIN}"] == ev[f"n:{bench.AMBIGUOUS}"] == 3
+        sampled, greedy = (result["variants"][v]["evals"][m] for m in modes)
+        assert result["variants"][v]["eval"] == sampled
+        # mean@2: two runs of every sub-query; greedy: one.
+        assert sampled["n"] == 12 and sampled[f"n:{bench.PLAIN}"] == sampled[f"n:{bench.AMBIGUOUS}"] == 6
+        assert greedy["n"] == 6 and greedy[f"n:{bench.PLAIN}"] == greedy[f"n:{bench.AMBIGUOUS}"] == 3
+        assert sampled["mechanism"]["n_items"] == [3, 3] and sampled["mechanism"]["n_runs"] == [6, 6]
+    # The seed's mechanism is (c)'s, from the first mode.
+    mech = result["variants"]["c"]["eval"]["mechanism"]
+    assert result["mechanism"] == {"variant": "c", "diff": mech["diff"], "ci95": mech["ci95"]}
+    assert mech["diff"] == pytest.approx(
+        result["variants"]["c"]["eval"][f"p2:{bench.AMBIGUOUS}"]
+        - result["variants"]["c"]["eval"][f"p2:{bench.PLAIN}"]
+    )
+    assert "c_vs_a" not in result  # no (a) in this run
 
     # Per-type numbers from the per-run JSONL equal the evaluator's (or are the fallback itself).
     subs = bench.balanced_subqueries(tmp_path / "seed0" / "world" / "subqueries_test.jsonl", 3)
     ev = result["variants"]["c"]["eval"]
     bare = SimpleNamespace(**{k: ev[k] for k in ("n", "format_valid", "em", "searches_mean", "seconds")})
     bare.share_2plus_searches, bare.tokens_per_subquery = ev["p2"], ev["tokens"]
-    assert bench._summary(bare, tmp_path / "seed0" / "variant-c" / "eval.jsonl", subs) == pytest.approx(ev)
+    runs = tmp_path / "seed0" / "variant-c" / "eval-mean2_t0.6" / "eval.jsonl"
+    fallback = bench._summary(bare, runs, subs)
+    assert fallback.pop("mechanism") == ev["mechanism"]
+    assert fallback == pytest.approx({k: v for k, v in ev.items() if k != "mechanism"})
 
     # Resume: nothing is collected, trained or evaluated again.
     def refuse(*args, **kwargs):
@@ -90,10 +106,40 @@ def test_ablation_core_runs_two_variants_and_resumes_without_retraining(tmp_path
 
     for name in ("train_demo", "collect_demo", "evaluate"):
         monkeypatch.setattr(bench, name, refuse)
-    again = bench.run_seed(cfg, ["b", "c"], per_type=3, show_progress=False)
+    again = bench.run_seed(cfg, ["b", "c"], per_type=3, modes=modes, show_progress=False)
     assert again["variants"] == result["variants"] and again["references"] == result["references"]
+    # A mode read back for some checkpoints and new for none: still nothing redone, in any order.
+    assert bench.run_seed(cfg, ["c"], per_type=3, modes=modes[::-1], show_progress=False)["mechanism"]
 
     text = bench.render([again], "python bench/demo_ablation.py ...", 1.0)
+    assert "| seed | diff (points) | 95% interval |" in text and "mean@2, T=0.6" in text
+    assert "evaluated in each mode side by side" in text
     rows = sum(again["variants"]["b"]["sft_rows"].values())
     assert f"| (b) single_search only | {rows} |" in text and "| (c) full filter |" in text
     assert "scripted teacher (reference)" in text and "Made with:" in text
+
+
+def test_eval_modes_parse_and_bad_ones_are_refused():
+    bench = _bench()
+    assert bench.parse_eval("greedy") == (1, 0.0) and bench.parse_eval("mean@4:0.6") == (4, 0.6)
+    for bad in ("mean@0:0.6", "mean@4:0", "mean4:0.6", "sample", "mean@4"):
+        with pytest.raises(Exception, match="use 'greedy' or 'mean@N:T'"):
+            bench.parse_eval(bad)
+
+
+def test_mechanism_verdict_is_per_seed_and_needs_three():
+    bench = _bench()
+
+    def seed(n, diff, lo):
+        return {"seed": n, "mechanism": {"variant": "c", "diff": diff, "ci95": [lo, diff + 0.1]}}
+
+    shown = bench.mechanism_lines([seed(0, 0.2, 0.05), seed(1, 0.1, -0.02), seed(2, 0.3, 0.1)])
+    assert "| 1 | +10.0 | [-2.0, +20.0] | - / - | - / - |" in shown
+    assert (
+        "above zero on 3 of 3 seed(s), and its interval excludes zero on 2; the mechanism is shown"
+        in "".join(shown)
+    )
+    not_shown = "".join(bench.mechanism_lines([seed(0, 0.2, 0.05), seed(1, 0.0, 0.0), seed(2, 0.3, 0.1)]))
+    assert "above zero on 2 of 3" in not_shown and "is not shown" in not_shown
+    assert "is not shown" in "".join(bench.mechanism_lines([seed(0, 0.2, 0.05)]))  # one seed is not enough
+    assert bench.mechanism_lines([{"seed": 0}]) == []

@@ -1,4 +1,4 @@
-"""Micro-batching of concurrent greedy calls in the transformers backend."""
+"""Micro-batching of concurrent unseeded calls in the transformers backend."""
 
 import asyncio
 
@@ -39,7 +39,7 @@ def test_concurrent_greedy_calls_share_a_batch_and_match_serial_outputs():
         assert a.usage.completion_tokens == b.usage.completion_tokens
 
 
-def test_sampled_and_seeded_calls_run_alone():
+def test_seeded_calls_run_alone():
     model, tokenizer = tiny_qwen3(seed=3)
     chat_model = TransformersChatModel(model, tokenizer, max_batch_size=8)
     sizes = []
@@ -53,3 +53,27 @@ def test_sampled_and_seeded_calls_run_alone():
     first, second = asyncio.run(run()), asyncio.run(run())
     assert sizes == []  # never routed through the batcher
     assert [r.message for r in first] == [r.message for r in second]
+
+
+def test_unseeded_sampled_calls_share_a_batch_per_temperature():
+    model, tokenizer = tiny_qwen3(seed=3)
+    chat_model = TransformersChatModel(model, tokenizer, max_batch_size=8)
+    batches = []
+    original = chat_model.generate_batch_sync
+
+    def spy(requests, sampling):
+        batches.append((len(requests), sampling.temperature))
+        return original(requests, sampling)
+
+    chat_model.generate_batch_sync = spy
+    warm, hot = SamplingParams(temperature=0.6, max_tokens=6), SamplingParams(temperature=1.0, max_tokens=6)
+
+    async def run():
+        calls = [chat_model.chat(_messages(q), sampling=s) for s in (warm, hot) for q in QUESTIONS * 2]
+        return await asyncio.gather(*calls)
+
+    results = asyncio.run(run())
+    assert len(results) == 12 and all(r.usage.completion_tokens > 0 for r in results)
+    assert sum(n for n, _ in batches) == 12 and max(n for n, _ in batches) > 1, batches
+    # Both settings went through the batcher; a batch holds one setting (its key).
+    assert {t for _, t in batches} == {0.6, 1.0}
