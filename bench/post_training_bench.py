@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -279,7 +280,35 @@ def measure(cfg, model_dir: Path, teacher_dir: Path, retriever, sub_queries, lab
     return summary, seconds
 
 
-def run_seed(cfg: DemoConfig, bench: dict, *, show_progress: bool = True, on_step=None) -> dict[str, Any]:
+def _train_variant(variant: str, config: dict, per_type: int) -> None:
+    """One SFT variant with its held-out evaluation (`demo_ablation.run_variant`), in a child process."""
+    cfg = DemoConfig.model_validate(config)
+    out = Path(cfg.out)
+    _, retriever, _, _ = ablation.prepare_seed(cfg, out, show_progress=False)
+    sub_queries = ablation.balanced_subqueries(out / "world" / "subqueries_test.jsonl", per_type)
+    ablation.run_variant(variant, cfg, out, retriever, sub_queries, show_progress=False)
+
+
+def _variant_key(cfg: DemoConfig, variant: str, eval_ids: list[str]) -> dict:
+    """The key `demo_ablation.run_variant` saves its result with."""
+    return {
+        "config": cfg.model_dump(),
+        "variant": variant,
+        "filter": ablation.VARIANTS[variant][1].to_dict(),
+        "eval_ids": eval_ids,
+    }
+
+
+def run_seed(
+    cfg: DemoConfig,
+    bench: dict,
+    *,
+    parallel_sft: bool = True,
+    report_only: bool = False,
+    show_progress: bool = True,
+    on_step=None,
+) -> dict[str, Any]:
+    """One seed, stage by stage; `report_only` reads back the finished stages and runs nothing."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     world, retriever, index_dir, collect_seconds = ablation.prepare_seed(cfg, out, show_progress)
@@ -296,29 +325,58 @@ def run_seed(cfg: DemoConfig, bench: dict, *, show_progress: bool = True, on_ste
         },
         "stages": {},
     }
-    ckpts: dict[str, Path] = {}
-    for stage, variant in (("teacher", TEACHER_VARIANT), ("sft", STUDENT_VARIANT)):
-        ckpt = out / f"variant-{variant}" / "student-sft"
-        if not (ckpt / "config.json").exists():  # a result without its checkpoint is redone
-            (out / f"variant-{variant}" / ablation.RESULT).unlink(missing_ok=True)
-        res = ablation.run_variant(variant, cfg, out, retriever, sub_queries, show_progress)
-        ckpts[stage] = ckpt
-        partial["stages"][stage] = {
-            "sft_rows": res["sft_rows"],
-            "seconds": res["seconds"],
-            "eval": res["eval"],
-        }
+    ckpts = {
+        "teacher": out / f"variant-{TEACHER_VARIANT}" / "student-sft",
+        "sft": out / f"variant-{STUDENT_VARIANT}" / "student-sft",
+    }
+    variants = {"teacher": TEACHER_VARIANT, "sft": STUDENT_VARIANT}
+    sft_results: dict[str, dict | None] = {}
+    if report_only:
+        for stage, variant in variants.items():
+            done = ablation._done(
+                out / f"variant-{variant}" / ablation.RESULT, _variant_key(cfg, variant, eval_ids)
+            )
+            sft_results[stage] = (
+                done if done is not None and (ckpts[stage] / "config.json").exists() else None
+            )
+    else:
+        for stage, variant in variants.items():
+            if not (ckpts[stage] / "config.json").exists():
+                (out / f"variant-{variant}" / ablation.RESULT).unlink(missing_ok=True)  # redo: no checkpoint
+        teacher_job = None
+        if parallel_sft and not (out / f"variant-{TEACHER_VARIANT}" / ablation.RESULT).exists():
+            # The two SFT runs are independent: the teacher's trains in a second process meanwhile.
+            teacher_job = multiprocessing.get_context("spawn").Process(
+                target=_train_variant, args=(TEACHER_VARIANT, cfg.model_dump(), bench["per_type"])
+            )
+            teacher_job.start()
+            log(
+                f"seed {cfg.seed}: training the teacher (variant {TEACHER_VARIANT}) in process {teacher_job.pid}"
+            )
+        for stage in ("sft", "teacher"):
+            if stage == "teacher" and teacher_job is not None:
+                teacher_job.join()
+                if teacher_job.exitcode != 0:
+                    raise RuntimeError(f"the teacher's SFT process failed (exit code {teacher_job.exitcode})")
+            sft_results[stage] = ablation.run_variant(
+                variants[stage], cfg, out, retriever, sub_queries, show_progress
+            )
+    for stage in ("teacher", "sft"):
+        if (res := sft_results.get(stage)) is not None:
+            partial["stages"][stage] = {k: res[k] for k in ("sft_rows", "seconds", "eval")}
+    if len(partial["stages"]) < 2:
+        return partial
     teacher = ckpts["teacher"]
     previous = ckpts["sft"]
     for stage in ("teacher", "sft"):
         stage_dir = out / f"measure-{stage}"
         key = {"config": cfg.model_dump(), "eval_ids": eval_ids, "stage": stage}
         if (done := ablation._done(stage_dir / ablation.RESULT, key)) is None:
+            if report_only:
+                continue
             log(f"seed {cfg.seed}: teacher KL of the {stage} model")
             t = time.perf_counter()
-            runs = (
-                out / f"variant-{TEACHER_VARIANT if stage == 'teacher' else STUDENT_VARIANT}" / "eval.jsonl"
-            )
+            runs = out / f"variant-{variants[stage]}" / "eval.jsonl"
             extra = {
                 **searches_by_type(runs, sub_queries),
                 **teacher_kl(str(ckpts[stage]), str(teacher), runs),
@@ -336,6 +394,8 @@ def run_seed(cfg: DemoConfig, bench: dict, *, show_progress: bool = True, on_ste
         key = {"config": cfg.model_dump(), "bench": bench, "eval_ids": eval_ids, "stage": stage}
         done = ablation._done(stage_dir / ablation.RESULT, key)
         if done is None or not (target / "config.json").exists():
+            if report_only:
+                break
             shutil.rmtree(stage_dir, ignore_errors=True)
             stage_dir.mkdir(parents=True)
             log(f"seed {cfg.seed}: {stage} from {previous}")
@@ -441,7 +501,7 @@ def render(seeds: list[dict], command: str, elapsed: float, loads: list[str]) ->
         "(stages read back from a previous run cost nothing). Load average at the start and at each "
         "write: " + "; ".join(loads[:1] + loads[-1:]) + ".",
         "",
-        f"Teacher: SmolLM2-135M SFT on every correct teacher run (demo_ablation variant (a), "
+        f"Teacher: {seeds[0]['config']['model'] if seeds else '?'} SFT on every correct teacher run (demo_ablation variant (a), "
         f"{seeds[0]['config']['max_steps'] if seeds else '?'} steps); student: the demo's SFT executor "
         "(variant (c), full filter, same steps). Distillation: reverse KL (beta 1), "
         f"{bench.get('distill_steps')} steps x {bench.get('batch_size')} on-policy episodes, lr "
@@ -537,6 +597,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--distill_lr", type=float, default=5e-5)
     p.add_argument("--grpo_lr", type=float, default=1e-5)
     p.add_argument("--max_completion_length", type=int, default=512)
+    p.add_argument(
+        "--max_steps",
+        type=int,
+        default=None,
+        help="SFT steps of the teacher and the student (over the config's)",
+    )
+    p.add_argument(
+        "--student_questions",
+        type=int,
+        default=None,
+        help="collection questions that also run the untrained SmolLM2 (over the config's; 0 = teacher only)",
+    )
+    p.add_argument(
+        "--report_only",
+        action="store_true",
+        help="write the results from the stages already finished under --out; train and evaluate nothing",
+    )
+    p.add_argument(
+        "--sequential_sft",
+        action="store_true",
+        help="train the teacher and the student one after the other (default: the teacher in a second process)",
+    )
     a = p.parse_args(argv)
     command = "python bench/post_training_bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
     bench = {
@@ -586,9 +668,15 @@ def main(argv: list[str] | None = None) -> int:
         }
         if a.questions:
             overrides["questions"] = a.questions
+        if a.max_steps:
+            overrides["max_steps"] = a.max_steps
+        if a.student_questions is not None:
+            overrides["student_questions"] = a.student_questions
         cfg = load_config(REPO / a.config if not Path(a.config).is_absolute() else a.config, overrides)
         log(f"seed {seed} -> {cfg.out}; load {load_average()}")
-        finished.append(run_seed(cfg, bench, on_step=write))
+        finished.append(
+            run_seed(cfg, bench, parallel_sft=not a.sequential_sft, report_only=a.report_only, on_step=write)
+        )
     text = write(None)
     print(text, flush=True)
     log(f"done in {(time.perf_counter() - start) / 60:.1f} min; wrote {results_md} and its .json")
