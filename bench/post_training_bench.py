@@ -536,6 +536,12 @@ def render(seeds: list[dict], command: str, elapsed: float, loads: list[str]) ->
             for k, _, sc in METRICS
         ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    missing = [label for stage, label in STAGES.items() if stage not in agg]
+    if missing:
+        lines += [
+            "",
+            "Not finished in the runs recorded here: " + "; ".join(missing) + " (the command resumes them).",
+        ]
     lines += ["", *findings(agg), ""]
     lines += ["Training logs (per logged step):", ""]
     for s in seeds:
