@@ -74,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--runs", default=str(rb.cache_dir() / "bench" / "search_latency_eval"))
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--configs", default=None, help="labels of STACK_CONFIGS separated by ';'")
+    parser.add_argument(
+        "--configs",
+        default=None,
+        help="labels of STACK_CONFIGS separated by ';' (default: all but the yes/no LLM reranker, ~40 s a call on CPU)",
+    )
     args = parser.parse_args(argv)
     bench = rb.BenchArgs(stack=True)
     rows = rb.read_jsonl(minibench_corpus())
@@ -95,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         "executor": ScriptedChatModel(name="scripted-executor", default=executor_reply),
         "answerer": ScriptedChatModel(name="oracle-reader", default=oracle_reader(gold)),
     }
-    wanted = args.configs.split(";") if args.configs else list(rb.STACK_CONFIGS)
+    wanted = (
+        args.configs.split(";")
+        if args.configs
+        else [label for label, (kind, _) in rb.STACK_CONFIGS.items() if kind != "llm_rerank"]
+    )
     cells, start = [], time.perf_counter()
     load_before = rb._load_note()
     for label in wanted:
@@ -140,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     table = sweep_markdown(cells, metric="em")
     header = (
         "# Search configurations in an evaluation: T_search and research P50 per cell\n\n"
-        f"Command: `python bench/search_latency_eval.py --out {args.out}` "
+        f"Command: `python bench/search_latency_eval.py --out {args.out}"
+        + (f' --configs "{args.configs}"' if args.configs else "")
+        + "` "
         f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {seconds:.0f} s; machine: {load_before} "
         f"before, {rb._load_note()} after, shared with other jobs).\n\n"
         f"{len(questions)} minibench dev questions ({len(questions) // 3} per dataset) over the "
