@@ -289,14 +289,22 @@ def _train_variant(variant: str, config: dict, per_type: int) -> None:
     ablation.run_variant(variant, cfg, out, retriever, sub_queries, show_progress=False)
 
 
-def _variant_key(cfg: DemoConfig, variant: str, eval_ids: list[str]) -> dict:
-    """The key `demo_ablation.run_variant` saves its result with."""
-    return {
-        "config": cfg.model_dump(),
-        "variant": variant,
-        "filter": ablation.VARIANTS[variant][1].to_dict(),
-        "eval_ids": eval_ids,
-    }
+def _variant_result(out: Path, variant: str) -> Path:
+    """Where `demo_ablation.run_variant` saves a variant's greedy held-out evaluation."""
+    return out / f"variant-{variant}" / f"eval-{ablation._eval_tag(ablation.GREEDY)}" / ablation.RESULT
+
+
+def _variant_done(out: Path, variant: str) -> bool:
+    """Trained, evaluated and its checkpoint kept: `run_variant` then only reads it back."""
+    var_dir = out / f"variant-{variant}"
+    return all(
+        f.exists()
+        for f in (
+            var_dir / ablation.TRAINED,
+            _variant_result(out, variant),
+            var_dir / "student-sft" / "config.json",
+        )
+    )
 
 
 def run_seed(
@@ -333,18 +341,17 @@ def run_seed(
     sft_results: dict[str, dict | None] = {}
     if report_only:
         for stage, variant in variants.items():
-            done = ablation._done(
-                out / f"variant-{variant}" / ablation.RESULT, _variant_key(cfg, variant, eval_ids)
-            )
             sft_results[stage] = (
-                done if done is not None and (ckpts[stage] / "config.json").exists() else None
+                ablation.run_variant(variant, cfg, out, retriever, sub_queries, show_progress=False)
+                if _variant_done(out, variant)
+                else None
             )
     else:
         for stage, variant in variants.items():
             if not (ckpts[stage] / "config.json").exists():
-                (out / f"variant-{variant}" / ablation.RESULT).unlink(missing_ok=True)  # redo: no checkpoint
+                _variant_result(out, variant).unlink(missing_ok=True)  # redo: no checkpoint
         teacher_job = None
-        if parallel_sft and not (out / f"variant-{TEACHER_VARIANT}" / ablation.RESULT).exists():
+        if parallel_sft and not _variant_done(out, TEACHER_VARIANT):
             # The two SFT runs are independent: the teacher's trains in a second process meanwhile.
             teacher_job = multiprocessing.get_context("spawn").Process(
                 target=_train_variant, args=(TEACHER_VARIANT, cfg.model_dump(), bench["per_type"])
@@ -359,7 +366,7 @@ def run_seed(
                 if teacher_job.exitcode != 0:
                     raise RuntimeError(f"the teacher's SFT process failed (exit code {teacher_job.exitcode})")
             sft_results[stage] = ablation.run_variant(
-                variants[stage], cfg, out, retriever, sub_queries, show_progress
+                variants[stage], cfg, out, retriever, sub_queries, show_progress=show_progress
             )
     for stage in ("teacher", "sft"):
         if (res := sft_results.get(stage)) is not None:
