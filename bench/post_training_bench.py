@@ -383,7 +383,7 @@ def run_seed(
                 continue
             log(f"seed {cfg.seed}: teacher KL of the {stage} model")
             t = time.perf_counter()
-            runs = out / f"variant-{variants[stage]}" / "eval.jsonl"
+            runs = _variant_result(out, variants[stage]).with_name("eval.jsonl")
             extra = {
                 **searches_by_type(runs, sub_queries),
                 **teacher_kl(str(ckpts[stage]), str(teacher), runs),

@@ -403,3 +403,14 @@ def read_episodes(path: str | Path) -> Iterator[dict[str, Any]]:
     """Read episode dicts from a JSONL file (read-only; tolerates a partial last line)."""
     for _, record in iter_records(path, skip_torn_tail=True):
         yield record
+
+
+def read_episode_lines(path: str | Path) -> Iterator[tuple[dict[str, Any], bytes]]:
+    """Each episode dict with its line exactly as written (newline-terminated), as `read_episodes`
+    reads them: a merge copies the bytes, so floats keep the writer's spelling."""
+    with Path(path).open("rb") as raw:
+        at = 0
+        for number, record in iter_records(path, skip_torn_tail=True):
+            while at < number:
+                line, at = raw.readline(), at + 1
+            yield record, line if line.endswith(b"\n") else line + b"\n"

@@ -42,6 +42,7 @@ from executor_sft.schema import Episode, Question, Role, Usage
 from executor_sft.store import (
     EpisodeStore,
     SystemChangedError,
+    read_episode_lines,
     read_episodes,
     read_system,
     system_changes,
@@ -360,14 +361,21 @@ def _merged_system(paths: Sequence[Path], accept: bool) -> dict[str, Any] | None
 def merge_into(store: EpisodeStore, inputs: Sequence[Path]) -> tuple[int, int]:
     """Append every input's new records to `store`, all or nothing; returns (written, duplicates)."""
     written = seen = 0
+    known = store.completed_ids()
     with store.all_or_nothing():
         for path in inputs:
-            chunk: list[dict[str, Any]] = []
-            for record in read_episodes(path):
-                chunk.append(record)
-                if len(chunk) == MERGE_CHUNK:
-                    written += store.append_many(chunk)
-                    seen, chunk = seen + len(chunk), []
-            written += store.append_many(chunk)
-            seen += len(chunk)
+            lines: list[bytes] = []
+            keys: set[str] = set()
+            for record, line in read_episode_lines(path):
+                seen += 1
+                if (key := store.key(record)) in known:
+                    continue
+                known.add(key)
+                keys.add(key)
+                lines.append(line)
+                if len(lines) == MERGE_CHUNK:
+                    store.append_lines(b"".join(lines), keys)
+                    written, lines, keys = written + len(lines), [], set()
+            store.append_lines(b"".join(lines), keys)
+            written += len(lines)
     return written, seen - written

@@ -37,11 +37,11 @@ def _config(world_dir: Path, out: Path, **kwargs) -> CollectConfig:
 
 
 def _comparable(record: dict) -> dict:
-    """A record without the wall-clock fields (call start times and latencies)."""
+    """A record without the wall-clock fields (call start times, latencies, research time)."""
 
     def strip(x):
         if isinstance(x, dict):
-            return {k: (None if k in ("t_start", "latency_s") else strip(v)) for k, v in x.items()}
+            return {k: (None if k in ("t_start", "latency_s", "research_s") else strip(v)) for k, v in x.items()}
         if isinstance(x, list):
             return [strip(v) for v in x]
         return x
