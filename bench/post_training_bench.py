@@ -111,8 +111,15 @@ def _chat_messages(messages: list[dict]) -> list[dict]:
 
 
 def _args(call: dict) -> Any:
+    """The call's arguments as the row holds them; a sampled string that is not JSON (a malformed
+    call the executor corrected) stays the string the model wrote."""
     args = call["function"].get("arguments")
-    return json.loads(args) if isinstance(args, str) else args
+    if not isinstance(args, str):
+        return args
+    try:
+        return json.loads(args)
+    except json.JSONDecodeError:
+        return args
 
 
 def teacher_kl(student_dir: str, teacher_dir: str, runs_path: Path, show_progress: bool = True) -> dict:
