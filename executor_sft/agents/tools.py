@@ -99,21 +99,26 @@ class Tool:
 TOOLS: Registry[Tool] = Registry("executor tool")
 
 
+async def _recorded_search(queries: list[str], context: ToolContext) -> list:
+    """Search `queries` as one batch and record each as a search, timed by the batch's wall time."""
+    start = time.perf_counter()
+    results = await context.retriever.asearch(queries, context.top_k)
+    latency = time.perf_counter() - start
+    retriever = getattr(context.retriever, "index_id", None)
+    for query, hits in zip(queries, results, strict=True):
+        context.searches.append(
+            SearchRecord(
+                query=query, doc_ids=[h.doc_id for h in hits], latency_s=latency, retriever=retriever
+            )
+        )
+    return results
+
+
 async def _search(arguments: Mapping[str, Any], context: ToolContext) -> str:
     query = arguments.get("query")
     if not isinstance(query, str) or not query.strip():
         raise ToolArgumentError('the search call has no "query" string')
-    query = " ".join(query.split())
-    start = time.perf_counter()
-    hits = (await context.retriever.asearch([query], context.top_k))[0]
-    context.searches.append(
-        SearchRecord(
-            query=query,
-            doc_ids=[h.doc_id for h in hits],
-            latency_s=time.perf_counter() - start,
-            retriever=getattr(context.retriever, "index_id", None),
-        )
-    )
+    hits = (await _recorded_search([" ".join(query.split())], context))[0]
     return search_result(hits, context.snippet_chars)
 
 
@@ -133,21 +138,11 @@ def _queries_cost(arguments: Mapping[str, Any]) -> int:
 
 
 async def _search_many(arguments: Mapping[str, Any], context: ToolContext) -> str:
-    """Every query is one search; queries past this call's budget are answered as not run. The
-    queries go to the retriever as one batch, so each record's wall time is the batch's."""
+    """Every query is one search; queries past this call's budget are answered as not run."""
     queries = _queries(arguments)
     budget = len(queries) if context.search_budget is None else context.search_budget
     run, not_run = queries[:budget], queries[budget:]
-    start = time.perf_counter()
-    results = await context.retriever.asearch(run, context.top_k) if run else []
-    latency = time.perf_counter() - start
-    retriever = getattr(context.retriever, "index_id", None)
-    for query, hits in zip(run, results, strict=True):
-        context.searches.append(
-            SearchRecord(
-                query=query, doc_ids=[h.doc_id for h in hits], latency_s=latency, retriever=retriever
-            )
-        )
+    results = await _recorded_search(run, context) if run else []
     return multi_search_result(run, results, not_run, context.snippet_chars)
 
 
