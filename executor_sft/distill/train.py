@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from trl import DistillationTrainer
 
+from executor_sft.agents.executor_text import SEARCH_BUDGET_SPENT
 from executor_sft.distill.tokenizers import check_same_tokenizer
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.arguments import ExecutorDataArguments, load_prompt_dataset, load_retriever_from_args
@@ -49,9 +50,28 @@ class DistillScriptArguments(ExecutorDataArguments):
 
 
 class ExecutorDistillationTrainer(DistillationTrainer):
-    """TRL's DistillationTrainer plus the executor's metrics: teacher KL and searches per episode."""
+    """TRL's DistillationTrainer plus the runtime's budget notice and the executor's metrics.
+
+    The notice: after the search that spends the budget the runtime adds a user message telling
+    the executor to report (`Prompts.search_budget_spent`); the SFT rows the teacher learned from
+    carry it. TRL's tool loop renders tool results only, so without it the last turn is sampled,
+    and scored by the teacher, in a context that in the teacher's data always precedes another
+    search: the student then learns to search again instead of reporting (measured:
+    bench/results/post_training.md). Here the tool turn the loop runs last
+    (`max_tool_calling_iterations`, = `max_searches`) is rendered followed by that user message,
+    inside the tool-result span, so it is masked from the loss as the passages are. TRL's loop
+    runs every episode's n-th tool turn in its n-th iteration (tools first, then the rendering of
+    each result), so counting iterations counts the turn.
+    """
+
+    def __init__(self, *args: Any, budget_notice: str = SEARCH_BUDGET_SPENT, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.budget_notice = budget_notice
+        self._tool_dict = {name: self._tool_called(tool) for name, tool in self._tool_dict.items()}
+        self._tool_turn, self._tools_ran = 0, False
 
     def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, images, multimodal_fields):
+        self._tool_turn, self._tools_ran = 0, False
         out = super()._tool_call_loop(
             prompts, prompt_ids, completion_ids, completions, images, multimodal_fields
         )
@@ -68,6 +88,21 @@ class ExecutorDistillationTrainer(DistillationTrainer):
         self._metrics[mode]["distill/zero_search"].append((searches == 0).float().mean().item())
         self._metrics[mode]["distill/report"].append(reports.mean().item())
         return out
+
+    def _tool_called(self, tool: Any) -> Any:
+        def call(**arguments: Any) -> Any:
+            self._tools_ran = True
+            return tool(**arguments)
+
+        call.__name__ = tool.__name__
+        return call
+
+    def _get_tool_suffix_ids(self, tool_messages):
+        if self._tools_ran:  # the first rendering after this iteration's tool calls: a new tool turn
+            self._tool_turn, self._tools_ran = self._tool_turn + 1, False
+        if self._tool_turn >= self.max_tool_calling_iterations:
+            tool_messages = [*tool_messages, {"role": "user", "content": self.budget_notice}]
+        return super()._get_tool_suffix_ids(tool_messages)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)

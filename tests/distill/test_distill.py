@@ -8,6 +8,7 @@ import pytest
 import torch
 from grpo_helpers import NUM_GENERATIONS, ROOT, Script, install_script, run_recipe
 
+from executor_sft.agents.executor_text import SEARCH_BUDGET_SPENT
 from executor_sft.distill import (
     DistillScriptArguments,
     ExecutorDistillationTrainer,
@@ -71,9 +72,11 @@ def test_distill_recipe_runs_on_cpu(tiny_teacher, world_index, tmp_path):
 
 
 @pytest.mark.slow
-def test_tool_result_tokens_carry_no_loss_on_a_real_batch(tiny_teacher, world_index, tmp_path):
+@pytest.mark.parametrize("max_searches", [1, 2])
+def test_tool_result_tokens_carry_no_loss_on_a_real_batch(max_searches, tiny_teacher, world_index, tmp_path):
     """The student (scripted turns: search, then report) and a teacher that differs from it; the batch
-    the loss is computed on is captured and its mask checked token by token."""
+    the loss is computed on is captured and its mask checked token by token. The search spends the
+    budget at max_searches 1 only: then the runtime's notice follows it, masked like the passages."""
     from trl import DistillationConfig, ModelConfig
 
     from executor_sft.grpo import to_dataset
@@ -89,7 +92,7 @@ def test_tool_result_tokens_carry_no_loss_on_a_real_batch(tiny_teacher, world_in
             return loss
 
     rows = grpo_examples_from_rollouts(ROOT / "data" / "rollouts.jsonl")[:2]
-    script_args = DistillScriptArguments(retriever={"index": str(world_index), "k": 1}, max_searches=1)
+    script_args = DistillScriptArguments(retriever={"index": str(world_index), "k": 1}, max_searches=max_searches)
     args = DistillationConfig(
         output_dir=str(tmp_path / "out"),
         teacher_model_name_or_path=str(tiny_teacher),
@@ -113,7 +116,7 @@ def test_tool_result_tokens_carry_no_loss_on_a_real_batch(tiny_teacher, world_in
         train_dataset=to_dataset(rows * NUM_GENERATIONS),
         trainer_cls=Capturing,
     )
-    assert trainer.beta == 1.0 and trainer.max_tool_calling_iterations == 1  # reverse KL; budget = 1 search
+    assert trainer.beta == 1.0 and trainer.max_tool_calling_iterations == max_searches  # reverse KL; budget
     tok = trainer.processing_class
     script = Script(tok, sub_queries=[(r["sub_query"], r["reference"][0]) for r in rows])
     install_script(trainer.model, script)
@@ -138,6 +141,7 @@ def test_tool_result_tokens_carry_no_loss_on_a_real_batch(tiny_teacher, world_in
             assert middle and set(middle) == {0}  # the tool turn: passages and their wrapping
             inserted = seq[len(first) : n - len(last)]
             assert response_open in inserted and "Doc 1 (Title:" in tok.decode(inserted)
+            assert (SEARCH_BUDGET_SPENT in tok.decode(inserted)) == (max_searches == 1)
     assert checked == 2 * (NUM_GENERATIONS - 1)
     logs = [h for h in trainer.state.log_history if "distill/teacher_kl" in h]
     assert len(logs) == 2
