@@ -27,6 +27,7 @@ from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROL
 from executor_sft.eval.plots import Point, plot_capacity, plot_pareto, plot_role_curves
 from executor_sft.eval.report import sweep_markdown, write_markdown
 from executor_sft.eval.runner import RESULTS_JSON, run_eval
+from executor_sft.jsonl import write_json
 from executor_sft.llm.config import ModelConfig
 from executor_sft.llm.pool import ModelPool
 from executor_sft.retrieval.base import Retriever
@@ -295,9 +296,7 @@ def _write_tables(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResu
             for c, r in done
         ],
     }
-    tmp = out / (SWEEP_JSON + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(out / SWEEP_JSON)
+    write_json(out / SWEEP_JSON, payload)
 
 
 def _write_plots(sweep: SweepConfig, out: Path, done: list[tuple[Cell, EvalResults]]) -> None:

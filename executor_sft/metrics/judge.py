@@ -64,8 +64,10 @@ def parse_verdict(text: str | None) -> bool | None:
     return None
 
 
-def judge_key(question: str, golden_answers: Sequence[str], prediction: str) -> str:
-    payload = json.dumps([question, list(golden_answers), prediction], ensure_ascii=False)
+def judge_key(question: str, golden_answers: Sequence[str], prediction: str, judge: str = "") -> str:
+    """The cache key of one verdict; `judge` names who gave it (model and prompt), so a cache kept
+    across a change of judge model or prompt is not read as that judge's verdicts."""
+    payload = json.dumps([judge, question, list(golden_answers), prediction], ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -88,6 +90,7 @@ class LLMJudge:
         self.cache_path = Path(cache_path) if cache_path else None
         self._inflight: dict[str, asyncio.Future] = {}
         self.calls = 0
+        self.identity = json.dumps([getattr(model, "name", "unknown"), self.prompt], ensure_ascii=False)
         if self.cache_path and self.cache_path.exists():
             self._load()
 
@@ -123,7 +126,7 @@ class LLMJudge:
         if prediction is None or not prediction.strip():
             return False
         golden = [str(g) for g in golden_answers]
-        key = judge_key(question, golden, prediction)
+        key = judge_key(question, golden, prediction, self.identity)
         if key in self.cache:
             return self.cache[key]
         if key in self._inflight:

@@ -126,6 +126,11 @@ async def test_jsonl_cache_survives_a_new_judge(tmp_path):
     # The key covers question, gold and prediction: a different gold answer is a new call.
     third = LLMJudge(ScriptedChatModel(["True"]), cache_path=path)
     assert await third.judge(Q, ["Eldmark", "Tarsin"], "Tarsin") is True
+    # ... and the judge: another prompt or another judge model asks again.
+    reworded = LLMJudge(ScriptedChatModel(["True"]), cache_path=path, prompt="Is {prediction} right? {question}")
+    assert await reworded.judge(Q, GOLD, "Tarsin") is True
+    other_model = LLMJudge(ScriptedChatModel(["True"], name="another-judge"), cache_path=path)
+    assert await other_model.judge(Q, GOLD, "Tarsin") is True
 
 
 async def test_concurrent_identical_requests_share_one_call():
