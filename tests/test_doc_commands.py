@@ -244,14 +244,23 @@ def test_run_block(block: DocBlock, clone: Path, minibench_corpus_path):
     assert "Traceback (most recent call last)" not in proc.stderr, output
 
 
-# --- README command 1, then GRPO from its output: the documented CPU chain, verbatim ---------
+# --- README command 1, then distillation and GRPO from its output: the documented CPU chain ---
 
 SFT_COMMAND = "accelerate launch recipes/sft_executor.py"  # README command 1, after its set-up
 WORLD_INDEX_COMMAND = (
     "python recipes/build_index.py --corpus data/world/corpus.jsonl --output .cache/indexes/world-bm25 --bm25"
 )
 GRPO_COMMAND = (
-    "python recipes/grpo_executor.py --config recipes/configs/grpo_cpu.yaml --model_name_or_path outputs/sft-default"
+    "python recipes/grpo_executor.py --config recipes/configs/grpo_cpu.yaml --model_name_or_path outputs/sft-default \\\n"
+    "    --max_steps 1"
+)
+DISTILL_COMMAND = (
+    "python recipes/distill_executor.py --config recipes/configs/distill_tiny.yaml --model_name_or_path \\\n"
+    "    outputs/sft-default --teacher_model_name_or_path offline:smollm2 --output_dir outputs/distill-default"
+)
+GRPO_DISTILLED_COMMAND = (
+    "python recipes/grpo_executor.py --config recipes/configs/grpo_cpu.yaml --model_name_or_path \\\n"
+    "    outputs/distill-default --output_dir outputs/grpo-distilled --max_steps 1"
 )
 NOISE = {
     "DEBUG:bm25s": re.compile(r"DEBUG:bm25s"),
@@ -269,14 +278,15 @@ def _noise(text: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_readme_command_1_then_grpo_from_its_output(clone: Path):
-    """README command 1's training command as written (SmolLM2, 8 steps, outputs/sft-default),
-    its relaunch, another model into the same folder, then docs/post_training.md's GRPO on CPU
-    from that output: 2 steps, as written."""
+def test_readme_command_1_then_distillation_then_grpo(clone: Path):
+    """README command 1's training command as written (SmolLM2, 8 steps, outputs/sft-default), its
+    relaunch, another model into the same folder, then docs/post_training.md's CPU path from that
+    output as written: one GRPO step from it, its distillation, one GRPO step from the distilled model."""
     readme = next(b for b in BLOCKS if b.page == "README.md" and "scripts/setup.sh" in b.text)
     assert f"bash scripts/setup.sh && {SFT_COMMAND}\n" in readme.text  # the command this test runs
     cpu_path = next(b for b in BLOCKS if b.page == "docs/post_training.md" and GRPO_COMMAND in b.text)
-    assert f"{WORLD_INDEX_COMMAND}\n" in cpu_path.text and f"\n{SFT_COMMAND}\n" in cpu_path.text
+    for command in (WORLD_INDEX_COMMAND, SFT_COMMAND, GRPO_COMMAND, DISTILL_COMMAND, GRPO_DISTILLED_COMMAND):
+        assert f"{command}\n" in cpu_path.text, command
 
     sft = bash_in(clone, SFT_COMMAND)
     assert sft.returncode == 0, (sft.stdout + sft.stderr)[-6000:]
@@ -297,14 +307,20 @@ def test_readme_command_1_then_grpo_from_its_output(clone: Path):
     assert 'model ("offline:smollm2" -> "offline:tiny-qwen3")' in line and "Traceback" not in other.stderr
     assert "already holds a finished run" not in other.stdout
 
-    index = bash_in(clone, WORLD_INDEX_COMMAND)
-    assert index.returncode == 0, index.stderr[-3000:]
-    grpo = bash_in(clone, GRPO_COMMAND)
-    output = (grpo.stdout + grpo.stderr)[-6000:]
-    assert grpo.returncode == 0, output
-    assert "GRPO done: 2 steps" in grpo.stdout, output
-    assert (clone / "outputs" / "grpo-cpu" / "model.safetensors").is_file()
-    assert _noise(index.stdout + index.stderr + grpo.stdout + grpo.stderr) == []
+    logs = ""
+    for command, done, saved in (
+        (WORLD_INDEX_COMMAND, "", "indexes/world-bm25/manifest.json"),
+        (GRPO_COMMAND, "GRPO done: 1 steps", "grpo-cpu/model.safetensors"),
+        (DISTILL_COMMAND, "distillation done: 2 steps", "distill-default/model.safetensors"),
+        (GRPO_DISTILLED_COMMAND, "GRPO done: 1 steps", "grpo-distilled/model.safetensors"),
+    ):
+        proc = bash_in(clone, command)
+        output = (proc.stdout + proc.stderr)[-6000:]
+        assert proc.returncode == 0 and done in proc.stdout, f"{command}\n{output}"
+        root = clone / (".cache" if saved.startswith("indexes") else "outputs")
+        assert (root / saved).is_file(), f"{command}: no {saved}"
+        logs += proc.stdout + proc.stderr
+    assert _noise(logs) == []
 
 
 # --- validate: each command parsed by its recipe's own parser, inputs resolved -----------------
