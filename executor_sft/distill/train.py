@@ -56,8 +56,8 @@ class ExecutorDistillationTrainer(DistillationTrainer):
     the executor to report (`Prompts.search_budget_spent`); the SFT rows the teacher learned from
     carry it. TRL's tool loop renders tool results only, so without it the last turn is sampled,
     and scored by the teacher, in a context that in the teacher's data always precedes another
-    search: the student then learns to search again instead of reporting (measured:
-    bench/results/post_training.md). Here the tool turn the loop runs last
+    search: the student then learns to search again instead of reporting (measured, docs/post_training.md
+    "What seed 1 showed"). Here the tool turn the loop runs last
     (`max_tool_calling_iterations`, = `max_searches`) is rendered followed by that user message,
     inside the tool-result span, so it is masked from the loss as the passages are. TRL's loop
     runs every episode's n-th tool turn in its n-th iteration (tools first, then the rendering of
