@@ -64,7 +64,7 @@ from executor_sft.filters import (
     SINGLE_SEARCH,
     FilterConfig,
     filter_episodes,
-    iter_jsonl,
+    iter_episodes_by_id,
     write_json,
     write_jsonl,
 )
@@ -291,7 +291,7 @@ def train_variant(variant, cfg, out) -> tuple[dict, Path]:
     var_dir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
     t = time.perf_counter()
-    filtered = filter_episodes(iter_jsonl(out / ROLLOUTS), filter_cfg)
+    filtered = filter_episodes(iter_episodes_by_id(out / ROLLOUTS), filter_cfg)
     if not filtered.rows:
         raise RuntimeError(f"variant {variant}: the filter kept no rows: {filtered.report['exclusions']}")
     write_jsonl(var_dir / SFT, filtered.rows)

@@ -1,8 +1,9 @@
 """JSONL and JSON files: reading with `file:line` errors, atomic writing (a crash never leaves a half file).
 
-The one I/O module of the package (layer 0: the standard library and `executor_sft.errors`). Readers yield
-`(line_number, record)`; a line that is not UTF-8, not JSON or not an object raises
-`MalformedLineError` naming the file and line. An unfinished last line (no trailing newline:
+The one I/O module of the package (layer 0: the standard library and `executor_sft.errors`). Readers
+yield `(line_number, record)` or `Located` records, in file order or in key order (`iter_jsonl_sorted`,
+for outputs that must not depend on the order a file was written in); a line that is not UTF-8, not
+JSON or not an object raises `MalformedLineError` naming the file and line. An unfinished last line (no trailing newline:
 a writer was killed) is skipped with a warning where the caller asks for it (`skip_torn_tail`),
 as the episode store does. Writers take `(path, rows)` and replace the file atomically; the
 outputs are the user's: a symlink, FIFO or device is written through, never replaced, and a
@@ -20,7 +21,7 @@ import signal
 import stat
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -113,19 +114,36 @@ def iter_records(
     """
     path = Path(path)
     with path.open("rb") as fh:
-        for i, raw in enumerate(fh, start=1):
-            try:
-                record = _parse_line(path, i, raw, require_object)
-            except MalformedLineError as error:
-                if skip_torn_tail and error.unparsable and not raw.endswith(b"\n"):
-                    logger.warning("%s:%d: skipping an unfinished last line", path, i)
-                    return
-                if not skip_bad_lines:
-                    raise
-                logger.warning("%s: skipping this line", error)
-                continue
-            if record is not _BLANK:
-                yield i, record
+        for line in _scan(fh, path, skip_torn_tail, skip_bad_lines, require_object):
+            yield line.number, line.record
+
+
+class _Line(NamedTuple):
+    number: int
+    offset: int
+    length: int
+    record: Any
+
+
+def _scan(
+    fh: IO[bytes], path: Path, skip_torn_tail: bool, skip_bad_lines: bool, require_object: bool
+) -> Iterator[_Line]:
+    """The one line loop of the readers: each non-blank line's number, byte span and record."""
+    offset = 0
+    for i, raw in enumerate(fh, start=1):
+        start, offset = offset, offset + len(raw)
+        try:
+            record = _parse_line(path, i, raw, require_object)
+        except MalformedLineError as error:
+            if skip_torn_tail and error.unparsable and not raw.endswith(b"\n"):
+                logger.warning("%s:%d: skipping an unfinished last line", path, i)
+                return
+            if not skip_bad_lines:
+                raise
+            logger.warning("%s: skipping this line", error)
+            continue
+        if record is not _BLANK:
+            yield _Line(i, start, len(raw), record)
 
 
 _BLANK = object()
@@ -161,6 +179,26 @@ def iter_jsonl(path: str | Path) -> Iterator[Located]:
     """
     for i, record in iter_records(path, skip_torn_tail=True):
         yield Located(f"{path}:{i}", record)
+
+
+def iter_jsonl_sorted(path: str | Path, key: Callable[[dict[str, Any]], Any]) -> Iterator[Located]:
+    """`iter_jsonl` in `key` order (ties: file order), holding only each line's key and place.
+
+    Two passes: the first parses every line and keeps `(key, line number, byte span)`, the
+    second seeks to each line in sorted order and parses it again, so memory grows with the
+    keys, not the records. Errors and the unfinished last line are as `iter_jsonl`'s, and a
+    malformed line fails in the first pass, before anything is yielded.
+    """
+    path = Path(path)
+    with path.open("rb") as fh:
+        index = [
+            (key(line.record), line.number, line.offset, line.length)
+            for line in _scan(fh, path, skip_torn_tail=True, skip_bad_lines=False, require_object=True)
+        ]
+        index.sort(key=lambda entry: entry[0])  # stable: equal keys keep their file order
+        for _, number, offset, length in index:
+            fh.seek(offset)
+            yield Located(f"{path}:{number}", _parse_line(path, number, fh.read(length), True))
 
 
 def read_jsonl(path: str | Path, *, skip_torn_tail: bool = False) -> list[dict[str, Any]]:

@@ -14,6 +14,12 @@ and go to the driver's attempts log, so `max_attempts` holds across machines; at
 task whose actor died before reporting are not counted. With every actor dead the remaining
 items are reported as not started and a re-run picks them up.
 
+An actor can also report on itself (`ActorWork.snapshot`, collection: the requests each model
+replica served through its own endpoint pools): it is taken at the end of each task and sent
+with the task's `TaskEnd`, and the driver keeps each actor's latest. An actor lost mid-task
+contributes the snapshot of its last finished task (none if it finished none), so counts of
+work it did in the task it died in are missing from the report.
+
 `ray` is imported only here, inside the functions: the package works without it.
 """
 
@@ -79,6 +85,9 @@ class ActorWork:
     digest: Callable[[Episode], Any] | None = None
     """Computed on the actor for each finished episode and handed to the driver's `on_written`
     (collection sends its per-episode stats), so the driver never parses an episode."""
+    snapshot: Callable[[], Any] | None = None
+    """Called on the actor at the end of each task; its (picklable) result travels with the task's
+    `TaskEnd` and the driver keeps each actor's latest (`RayRunReport.snapshots`)."""
 
 
 WorkFactory = Callable[[], ActorWork]
@@ -101,6 +110,8 @@ class TaskEnd:
     failed: list[tuple[str, str]] = field(default_factory=list)
     gave_up: list[tuple[str, str]] = field(default_factory=list)
     not_started: list[str] = field(default_factory=list)
+    snapshot: Any = None
+    """`ActorWork.snapshot()` taken as the task ended (None without one)."""
 
 
 class _StreamSink:
@@ -171,7 +182,12 @@ class EpisodeActor:
                 yield batch
         report = await runner
         log.unlink(missing_ok=True)
-        yield TaskEnd(failed=report.failed, gave_up=report.gave_up, not_started=report.not_started)
+        yield TaskEnd(
+            failed=report.failed,
+            gave_up=report.gave_up,
+            not_started=report.not_started,
+            snapshot=self.work.snapshot() if self.work.snapshot is not None else None,
+        )
 
 
 def _json(value: str) -> str:
@@ -215,6 +231,8 @@ class RayRunReport(RunReport):
     """Items put back in the queue after their actor died."""
     per_node: dict[str, int] = field(default_factory=dict)
     """Episodes written per node id."""
+    snapshots: dict[int, Any] = field(default_factory=dict)
+    """Actor index -> the latest `ActorWork.snapshot` it sent (actors that sent none are absent)."""
     started_at: float = 0.0
     finished_at: float = 0.0
     """`time.perf_counter()` when every actor was ready and when the last task ended."""
@@ -262,7 +280,12 @@ async def run_episodes_ray(
         if not any(nodes):  # e.g. the index path missing on the nodes: say why, not "0 written"
             raise RuntimeError(f"no Ray actor could start: {driver.errors[0]}")
         report.started_at = time.perf_counter()
-        await asyncio.gather(*(driver.serve(actor, node) for actor, node in zip(actors, nodes, strict=True)))
+        await asyncio.gather(
+            *(
+                driver.serve(slot, actor, node)
+                for slot, (actor, node) in enumerate(zip(actors, nodes, strict=True))
+            )
+        )
         report.finished_at = time.perf_counter()
     finally:
         bar.close()
@@ -299,7 +322,7 @@ class _Driver:
             self._lost(exc)
             return None
 
-    async def serve(self, actor: Any, node: str | None) -> None:
+    async def serve(self, slot: int, actor: Any, node: str | None) -> None:
         if node is None:
             return
         while True:
@@ -311,7 +334,7 @@ class _Driver:
             task = self.queue.pop(0)
             self.in_flight += 1
             try:
-                await self._run_task(actor, node, task)
+                await self._run_task(slot, actor, node, task)
             except self.ray.exceptions.RayError as exc:
                 left = [item for item in task if item.episode_id not in self.store]
                 left = [item for item in left if item.episode_id not in self._received]
@@ -330,7 +353,7 @@ class _Driver:
         self.errors.append(error)
         logger.warning("a Ray actor was lost (%s); its unfinished episodes go to the others", error)
 
-    async def _run_task(self, actor: Any, node: str, task: list[WorkItem]) -> int:
+    async def _run_task(self, slot: int, actor: Any, node: str, task: list[WorkItem]) -> int:
         prior = {
             item.episode_id: [
                 self.attempts.counts[item.episode_id],
@@ -344,7 +367,7 @@ class _Driver:
         async for ref in stream:
             message = await ref
             if isinstance(message, TaskEnd):
-                self._end(message)
+                self._end(slot, message)
                 continue
             received += await self._store(message, node)
         return received
@@ -367,7 +390,9 @@ class _Driver:
         )
         return len(unique)
 
-    def _end(self, end: TaskEnd) -> None:
+    def _end(self, slot: int, end: TaskEnd) -> None:
+        if end.snapshot is not None:
+            self.report.snapshots[slot] = end.snapshot
         for episode_id, error in end.failed:
             self.attempts.record(episode_id, error)
             self.report.failed.append((episode_id, error))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from executor_sft.errors import UserError
-from executor_sft.jsonl import InputError, iter_records, write_json
+from executor_sft.jsonl import InputError, Located, iter_jsonl_sorted, iter_records, write_json
 from executor_sft.schema import EPISODE_SCHEMA, Episode
 from executor_sft.store_lock import WriterLock
 
@@ -403,6 +403,23 @@ def read_episodes(path: str | Path) -> Iterator[dict[str, Any]]:
     """Read episode dicts from a JSONL file (read-only; tolerates a partial last line)."""
     for _, record in iter_records(path, skip_torn_tail=True):
         yield record
+
+
+def iter_episodes_by_id(path: str | Path) -> Iterator[Located]:
+    """The episodes of a rollouts file by episode id (ties: file order), each with its `file:line`.
+
+    Every engine appends episodes in the order they finished, so a file's order depends on
+    concurrency, engine, resume and merge order; reading by id makes what is computed from it
+    (the filter's rows keep the first of identical runs) a function of the set of episodes.
+    A record without a string `episode_id` comes first, for its reader to report. Streams as
+    `iter_jsonl_sorted`: memory holds the ids, not the records.
+    """
+    return iter_jsonl_sorted(path, _id_order)
+
+
+def _id_order(record: dict[str, Any]) -> tuple[int, str]:
+    episode_id = record.get("episode_id")
+    return (1, episode_id) if isinstance(episode_id, str) else (0, "")
 
 
 def read_episode_lines(path: str | Path) -> Iterator[tuple[dict[str, Any], bytes]]:

@@ -5,6 +5,9 @@ r"""Filter rollouts into SFT rows: rollouts.jsonl -> sft.jsonl + composition rep
 
 Every `FilterConfig` field is a flag (see --help); `--config file.yaml` sets them from YAML
 (`recipes/configs/filter_paper.yaml`: the paper's one record per question and stratum).
+The episodes are read by episode id, not in file order (`store.iter_episodes_by_id`): engines
+write them as they finish, and reading by id makes the output a function of the set of episodes,
+whatever engine, concurrency, resume or shard merge wrote the file (docs/filters.md).
 Outputs are written atomically: a crash or SIGTERM leaves the previous files (or none), never a
 half file or a temporary one. Both outputs are checked before anything is read, and the report
 is written before the rows are renamed into place, so a failure leaves neither changed.
@@ -26,7 +29,7 @@ from executor_sft.filters import (
     FilterConfig,
     InputError,
     atomic_open,
-    iter_jsonl,
+    iter_episodes_by_id,
     load_fidelity_tokenizer,
     print_report,
     refuse_overwrite,
@@ -58,7 +61,7 @@ def _write_outputs(filt: EpisodeFilter, paths: FilterPaths) -> dict:
     """Stream rows into a temporary file renamed over `paths.output` only once the report is written."""
     with (
         atomic_open(paths.output) as out,
-        tqdm(iter_jsonl(paths.rollouts), desc="filtering", unit=" episodes", file=sys.stderr) as bar,
+        tqdm(iter_episodes_by_id(paths.rollouts), desc="filtering", unit=" episodes", file=sys.stderr) as bar,
     ):
         n_rows = 0
         for n_rows, row in enumerate(filt.stream(bar), start=1):

@@ -9,8 +9,9 @@ import time
 
 import pytest
 
+from executor_sft.jsonl import MalformedLineError
 from executor_sft.schema import Episode, Question
-from executor_sft.store import EpisodeStore, read_episodes
+from executor_sft.store import EpisodeStore, iter_episodes_by_id, read_episodes
 
 
 def _episode(i: int, padding: int = 0) -> Episode:
@@ -122,3 +123,46 @@ def test_check_jsonl_names_a_damaged_middle_line_and_allows_a_torn_tail(tmp_path
     path.write_bytes(b'{"episode_id": "a"}\n{"episode_id": "b"}\n{"episode_')
     assert check_jsonl(path) == 3
     assert check_jsonl(tmp_path / "absent.jsonl") == 0
+
+
+def _write_lines(path, lines: list[str]) -> None:
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def test_episodes_by_id_come_in_id_order_with_their_file_lines(tmp_path):
+    path = tmp_path / "rollouts.jsonl"
+    _write_lines(
+        path,
+        [
+            '{"episode_id": "q2#0", "n": 1}\n',
+            "\n",
+            '{"episode_id": "q1#0", "n": 2}\n',
+            '{"episode_id": "q2#0", "n": 3}\n',  # a repeated id keeps its file order
+            '{"question": "no id", "n": 4}\n',  # no id: first, for the filter to report
+            '{"episode_id": "q10#0", "n": 5}\n',
+        ],
+    )
+    located = list(iter_episodes_by_id(path))
+    assert [(loc.where, loc.record["n"]) for loc in located] == [
+        (f"{path}:5", 4),
+        (f"{path}:3", 2),
+        (f"{path}:6", 5),  # string order: "q1#0" < "q10#0" < "q2#0"
+        (f"{path}:1", 1),
+        (f"{path}:4", 3),
+    ]
+
+
+def test_episodes_by_id_skip_a_torn_tail_and_name_a_damaged_line(tmp_path, caplog):
+    torn = tmp_path / "torn.jsonl"
+    _write_lines(torn, ['{"episode_id": "b"}\n', '{"episode_id": "a"}\n', '{"episode_id": "c", "ru'])
+    with caplog.at_level("WARNING"):
+        assert [loc.record["episode_id"] for loc in iter_episodes_by_id(torn)] == ["a", "b"]
+    assert f"{torn}:3: skipping an unfinished last line" in caplog.text
+    damaged = tmp_path / "damaged.jsonl"
+    _write_lines(damaged, ['{"episode_id": "b"}\n', "{not json\n", '{"episode_id": "a"}\n'])
+    episodes = iter_episodes_by_id(damaged)
+    with pytest.raises(MalformedLineError, match=re.escape(f"{damaged}:2: invalid JSON")):
+        next(episodes)  # the first pass reads every line: nothing is yielded before the error
+    _write_lines(damaged, ['{"episode_id": "b"}\n', "[1, 2]\n"])
+    with pytest.raises(MalformedLineError, match=re.escape(f"{damaged}:2: expected a JSON object")):
+        list(iter_episodes_by_id(damaged))

@@ -165,9 +165,15 @@ def drop_search_timings(rollouts: Path) -> None:
 
 def filter_rollouts(rollouts: Path, sft: Path, report: Path) -> dict[str, Any]:
     """The project's filter with its default rules; writes rows and the composition report."""
-    from executor_sft.filters import FilterConfig, filter_episodes, iter_jsonl, write_json, write_jsonl
+    from executor_sft.filters import (
+        FilterConfig,
+        filter_episodes,
+        iter_episodes_by_id,
+        write_json,
+        write_jsonl,
+    )
 
-    result = filter_episodes(iter_jsonl(rollouts), FilterConfig())
+    result = filter_episodes(iter_episodes_by_id(rollouts), FilterConfig())
     if not result.rows:
         raise RuntimeError(f"the filter kept no rows from {rollouts}: {result.report['exclusions']}")
     write_jsonl(sft, result.rows)

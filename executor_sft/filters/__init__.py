@@ -2,8 +2,8 @@
 
 Quick use::
 
-    from executor_sft.filters import FilterConfig, filter_episodes, iter_jsonl
-    result = filter_episodes(iter_jsonl("rollouts.jsonl"), FilterConfig(require_judge=False))
+    from executor_sft.filters import FilterConfig, filter_episodes, iter_episodes_by_id
+    result = filter_episodes(iter_episodes_by_id("rollouts.jsonl"), FilterConfig(require_judge=False))
     result.rows     # TRL conversational rows
     result.report   # composition report (dict)
 
@@ -57,6 +57,7 @@ from executor_sft.jsonl import (
     write_json,
     write_jsonl,
 )
+from executor_sft.store import iter_episodes_by_id
 
 __all__ = [
     "load_fidelity_tokenizer",
@@ -92,6 +93,7 @@ __all__ = [
     "info_gain_multi_search",
     "is_correct",
     "is_counterfactual",
+    "iter_episodes_by_id",
     "iter_jsonl",
     "malformed_turn",
     "needs_correction",

@@ -22,7 +22,7 @@ import itertools
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +73,7 @@ class Replica:
     """Times a health check put it back."""
 
     def counts(self) -> dict[str, Any]:
+        """Its counts as the summary shows them (`SUMMED` counters and `healthy`)."""
         return {
             "requests": self.requests,
             "failures": self.failures,
@@ -80,6 +81,10 @@ class Replica:
             "removed": self.removed,
             "restored": self.restored,
         }
+
+
+SUMMED = ("requests", "failures", "removed", "restored")
+"""The counters of `Replica.counts` that add up across processes (`merge_replica_counts`)."""
 
 
 class EndpointPool:
@@ -201,3 +206,24 @@ def replica_counts(models: Mapping[str, Any]) -> dict[str, dict[str, dict[str, A
         if isinstance(pool, EndpointPool) and len(pool.replicas) > 1:
             found[role] = pool.counts()
     return found
+
+
+def merge_replica_counts(
+    snapshots: Iterable[Mapping[str, Mapping[str, Mapping[str, Any]]]],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Several processes' `replica_counts` (Ray actors, each routing over pools of its own) as one:
+    the counters summed per role and replica, and a replica `healthy` only if every process that
+    reported it found it healthy. Roles and replicas keep the order they are first seen in."""
+    merged: dict[str, dict[str, dict[str, Any]]] = {}
+    for snapshot in snapshots:
+        for role, replicas in snapshot.items():
+            into = merged.setdefault(role, {})
+            for url, counts in replicas.items():
+                if url not in into:
+                    into[url] = dict(counts)
+                    continue
+                total = into[url]
+                for name in SUMMED:
+                    total[name] += counts[name]
+                total["healthy"] = total["healthy"] and counts["healthy"]
+    return merged

@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 
 from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS
+from executor_sft.llm.routing import merge_replica_counts, replica_counts
 from executor_sft.ray_runner import ActorWork, run_episodes_ray
 from executor_sft.rollout.config import CollectConfig
 from executor_sft.rollout.engine import (
@@ -56,7 +57,13 @@ def actor_work(
 
         retriever = build_retriever(config.retriever)
     run_one, give_up = episode_work(config, models, retriever, collection_judge(config, models))
-    return ActorWork(run_one, give_up, INFRASTRUCTURE_ERRORS, digest=_episode_stats)
+    return ActorWork(
+        run_one,
+        give_up,
+        INFRASTRUCTURE_ERRORS,
+        digest=_episode_stats,
+        snapshot=functools.partial(replica_counts, models),
+    )
 
 
 async def collect_on_ray(
@@ -91,6 +98,8 @@ async def collect_on_ray(
         extra = {"engine": "ray", "actors": report.actors}
         if report.lost_actors:
             extra.update(lost_actors=report.lost_actors, requeued=report.requeued)
+        if replicas := merge_replica_counts(report.snapshots.values()):
+            extra["replicas"] = replicas  # each actor routes over its own pools: their counts summed
         return finish_collection(
             config,
             stats,

@@ -21,6 +21,9 @@ from executor_sft.retrieval import BM25Retriever, CachedRetriever, load_corpus
 from executor_sft.synthetic import load_world, scripted_models
 
 START_TIMEOUT_S = 180.0
+NODE_RESTARTS = 3
+"""Times `connect` starts again a worker node that exited while starting: Ray gives a raylet 30 s
+to register, which a loaded machine can exceed ("The current node timed out during startup")."""
 RAY = str(Path(sys.executable).with_name("ray")) if Path(sys.executable).with_name("ray").exists() else "ray"
 """The `ray` command of this interpreter's environment (its PATH may not hold it)."""
 
@@ -99,19 +102,28 @@ class LocalRayCluster:
         if not ray.is_initialized():
             ray.init(address=self.address, _node_ip_address="127.0.0.1", log_to_driver=False)
         deadline = time.monotonic() + START_TIMEOUT_S
+        restarts = 0
         while sum(1 for n in ray.nodes() if n["Alive"]) < nodes:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"fewer than {nodes} ray nodes came up: {self.log_tail()}")
+            for proc in [p for p in self.nodes[1:] if p.poll() is not None]:
+                if restarts == NODE_RESTARTS:
+                    raise RuntimeError(f"a ray node exited {restarts + 1} times starting: {self.log_tail()}")
+                self.nodes.remove(proc)
+                self.add_node()
+                restarts += 1
             time.sleep(0.5)
         return ray
 
     def kill(self, proc: subprocess.Popen) -> None:
-        """The whole node at once (raylet and its workers): a machine lost."""
+        """The whole node at once (raylet and its workers): a machine lost (and no longer one of
+        `nodes`, so `connect` does not start it again)."""
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         proc.wait(timeout=30)
+        self.nodes.remove(proc)
 
     def stop(self) -> None:
         import ray

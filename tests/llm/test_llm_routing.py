@@ -13,7 +13,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from executor_sft.llm.openai_backend import OpenAIChatModel
-from executor_sft.llm.routing import replica_counts, routing
+from executor_sft.llm.routing import merge_replica_counts, replica_counts, routing
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.testing.doubles import ScriptedChatModel
 
@@ -135,3 +135,21 @@ def test_the_collection_summary_shows_requests_per_replica(replicas, tmp_path):
     assert [c["requests"] for c in counts["teacher"].values()] == [2, 2, 2]
     text = render_summary({**CollectionStats().to_dict(), "replicas": counts})
     assert "teacher: requests per replica" in text and replicas[2].server.base_url in text
+
+
+def test_replica_counts_of_several_processes_add_up():
+    def counts(requests: int, healthy: bool = True, removed: int = 0) -> dict:
+        return {"requests": requests, "failures": removed, "healthy": healthy, "removed": removed, "restored": 0}
+
+    a, b = "http://a:8000/v1", "http://b:8000/v1"
+    merged = merge_replica_counts(
+        [
+            {"teacher": {a: counts(5), b: counts(3)}},
+            {"teacher": {a: counts(2), b: counts(1, healthy=False, removed=1)}, "student": {a: counts(4)}},
+        ]
+    )
+    assert merged == {
+        "teacher": {a: counts(7), b: {**counts(4, removed=1), "healthy": False}},
+        "student": {a: counts(4)},
+    }
+    assert list(merged) == ["teacher", "student"] and merge_replica_counts([]) == {}

@@ -1,5 +1,6 @@
 """engine: ray on a real two-node local Ray cluster: same episodes and filter output as one process,
-and a node killed mid-run loses and duplicates nothing."""
+per-replica request counts summed over the actors, and a node killed mid-run loses and duplicates
+nothing."""
 
 from __future__ import annotations
 
@@ -13,9 +14,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 
+from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.rollout import CollectConfig, collect
+from executor_sft.rollout.summary import render_summary
+from executor_sft.schema import Episode, Role
 from executor_sft.store import read_episodes
+from executor_sft.synthetic import scripted_models
 
 pytest.importorskip("ray")
 
@@ -39,12 +45,7 @@ def _config(world_dir: Path, out: Path, **kwargs) -> CollectConfig:
 
 
 def _filter(rollouts: Path, out: Path) -> bytes:
-    """The filter recipe's output over the episodes in work-item order (in every engine a file holds
-    them in the order they finished, and the filter keeps the first of identical runs): sorted by id."""
-    lines = rollouts.read_bytes().splitlines(keepends=True)
-    ordered = [line for _, line in sorted(zip(_ids(rollouts), lines, strict=True))]
-    rollouts = out / "by_id.jsonl"
-    rollouts.write_bytes(b"".join(ordered))
+    """The filter recipe's output on a rollouts file as collected (in the order episodes finished)."""
     subprocess.run(
         [
             sys.executable,
@@ -88,6 +89,59 @@ def test_ray_engine_matches_in_process_episodes_and_filter_output(ray_cluster, w
     filtered = _filter(local.rollouts_path, tmp_path / "local")
     assert filtered.count(b"\n{\"messages\"") > 4  # rows of both strata, not an empty file
     assert _filter(on_ray.rollouts_path, tmp_path / "ray") == filtered
+
+
+def test_replica_counts_of_every_actor_reach_the_summary(ray_cluster, world, world_dir, tmp_path):
+    """The teacher served by two real HTTP replicas: each actor routes over its own pool, and the
+    summary sums them into what one process reports."""
+    models = scripted_models(world, **SCRIPT)
+    first, second = FastAPI(), FastAPI()
+    for role, model in models.items():
+        first.mount(f"/{role}", create_app(model, served_name=role))
+    second.mount("/teacher", create_app(models[Role.TEACHER], served_name=Role.TEACHER))
+    with BackgroundServer(first) as one, BackgroundServer(second) as two:
+        urls = {role: [f"{one.base_url.removesuffix('/v1')}/{role}/v1"] for role in models}
+        teacher = [*urls[Role.TEACHER], f"{two.base_url.removesuffix('/v1')}/teacher/v1"]
+        config = _config(
+            world_dir,
+            tmp_path / "replicas",
+            engine="ray",
+            concurrency=4,
+            samples_per_question=1,
+            questions={"path": str(world_dir / "questions.jsonl"), "limit": 6},
+            models={
+                role: {
+                    "backend": "openai",
+                    "model": role,
+                    "base_urls": teacher if role == Role.TEACHER else urls[role],
+                    "pass_enable_thinking": False,
+                }
+                for role in (Role.BACKBONE, Role.ANSWERER, Role.TEACHER, Role.STUDENT)
+            },
+        )
+        result = asyncio.run(
+            collect(
+                config,
+                retriever_factory=functools.partial(world_retriever, str(world_dir)),
+                show_progress=False,
+            )
+        )
+
+    assert result.written == 6 and not result.failed and result.summary["actors"] == 2
+    replicas = result.summary["replicas"]
+    assert list(replicas) == [Role.TEACHER]  # one-URL roles have no pool to report
+    assert list(replicas[Role.TEACHER]) == teacher
+    counts = replicas[Role.TEACHER].values()
+    assert all(c["requests"] > 0 and c["healthy"] and not c["failures"] for c in counts)
+    episodes = [Episode.model_validate(e) for e in read_episodes(config.rollouts_path)]
+    teacher_calls = sum(
+        len(run.calls)
+        for episode in episodes
+        for run in episode.runs
+        if run.role in (Role.TEACHER, Role.TEACHER_BUDGET1)  # the budget-1 re-runs use the teacher model
+    )
+    assert sum(c["requests"] for c in counts) == teacher_calls > 0
+    assert all(url in render_summary(result.summary) for url in teacher)
 
 
 def test_a_node_killed_mid_run_loses_and_duplicates_nothing(ray_cluster, world_dir, tmp_path):
