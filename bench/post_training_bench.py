@@ -218,7 +218,11 @@ def distill(
     )
     trainer = run_distill(script_args, args, ModelConfig(model_name_or_path=str(student), dtype="float32"))
     return [
-        {k: h[k] for k in ("step", "distill/teacher_kl", "distill/searches", "distill/report", "loss") if k in h}
+        {
+            k: h[k]
+            for k in ("step", "distill/teacher_kl", "distill/searches", "distill/report", "loss")
+            if k in h
+        }
         for h in trainer.state.log_history
         if "distill/teacher_kl" in h
     ]

@@ -50,7 +50,9 @@ def _calls(record: Any, out: list[tuple[float, float]]) -> None:
             _calls(value, out)
 
 
-def measure_mode(world_dir: Path, out: Path, mode: str, outcome: str, questions: int, latency_s: float) -> dict:
+def measure_mode(
+    world_dir: Path, out: Path, mode: str, outcome: str, questions: int, latency_s: float
+) -> dict:
     config = CollectConfig.model_validate(
         {
             "questions": {"path": str(world_dir / "questions.jsonl"), "limit": questions},
@@ -62,7 +64,9 @@ def measure_mode(world_dir: Path, out: Path, mode: str, outcome: str, questions:
         }
     )
     models = world_models(str(world_dir), delay_s=latency_s, **SCRIPT)
-    asyncio.run(collect(config, models=models, retriever=world_retriever(str(world_dir)), show_progress=False))
+    asyncio.run(
+        collect(config, models=models, retriever=world_retriever(str(world_dir)), show_progress=False)
+    )
     episodes = list(read_episodes(config.rollouts_path))
     per_question: dict[str, dict[str, float]] = {}
     seconds = []
@@ -109,7 +113,9 @@ def driver_cost(rollouts: Path, tmp: Path, episodes: int = 2048, batch: int = 64
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--questions", type=int, default=40)
     parser.add_argument("--latency-ms", type=float, default=200.0)
     args = parser.parse_args(argv)

@@ -64,6 +64,8 @@ def content_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return str(content)
+
+
 """An OpenAI-style chat message: role, content, optional tool_calls / reasoning_content / tool_call_id."""
 
 Finish = Literal["report", "turn_budget", "invalid", "error"]

@@ -26,7 +26,9 @@ def parse_args(argv: list[str] | None = None):
     from executor_sft.configfile import parse_trl_args
     from executor_sft.distill.train import DistillScriptArguments
 
-    return parse_trl_args((DistillScriptArguments, DistillationConfig, ModelConfig), argv, description=__doc__)
+    return parse_trl_args(
+        (DistillScriptArguments, DistillationConfig, ModelConfig), argv, description=__doc__
+    )
 
 
 def main(argv: list[str] | None = None):

@@ -126,7 +126,6 @@ FILTER_CASES = [
 ]
 
 
-
 def _all_wrong(tmp: Path) -> bytes:
     """Episodes whose every run yields a wrong answer, as a 135M executor's do."""
     lines = []
@@ -381,7 +380,9 @@ def test_bad_input(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -
 def test_allow_empty_writes_the_empty_file(tmp_path: Path, recipe: str) -> None:
     (tmp_path / "r.jsonl").write_bytes(_all_wrong(tmp_path))
     out = tmp_path / "out.jsonl"
-    proc = run_recipe(recipe, "--rollouts", str(tmp_path / "r.jsonl"), "--output", str(out), "--allow_empty", "true")
+    proc = run_recipe(
+        recipe, "--rollouts", str(tmp_path / "r.jsonl"), "--output", str(out), "--allow_empty", "true"
+    )
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == b""
 

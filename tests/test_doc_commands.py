@@ -81,7 +81,9 @@ def _directive_above(lines: list[str], fence: int) -> str | None:
     return None
 
 
-def _parse_directive(body: str) -> tuple[str, str, tuple[tuple[str, str, str], ...], tuple[tuple[str, str], ...]]:
+def _parse_directive(
+    body: str,
+) -> tuple[str, str, tuple[tuple[str, str, str], ...], tuple[tuple[str, str], ...]]:
     head, _, reason = body.partition(" -- ")
     kind, *options = (part.strip() for part in head.split(";"))
     files, env = [], []
@@ -91,7 +93,7 @@ def _parse_directive(body: str) -> tuple[str, str, tuple[tuple[str, str, str], .
         elif m := ENV_OPTION.fullmatch(option):
             env.extend(tuple(pair.split("=", 1)) for pair in m["pairs"].split())
         else:
-            raise ValueError(f"option {option!r}: expected file NAME = PAGE \"HEADING\" or env NAME=VALUE ...")
+            raise ValueError(f'option {option!r}: expected file NAME = PAGE "HEADING" or env NAME=VALUE ...')
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: expected one of {', '.join(KINDS)}")
     if kind != "run" and not reason.strip():
@@ -297,10 +299,14 @@ def test_readme_command_1_then_distillation_then_grpo(clone: Path):
     assert str(clone) not in card  # data named relative to the checkout, not by this machine's path
 
     again = bash_in(clone, SFT_COMMAND)
-    assert again.returncode == 0 and "outputs/sft-default already holds a finished run (step 8" in again.stdout
+    assert (
+        again.returncode == 0 and "outputs/sft-default already holds a finished run (step 8" in again.stdout
+    )
 
     # docs/sft.md's tiny example without its own --output_dir: refused, never reported as done
-    other = bash_in(clone, "python recipes/sft_executor.py --model_name_or_path offline:tiny-qwen3 --max_steps 2")
+    other = bash_in(
+        clone, "python recipes/sft_executor.py --model_name_or_path offline:tiny-qwen3 --max_steps 2"
+    )
     assert other.returncode == 2, (other.stdout + other.stderr)[-3000:]
     line = other.stderr.strip().splitlines()[-1]
     assert line.startswith("error: outputs/sft-default: holds a finished run trained with other settings")
@@ -571,9 +577,18 @@ def test_validate_block(block: DocBlock, clone: Path, monkeypatch, capsys, minib
 @pytest.mark.parametrize(
     ("command", "found"),
     [
-        ("python recipes/filter_trajectories.py --rollouts data/rollouts.jsonl --output x --no_such_flag", "exit 2"),
-        ("python recipes/filter_trajectories.py --rollouts data/gone.jsonl --output x", "rollouts=data/gone.jsonl"),
-        ("python recipes/evaluate.py --config recipes/configs/eval_minibench_smollm2.yaml --set samplez=1", "exit 2"),
+        (
+            "python recipes/filter_trajectories.py --rollouts data/rollouts.jsonl --output x --no_such_flag",
+            "exit 2",
+        ),
+        (
+            "python recipes/filter_trajectories.py --rollouts data/gone.jsonl --output x",
+            "rollouts=data/gone.jsonl",
+        ),
+        (
+            "python recipes/evaluate.py --config recipes/configs/eval_minibench_smollm2.yaml --set samplez=1",
+            "exit 2",
+        ),
         ("python recipes/collect_rollouts.py --config recipes/configs/no_such.yaml", "exit 2"),
         ("accelerate launch --config_file accelerate_configs/none.yaml recipes/sft_executor.py", "not found"),
         ("python recipes/no_such_recipe.py --help", "not found"),

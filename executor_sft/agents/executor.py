@@ -121,14 +121,19 @@ class _ExecutorLoop:
         if template is None:
             template = settings.prompts.executor(self.protocol)
         system = fill(
-            template, top_k=settings.top_k, max_searches=self.searches_cap, parallel_tool_calls=settings.parallel_calls
+            template,
+            top_k=settings.top_k,
+            max_searches=self.searches_cap,
+            parallel_tool_calls=settings.parallel_calls,
         )
         self.messages: list[Message] = [
             {"role": "system", "content": system},
             {"role": "user", "content": sub_query},
         ]
         snippets = SNIPPET_CHARS if OPEN_DOCUMENT_TOOL_NAME in self.tools else None
-        self.context = ToolContext(retriever=retriever, top_k=settings.top_k, searches=[], snippet_chars=snippets)
+        self.context = ToolContext(
+            retriever=retriever, top_k=settings.top_k, searches=[], snippet_chars=snippets
+        )
         self.calls: list[dict] = []
         self.prompt_tokens = self.completion_tokens = self.n_calls = 0
         self.corrections = 0
@@ -201,7 +206,9 @@ class _ExecutorLoop:
             self.finish, self.error = "error", failure
             return None
         searched = len(self.context.searches) > searches_before
-        self.messages.extend(tool_result_messages(self.protocol, reply, text, self.budget_notice(searched, turn)))
+        self.messages.extend(
+            tool_result_messages(self.protocol, reply, text, self.budget_notice(searched, turn))
+        )
         return None
 
     def budget_notice(self, searched: bool, turn: int) -> str | None:

@@ -90,11 +90,15 @@ def search_result(hits: Sequence[Hit], snippet_chars: int | None = None) -> str:
 
 
 def multi_search_result(
-    queries: Sequence[str], results: Sequence[Sequence[Hit]], not_run: Sequence[str], snippet_chars: int | None
+    queries: Sequence[str],
+    results: Sequence[Sequence[Hit]],
+    not_run: Sequence[str],
+    snippet_chars: int | None,
 ) -> str:
     """The answer to one `search(queries)` call: a block per query, in the order given."""
     blocks = [
-        f'Results for "{q}":\n{search_result(hits, snippet_chars)}' for q, hits in zip(queries, results, strict=True)
+        f'Results for "{q}":\n{search_result(hits, snippet_chars)}'
+        for q, hits in zip(queries, results, strict=True)
     ]
     blocks += [f'Results for "{q}":\n{NOT_RUN_SPENT}' for q in not_run]
     return "\n\n".join(blocks)
@@ -125,7 +129,8 @@ def parallel_result_messages(reply: Message, texts: Sequence[str], notice: str |
     order (OpenAI requires each call answered), then the notice, if any, as the user's."""
     calls = reply["tool_calls"]
     out: list[Message] = [
-        {"role": "tool", "tool_call_id": call["id"], "content": text} for call, text in zip(calls, texts, strict=True)
+        {"role": "tool", "tool_call_id": call["id"], "content": text}
+        for call, text in zip(calls, texts, strict=True)
     ]
     if notice:
         out.append({"role": "user", "content": notice})

@@ -156,7 +156,9 @@ def _read_call(call: Any, callable_now: Mapping[str, bool]) -> ToolCallRequest:
         return ToolCallRequest(None, problem=_unknown_tool(name, list(callable_now)))
     if not callable_now[name]:
         spent = "the search budget is spent, so you cannot search"
-        return ToolCallRequest(None, problem=spent if name == SEARCH_TOOL_NAME else f"{name!r} cannot be called now")
+        return ToolCallRequest(
+            None, problem=spent if name == SEARCH_TOOL_NAME else f"{name!r} cannot be called now"
+        )
     return ToolCallRequest(name, function.get("arguments"))
 
 

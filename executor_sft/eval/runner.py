@@ -208,7 +208,9 @@ def _build_retriever(config: EvalConfig) -> Retriever | None:
 
 
 @EVAL_ENGINES.register("in_process")
-def in_process(config: EvalConfig, work: list[WorkItem], store: EpisodeStore, inputs: EvalInputs) -> RunReport:
+def in_process(
+    config: EvalConfig, work: list[WorkItem], store: EpisodeStore, inputs: EvalInputs
+) -> RunReport:
     retriever = inputs.retriever if inputs.retriever is not None else _build_retriever(config)
     models = inputs.models
     if models is None:

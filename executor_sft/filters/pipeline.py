@@ -43,7 +43,9 @@ def sampled_tokens_of(calls: Any, messages: list[dict[str, Any]]) -> list[dict[s
     if not isinstance(calls, list):
         return None
     answered = [c for c in calls if isinstance(c, dict) and c.get("error") is None]
-    sampled = [c.get("sampled_tokens") if isinstance(c.get("sampled_tokens"), dict) else None for c in answered]
+    sampled = [
+        c.get("sampled_tokens") if isinstance(c.get("sampled_tokens"), dict) else None for c in answered
+    ]
     n_assistant = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
     if not any(sampled) or len(sampled) != n_assistant:
         return None

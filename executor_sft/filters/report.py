@@ -95,7 +95,11 @@ class CompositionReport:
             "exclusions": dict(sorted(self.exclusions.items(), key=lambda kv: (-kv[1], kv[0]))),
             "config": self.config.to_dict(),
             # Only where rows carry sampled ids or were checked: reports of id-less data stay as they were.
-            **({"token_fidelity": self.fidelity_section()} if self.fidelity_checked or self.fidelity.any_ids else {}),
+            **(
+                {"token_fidelity": self.fidelity_section()}
+                if self.fidelity_checked or self.fidelity.any_ids
+                else {}
+            ),
         }
 
     def fidelity_section(self) -> dict[str, Any]:

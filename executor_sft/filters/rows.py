@@ -35,7 +35,9 @@ class SFTRow(TypedDict):
 
 
 def _content(value: Any, i: int) -> str:
-    text_parts = isinstance(value, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in value)
+    text_parts = isinstance(value, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" for p in value
+    )
     if value is None or isinstance(value, str) or text_parts:
         return content_text(value)
     raise RowError("malformed_messages", f"messages[{i}].content is not text")

@@ -192,7 +192,9 @@ class TransformersChatModel:
             latency_s=time.perf_counter() - start,
             model=self.name,
             finish_reason=finish,
-            sampled_tokens=SampledTokens(ids=generated[:n_completion], vocabulary=vocabulary_id(self.tokenizer)),
+            sampled_tokens=SampledTokens(
+                ids=generated[:n_completion], vocabulary=vocabulary_id(self.tokenizer)
+            ),
         )
 
     def generate_sync(

@@ -27,5 +27,7 @@ async def score_answer(question: Question, answer: str | None, judge: LLMJudge |
         )
     verdict = await judge.judge(question.question, question.golden_answers, answer) if judge else None
     return EpisodeMetrics(
-        em=exact_match(answer, question.golden_answers), f1=f1_score(answer, question.golden_answers), judge=verdict
+        em=exact_match(answer, question.golden_answers),
+        f1=f1_score(answer, question.golden_answers),
+        judge=verdict,
     )

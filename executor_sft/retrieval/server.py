@@ -235,5 +235,9 @@ def _add_documents(app: FastAPI, retriever: Retriever, config: ServerConfig) -> 
         except NotImplementedError as e:
             return JSONResponse(status_code=501, content={"detail": str(e)})
         return JSONResponse(
-            {"documents": [None if d is None else {"id": d.doc_id, "title": d.title, "text": d.text} for d in docs]}
+            {
+                "documents": [
+                    None if d is None else {"id": d.doc_id, "title": d.title, "text": d.text} for d in docs
+                ]
+            }
         )

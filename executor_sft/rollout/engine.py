@@ -182,7 +182,9 @@ async def collect_in_process(
     """
     start = time.perf_counter()
     with config.open_store() as store:
-        questions = list(questions) if questions is not None else select_questions(config)  # before models load
+        questions = (
+            list(questions) if questions is not None else select_questions(config)
+        )  # before models load
         models = dict(models) if models is not None else collection_models(config)
         missing = [r for r in config.required_roles() if r not in models]
         if missing:

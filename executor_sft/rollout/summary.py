@@ -159,7 +159,11 @@ def _parallel_turns(messages: list[dict[str, Any]]) -> int:
             return True
         parsed = parse_tool_call(calls[0]) if calls and isinstance(calls[0], dict) else None
         arguments = parsed.arguments if parsed is not None else None
-        return isinstance(arguments, dict) and isinstance(arguments.get("queries"), list) and len(arguments["queries"]) > 1
+        return (
+            isinstance(arguments, dict)
+            and isinstance(arguments.get("queries"), list)
+            and len(arguments["queries"]) > 1
+        )
 
     return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant" and several(m))
 
@@ -209,7 +213,13 @@ def render_summary(summary: dict[str, Any]) -> str:
         for col in ("replica", "requests", "failures", "in pool", "taken out", "put back"):
             tab.add_column(col, justify="left" if col == "replica" else "right")
         for url, c in replicas.items():
-            flags = (c["requests"], c["failures"], "yes" if c["healthy"] else "no", c["removed"], c["restored"])
+            flags = (
+                c["requests"],
+                c["failures"],
+                "yes" if c["healthy"] else "no",
+                c["removed"],
+                c["restored"],
+            )
             tab.add_row(url, *map(str, flags))
         console.print(tab)
     errors = (

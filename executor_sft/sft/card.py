@@ -241,7 +241,9 @@ def executor_card_section(
             "### Composition report (from the filter)",
             "```json\n" + json.dumps(composition_report, indent=2, default=str)[:20000] + "\n```",
         ]
-    heading = f"### Configuration (from step {earlier[-1]['until_step'] + 1})" if earlier else "### Configuration"
+    heading = (
+        f"### Configuration (from step {earlier[-1]['until_step'] + 1})" if earlier else "### Configuration"
+    )
     parts += [heading, "```json\n" + json.dumps(config, indent=2, default=str) + "\n```"]
     for stretch in earlier:
         parts += [

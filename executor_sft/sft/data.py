@@ -103,7 +103,9 @@ def _answer_call(pending: list[Any], call_id: Any, field: str) -> None:
         pending.remove(None)
     else:
         open_ids = ", ".join(repr(p) for p in pending)
-        raise RowError(f"{field}.tool_call_id {call_id!r} answers no call of the turn before it (open: {open_ids})")
+        raise RowError(
+            f"{field}.tool_call_id {call_id!r} answers no call of the turn before it (open: {open_ids})"
+        )
 
 
 def read_sft_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -80,7 +80,9 @@ def _describe(turn: int, trained: list[int], sampled: list[int], tokenizer) -> s
     )
 
 
-def check_row(row: dict[str, Any], example: dict[str, list[int]], tokenizer, *, compare: bool = True) -> RowFidelity:
+def check_row(
+    row: dict[str, Any], example: dict[str, list[int]], tokenizer, *, compare: bool = True
+) -> RowFidelity:
     """Compare the tokenised row's assistant spans with the ids the row says were sampled.
 
     `compare=False` only classifies (a filter without a tokenizer): a row with ids is "unchecked".
@@ -150,7 +152,9 @@ class FidelityReport:
 
     @property
     def any_ids(self) -> bool:
-        return any(c[s] for c in self._counts.values() for s in ("other_vocabulary", "unchecked", "match", "drift"))
+        return any(
+            c[s] for c in self._counts.values() for s in ("other_vocabulary", "unchecked", "match", "drift")
+        )
 
     def _stratum(self, counts: Counter[str]) -> dict[str, int]:
         out = {

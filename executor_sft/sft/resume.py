@@ -203,6 +203,11 @@ def logged_loss_sum(checkpoint: str | Path) -> float:
             previous = entry["step"]
     step = state.get("global_step", previous)
     if covered and step > previous:
-        logger.warning("steps %d-%d of %s were not logged: train_loss counts them at the mean", previous + 1, step, checkpoint)
+        logger.warning(
+            "steps %d-%d of %s were not logged: train_loss counts them at the mean",
+            previous + 1,
+            step,
+            checkpoint,
+        )
         total += total / covered * (step - previous)
     return total

@@ -167,12 +167,18 @@ def prepare_dataset(
             logger.info("token drift in %s", line)
     if not input_ids:
         refused = f"; {fidelity.summary()}" if fidelity.any_ids else ""
-        raise InputError(f"no trainable rows: {report.summary()}{refused}; raise max_length or shorten the rows")
+        raise InputError(
+            f"no trainable rows: {report.summary()}{refused}; raise max_length or shorten the rows"
+        )
     return Dataset.from_dict({"input_ids": input_ids, "labels": labels}), report
 
 
 def _apply_token_drift(
-    row: dict[str, Any], example: dict[str, list[int]], tokenizer, fidelity: FidelityReport, max_length: int | None
+    row: dict[str, Any],
+    example: dict[str, list[int]],
+    tokenizer,
+    fidelity: FidelityReport,
+    max_length: int | None,
 ) -> dict[str, list[int]] | None:
     """The example to train on under `fidelity.policy` (None: the row is refused), counted."""
     checked = check_row(row, example, tokenizer)
@@ -220,7 +226,9 @@ class ExecutorSFTTrainer(SFTTrainer):
         # trainer_state.json stays the last file written and marks a complete checkpoint.
         unlogged = nested_gather(self._tr_loss, self.args.parallel_mode).mean().item()
         if self.run_record is not None and self.args.should_save:
-            folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            folder = (
+                Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
             self.record_so_far(self._total_loss_scalar + unlogged).write(folder)
         super()._save_checkpoint(model, trial)
 
@@ -319,7 +327,9 @@ def finished_run(output_dir: str, max_steps: int, num_train_epochs: float) -> di
     try:
         state = json.loads(state_path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
-        logger.warning("%s is unreadable (a process stopped while writing it): the run is not finished", state_path)
+        logger.warning(
+            "%s is unreadable (a process stopped while writing it): the run is not finished", state_path
+        )
         return None
     step, epoch = state.get("global_step", 0), state.get("epoch") or 0.0
     done = step >= max_steps if max_steps > 0 else epoch >= num_train_epochs
@@ -344,7 +354,9 @@ def _finished(script_args: SFTScriptArguments, training_args, record: RunRecord)
     return TrainResult(training_args.output_dir, {"train_loss": loss}, report, None)
 
 
-def _resume_point(script_args: SFTScriptArguments, training_args, record: RunRecord) -> tuple[str | None, RunRecord]:
+def _resume_point(
+    script_args: SFTScriptArguments, training_args, record: RunRecord
+) -> tuple[str | None, RunRecord]:
     """The checkpoint to resume (an explicit `resume_from_checkpoint`, else the last complete one
     in output_dir), and this run's record continuing it; checked before any model loads."""
     with_optimizer = not training_args.save_only_model
@@ -375,7 +387,9 @@ def _training_template(script_args: SFTScriptArguments) -> str | None:
     return path.read_text(encoding="utf-8")
 
 
-def _push(trainer, script_args: SFTScriptArguments, training_args, rows: list[dict[str, Any]], name: str) -> None:
+def _push(
+    trainer, script_args: SFTScriptArguments, training_args, rows: list[dict[str, Any]], name: str
+) -> None:
     """The model (`push_to_hub`) and the rows it was trained on (`push_dataset_to_hub`) to the Hub."""
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=str(script_args.dataset_name))

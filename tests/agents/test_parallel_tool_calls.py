@@ -58,13 +58,24 @@ def test_two_calls_from_a_real_http_server_run_concurrently_and_each_id_is_answe
     assert run.finish == "report" and run.error is None and run.n_corrections == 0
     (a_start, a_end), (b_start, b_end) = retriever.intervals
     assert max(a_start, b_start) < min(a_end, b_end)  # both searches were in flight at once
-    assert [m["role"] for m in run.messages] == ["system", "user", "assistant", "tool", "tool", "user", "assistant"]
+    assert [m["role"] for m in run.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "user",
+        "assistant",
+    ]
     ids = [c["id"] for c in run.messages[2]["tool_calls"]]
     assert [m["tool_call_id"] for m in run.messages[3:5]] == ids == ["c1", "c2"]
     assert run.messages[3]["content"].startswith("Doc 1 (Title: Velmora)")
     assert run.messages[4]["content"].startswith("Doc 1 (Title: Ada Krell)")
     # A search is one query: both count, in call order, and they spent K-1 = 2 searches.
-    assert run.n_searches == 2 and [s.query for s in run.searches] == ["Velmora founder", "Ada Krell birthplace"]
+    assert run.n_searches == 2 and [s.query for s in run.searches] == [
+        "Velmora founder",
+        "Ada Krell birthplace",
+    ]
     assert run.messages[5] == {"role": "user", "content": BUDGET_NOTICE}
     assert run.n_turns == 2 and run.n_tool_turns == 1
     # What the server saw on turn 2 answers both ids (an OpenAI endpoint refuses an unanswered call).
@@ -111,7 +122,9 @@ async def test_search_many_counts_each_query_and_stops_at_the_budget():
     assert model.requests[0]["tools"][0]["function"]["name"] == "search"
     assert run.finish == "report" and run.n_searches == 2 and run.n_corrections == 0
     text = run.messages[3]["content"]
-    assert text.index('Results for "Velmora":\nDoc 1 (Title: Velmora)') < text.index('Results for "Ada Krell":')
+    assert text.index('Results for "Velmora":\nDoc 1 (Title: Velmora)') < text.index(
+        'Results for "Ada Krell":'
+    )
     assert 'Results for "Tarsin":\n(not run: the search budget is spent)' in text
     assert run.messages[4] == {"role": "user", "content": BUDGET_NOTICE}
 
@@ -167,14 +180,18 @@ async def test_open_document_on_a_retriever_without_passages_ends_the_run_with_a
 
 def test_open_document_through_the_retrieval_server():
     tools = ("search", "open_document")
-    with BackgroundServer(retrieval_app(BM25Retriever.build(_corpus()), ServerConfig(batching=False))) as served:
+    with BackgroundServer(
+        retrieval_app(BM25Retriever.build(_corpus()), ServerConfig(batching=False))
+    ) as served:
         remote = RemoteRetriever(served.base_url.removesuffix("/v1"), max_retries=0)
         model = ScriptedChatModel([_open("p-velmora-2"), report("Ada Krell")])
         run = asyncio.run(run_executor(model, remote, SUB_QUERY, tools=tools))
     with BackgroundServer(retrieval_app(NoDocuments(), ServerConfig(batching=False))) as bare:
         remote = RemoteRetriever(bare.base_url.removesuffix("/v1"), max_retries=0)
         failed = asyncio.run(run_executor(ScriptedChatModel([_open("x")]), remote, SUB_QUERY, tools=tools))
-    assert run.finish == "report" and run.messages[3]["content"].startswith("(Title: Velmora) [id: p-velmora-2]")
+    assert run.finish == "report" and run.messages[3]["content"].startswith(
+        "(Title: Velmora) [id: p-velmora-2]"
+    )
     assert failed.finish == "error" and "has no document access (501" in failed.error
 
 
@@ -205,9 +222,7 @@ async def test_the_budget1_rerun_of_a_parallel_turn_runs_its_first_query_only():
 
 
 async def test_the_parallel_prompt_fills_the_cap_and_the_budget():
-    config = PipelineConfig(
-        parallel_tool_calls=4, max_turns=4, prompts={"directory": str(PARALLEL_PROMPTS)}
-    )
+    config = PipelineConfig(parallel_tool_calls=4, max_turns=4, prompts={"directory": str(PARALLEL_PROMPTS)})
     model = ScriptedChatModel([calls("Velmora", "Ada Krell"), report("Ada Krell")])
     run = await run_executor(model, ToyRetriever(), SUB_QUERY, config.executor_settings("teacher"))
     system = run.messages[0]["content"]

@@ -92,7 +92,9 @@ def test_tool_result_tokens_carry_no_loss_on_a_real_batch(max_searches, tiny_tea
             return loss
 
     rows = grpo_examples_from_rollouts(ROOT / "data" / "rollouts.jsonl")[:2]
-    script_args = DistillScriptArguments(retriever={"index": str(world_index), "k": 1}, max_searches=max_searches)
+    script_args = DistillScriptArguments(
+        retriever={"index": str(world_index), "k": 1}, max_searches=max_searches
+    )
     args = DistillationConfig(
         output_dir=str(tmp_path / "out"),
         teacher_model_name_or_path=str(tiny_teacher),

@@ -143,7 +143,9 @@ def _one_turn(*calls) -> list[dict]:
 def test_parallel_calls_count_one_search_per_query():
     two = _one_turn(tool_call("search", {"query": "a"}, "c1"), tool_call("search", {"query": "b"}, "c2"))
     many = _one_turn(tool_call("search", {"queries": ["a", "b"]}, "c1"))
-    opened = _one_turn(tool_call("search", {"query": "a"}, "c1"), tool_call("open_document", {"doc_id": "d"}, "c2"))
+    opened = _one_turn(
+        tool_call("search", {"query": "a"}, "c1"), tool_call("open_document", {"doc_id": "d"}, "c2")
+    )
     for messages, searches in ((two, 2), (many, 2), (opened, 1)):
         assert malformed_turn(messages) is None
         assert not needs_correction(run("t1", "teacher", searches, messages=messages))

@@ -179,7 +179,10 @@ async def test_search_many_and_open_document_read_as_in_the_runtime(small_bm25):
     env = SearchEnvironmentFactory(bm25, top_k=2, max_searches=2, tools=tools)()
     env.reset()
     assert env.search(queries) == run.messages[3]["content"]
-    assert "[id: " in run.messages[3]["content"] and "(not run: the search budget is spent)" in run.messages[3]["content"]
+    assert (
+        "[id: " in run.messages[3]["content"]
+        and "(not run: the search budget is spent)" in run.messages[3]["content"]
+    )
     assert env.open_document(passages[3].id) == run.messages[6]["content"]  # after the budget notice
     assert env.n_searches == 2
 

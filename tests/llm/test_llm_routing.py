@@ -65,7 +65,9 @@ def test_a_run_keeps_its_replica_and_new_runs_go_to_the_least_loaded(replicas):
         # One multi-turn run: every turn on the replica its first turn went to.
         turns = [await _ask(model, "episode-1/r0/q0/teacher") for _ in range(4)]
         # Idle replicas take new runs in turn; find a run that went to a.
-        on_a = [k for k in (f"episode-{i}/r0/q0/teacher" for i in range(2, 8)) if await _ask(model, k) == "a"][0]
+        on_a = [
+            k for k in (f"episode-{i}/r0/q0/teacher" for i in range(2, 8)) if await _ask(model, k) == "a"
+        ][0]
         # While a has a request in flight (held there), every new run goes to the idle b and c.
         a.held.set()
         busy = asyncio.create_task(_ask(model, on_a))
@@ -139,7 +141,13 @@ def test_the_collection_summary_shows_requests_per_replica(replicas, tmp_path):
 
 def test_replica_counts_of_several_processes_add_up():
     def counts(requests: int, healthy: bool = True, removed: int = 0) -> dict:
-        return {"requests": requests, "failures": removed, "healthy": healthy, "removed": removed, "restored": 0}
+        return {
+            "requests": requests,
+            "failures": removed,
+            "healthy": healthy,
+            "removed": removed,
+            "restored": 0,
+        }
 
     a, b = "http://a:8000/v1", "http://b:8000/v1"
     merged = merge_replica_counts(

@@ -42,7 +42,9 @@ def tiny_chat():
 
 def test_transformers_result_holds_the_generated_ids(tiny_chat):
     tok, model = tiny_chat.tokenizer, tiny_chat.model
-    result = asyncio.run(tiny_chat.chat(QUESTION, tools=[SEARCH_TOOL], sampling=SamplingParams(max_tokens=12)))
+    result = asyncio.run(
+        tiny_chat.chat(QUESTION, tools=[SEARCH_TOOL], sampling=SamplingParams(max_tokens=12))
+    )
     sampled = result.sampled_tokens
     assert sampled is not None and sampled.vocabulary == vocabulary_id(tok)
     assert len(sampled.ids) == result.usage.completion_tokens
@@ -61,7 +63,13 @@ def test_transformers_result_holds_the_generated_ids(tiny_chat):
 
 def test_executor_run_keeps_one_id_list_per_assistant_turn(tiny_chat):
     run = asyncio.run(
-        run_executor(tiny_chat, FixedRetriever(), "Who directed Jaws?", max_turns=2, sampling=SamplingParams(max_tokens=8))
+        run_executor(
+            tiny_chat,
+            FixedRetriever(),
+            "Who directed Jaws?",
+            max_turns=2,
+            sampling=SamplingParams(max_tokens=8),
+        )
     )
     assistants = [m for m in run.messages if m["role"] == "assistant"]
     assert assistants and all("sampled_tokens" in call for call in run.calls)

@@ -127,7 +127,9 @@ async def test_jsonl_cache_survives_a_new_judge(tmp_path):
     third = LLMJudge(ScriptedChatModel(["True"]), cache_path=path)
     assert await third.judge(Q, ["Eldmark", "Tarsin"], "Tarsin") is True
     # ... and the judge: another prompt or another judge model asks again.
-    reworded = LLMJudge(ScriptedChatModel(["True"]), cache_path=path, prompt="Is {prediction} right? {question}")
+    reworded = LLMJudge(
+        ScriptedChatModel(["True"]), cache_path=path, prompt="Is {prediction} right? {question}"
+    )
     assert await reworded.judge(Q, GOLD, "Tarsin") is True
     other_model = LLMJudge(ScriptedChatModel(["True"], name="another-judge"), cache_path=path)
     assert await other_model.judge(Q, GOLD, "Tarsin") is True

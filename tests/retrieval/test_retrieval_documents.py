@@ -44,7 +44,9 @@ def test_wrappers_read_the_documents_of_the_index_they_wrap():
 
 
 def test_server_documents_limit():
-    app = create_app(BM25Retriever.build(Corpus.from_passages(PASSAGES)), ServerConfig(batching=False, max_queries=2))
+    app = create_app(
+        BM25Retriever.build(Corpus.from_passages(PASSAGES)), ServerConfig(batching=False, max_queries=2)
+    )
     with BackgroundServer(app) as server:
         url = server.base_url.removesuffix("/v1")
         ok = httpx.post(f"{url}/documents", json={"ids": ["b1", "zz"]})

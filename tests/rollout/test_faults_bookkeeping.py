@@ -206,9 +206,7 @@ def small_disk(tmp_path):
     """A 2 MiB tmpfs (about 40 of these episodes, ~50 KB each); unmounted afterwards."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
-    )
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs: {done.stderr.decode().strip()}")
     try:

@@ -41,7 +41,9 @@ def _comparable(record: dict) -> dict:
 
     def strip(x):
         if isinstance(x, dict):
-            return {k: (None if k in ("t_start", "latency_s", "research_s") else strip(v)) for k, v in x.items()}
+            return {
+                k: (None if k in ("t_start", "latency_s", "research_s") else strip(v)) for k, v in x.items()
+            }
         if isinstance(x, list):
             return [strip(v) for v in x]
         return x
@@ -93,7 +95,9 @@ def test_two_workers_match_one_process_and_resume_from_the_merged_file(world, wo
     assert result.summary["workers"] == 2 and result.elapsed_s > 0
 
 
-def test_an_engine_of_other_processes_with_own_objects_asks_for_factories(world, world_dir, world_bm25, tmp_path):
+def test_an_engine_of_other_processes_with_own_objects_asks_for_factories(
+    world, world_dir, world_bm25, tmp_path
+):
     config = _config(world_dir, tmp_path, num_workers=2)
     with pytest.raises(ValueError, match="picklable models_factory"):
         asyncio.run(collect(config, models=scripted_models(world), retriever=world_bm25, show_progress=False))

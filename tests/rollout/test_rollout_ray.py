@@ -87,7 +87,7 @@ def test_ray_engine_matches_in_process_episodes_and_filter_output(ray_cluster, w
     engine_keys = {"engine", "actors"}
     assert {k: v for k, v in result.summary.items() if k not in engine_keys} == reference.summary
     filtered = _filter(local.rollouts_path, tmp_path / "local")
-    assert filtered.count(b"\n{\"messages\"") > 4  # rows of both strata, not an empty file
+    assert filtered.count(b'\n{"messages"') > 4  # rows of both strata, not an empty file
     assert _filter(on_ray.rollouts_path, tmp_path / "ray") == filtered
 
 

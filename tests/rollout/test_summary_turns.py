@@ -23,7 +23,9 @@ def _run(replies):
 
 
 def _episode(*runs):
-    return Episode(episode_id="q#0", question=Question(id="q", question="?", golden_answers=["x"]), runs=list(runs))
+    return Episode(
+        episode_id="q#0", question=Question(id="q", question="?", golden_answers=["x"]), runs=list(runs)
+    )
 
 
 def test_turns_are_reported_with_parallel_calls_only():
@@ -33,6 +35,8 @@ def test_turns_are_reported_with_parallel_calls_only():
     assert (serial.n_searches, serial.n_turns, parallel.n_searches, parallel.n_turns) == (1, 2, 2, 2)
     before = collection_stats([_episode(serial)]).to_dict()["executor_invocations"]["teacher"]
     assert "turns" not in before  # single-call summaries are as they were
-    after = collection_stats([_episode(serial), _episode(parallel)]).to_dict()["executor_invocations"]["teacher"]
+    after = collection_stats([_episode(serial), _episode(parallel)]).to_dict()["executor_invocations"][
+        "teacher"
+    ]
     assert after["searches"] == 3 and after["turns"] == 4 and after["turns_per_invocation"] == 2.0
     assert after["parallel_tool_turns"] == 1

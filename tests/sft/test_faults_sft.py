@@ -36,7 +36,12 @@ def _cmd(data: Path, out: Path, *extra: str) -> list[str]:
 
 def _run(data: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        _cmd(data, out, *extra), env=ENV, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=out.parent
+        _cmd(data, out, *extra),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        cwd=out.parent,
     )
 
 
@@ -54,7 +59,11 @@ def _printed_loss(stdout: str) -> str:
 
 
 def _tree(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +93,10 @@ def _kill_when(proc: subprocess.Popen, path: Path, timeout_s: float = RUN_TIMEOU
 @pytest.mark.parametrize(
     ("probe", "left_out"),
     [
-        ("", "trainer_state.json, model weights, optimizer state, scheduler state"),  # the folder was just made
+        (
+            "",
+            "trainer_state.json, model weights, optimizer state, scheduler state",
+        ),  # the folder was just made
         ("optimizer.pt", "trainer_state.json, scheduler state, optimizer.pt (cut short)"),
     ],
     ids=["empty-folder", "optimizer-cut-short"],
@@ -109,7 +121,9 @@ def test_sigkill_mid_save_relaunch_skips_the_checkpoint_and_reports_the_whole_ru
 
     again = _run(data, out)
     assert again.returncode == 0, again.stderr[-4000:]
-    assert f"skipping incomplete checkpoint {out}/checkpoint-4 (missing or damaged: {left_out})" in again.stderr
+    assert (
+        f"skipping incomplete checkpoint {out}/checkpoint-4 (missing or damaged: {left_out})" in again.stderr
+    )
     assert f"resuming from {out}/checkpoint-2" in again.stderr
     assert "Traceback" not in again.stderr
     # The same steps, the same losses, and the train_loss of every step, not of the relaunch's two.
@@ -151,4 +165,6 @@ def test_resume_with_other_data_and_learning_rate_is_refused_unless_accepted(tmp
     # The finished run is the accepted one's: the first settings are no longer its settings.
     finished = _run(data, out)
     assert finished.returncode == 2
-    assert finished.stderr.strip().startswith(f"error: {out}: holds a finished run trained with other settings")
+    assert finished.stderr.strip().startswith(
+        f"error: {out}: holds a finished run trained with other settings"
+    )

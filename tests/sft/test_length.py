@@ -60,10 +60,13 @@ def test_every_row_dropped_is_one_user_error_that_says_what_to_raise(qwen3_token
     from executor_sft.errors import UserError
 
     with pytest.raises(UserError) as exc:
-        prepare_dataset(make_rows(3, seed=41, passage_words=20), qwen3_tokenizer, max_length=32, disable_progress=True)
+        prepare_dataset(
+            make_rows(3, seed=41, passage_words=20), qwen3_tokenizer, max_length=32, disable_progress=True
+        )
     message = str(exc.value)
     assert message.startswith("no trainable rows: ") and "3 dropped" in message
     assert message.endswith("raise max_length or shorten the rows") and "\n" not in message
+
 
 def test_bad_rows_name_file_line_and_field(tmp_path):
     rows = make_rows(2)

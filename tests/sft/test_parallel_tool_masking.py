@@ -23,12 +23,18 @@ class FixedRetriever(Retriever):
     index_id = "fixed"
 
     def search(self, queries, k):
-        return [[Hit(f"{q}-{i}", f"T{i}", f"PASSAGE {i} ABOUT {q.upper()}", 1.0) for i in range(k)] for q in queries]
+        return [
+            [Hit(f"{q}-{i}", f"T{i}", f"PASSAGE {i} ABOUT {q.upper()}", 1.0) for i in range(k)]
+            for q in queries
+        ]
 
 
 def _row(thinking: bool = False):
     reasoning = "Two independent facts: search both at once." if thinking else None
-    calls = [tool_call("search", {"query": "velmora founder"}, "c1"), tool_call("search", {"query": "krell birth"}, "c2")]
+    calls = [
+        tool_call("search", {"query": "velmora founder"}, "c1"),
+        tool_call("search", {"query": "krell birth"}, "c2"),
+    ]
     model = ScriptedChatModel([assistant(tool_calls=calls, reasoning=reasoning), assistant(REPORT)])
     run = asyncio.run(run_executor(model, FixedRetriever(), "Where was Velmora's founder born?", max_turns=3))
     assert run.finish == "report" and run.n_searches == 2 and run.n_corrections == 0
@@ -38,7 +44,15 @@ def _row(thinking: bool = False):
 
 def test_both_tool_results_are_masked_and_both_calls_trained(qwen3_tokenizer):
     _, row = _row()
-    assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant", "tool", "tool", "user", "assistant"]
+    assert [m["role"] for m in row["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "user",
+        "assistant",
+    ]
     example = tokenize_example(row, qwen3_tokenizer)
     text = qwen3_tokenizer.decode(example["input_ids"])
     trained = "".join(trained_segments(example, qwen3_tokenizer))
@@ -53,7 +67,9 @@ def test_both_tool_results_are_masked_and_both_calls_trained(qwen3_tokenizer):
         assert not any(labels_by_char[start:end]), "a tool result token is trained"
     # Both tool calls (and the report) are what the executor wrote: trained.
     assert trained.count("<tool_call>") == 2
-    assert '"velmora founder"' in trained and '"krell birth"' in trained and "<answer>Tarsin</answer>" in trained
+    assert (
+        '"velmora founder"' in trained and '"krell birth"' in trained and "<answer>Tarsin</answer>" in trained
+    )
 
 
 def _label_per_char(example, tokenizer) -> list[bool]:

@@ -83,7 +83,10 @@ def test_an_incomplete_checkpoint_is_skipped_for_the_one_before(run, tmp_path, c
     assert checkpoint_problems(out / "checkpoint-2") == problems
     with caplog.at_level(logging.WARNING, logger="executor_sft.sft.checkpoints"):
         assert last_complete_checkpoint(out) == str(out / "checkpoint-1")
-    assert f"skipping incomplete checkpoint {out}/checkpoint-2 (missing or damaged: {', '.join(problems)})" in caplog.text
+    assert (
+        f"skipping incomplete checkpoint {out}/checkpoint-2 (missing or damaged: {', '.join(problems)})"
+        in caplog.text
+    )
 
 
 @pytest.mark.slow
@@ -103,7 +106,9 @@ def test_an_explicit_incomplete_or_missing_checkpoint_is_a_user_error_before_the
     (out / "checkpoint-2" / "trainer_state.json").unlink()
     script = SFTScriptArguments(dataset_name=str(data))
     args = _args(out, max_steps=3, resume_from_checkpoint=str(out / "checkpoint-2"))
-    with pytest.raises(InputError, match=r"checkpoint-2: incomplete checkpoint \(missing or damaged: trainer_state"):
+    with pytest.raises(
+        InputError, match=r"checkpoint-2: incomplete checkpoint \(missing or damaged: trainer_state"
+    ):
         train_executor(script, args, ModelConfig("offline:tiny-qwen3"))
     args = _args(out, max_steps=3, resume_from_checkpoint=str(out / "checkpoint-9"))
     with pytest.raises(MissingFileError, match="checkpoint-9: checkpoint folder not found"):
@@ -137,8 +142,13 @@ def test_a_torn_final_trainer_state_means_unfinished_and_the_last_checkpoint_res
     out = _copy(run, tmp_path)
     (out / "trainer_state.json").write_text('{"global_step": 2, "log_hi')
     with caplog.at_level(logging.WARNING), pytest.raises(AssertionError, match="the model was loaded"):
-        train_executor(SFTScriptArguments(dataset_name=str(data)), _args(out), ModelConfig("offline:tiny-qwen3"))
-    assert "trainer_state.json is unreadable" in caplog.text and f"resuming from {out}/checkpoint-2" in caplog.text
+        train_executor(
+            SFTScriptArguments(dataset_name=str(data)), _args(out), ModelConfig("offline:tiny-qwen3")
+        )
+    assert (
+        "trainer_state.json is unreadable" in caplog.text
+        and f"resuming from {out}/checkpoint-2" in caplog.text
+    )
 
 
 def test_the_identity_counts_the_global_batch_not_its_split(data, tmp_path):
@@ -146,7 +156,11 @@ def test_the_identity_counts_the_global_batch_not_its_split(data, tmp_path):
     script, model = SFTScriptArguments(), ModelConfig("offline:tiny-qwen3")
     two_by_one = run_identity(script, _args(tmp_path, per_device_train_batch_size=2), model, rows, None)
     one_by_two = run_identity(
-        script, _args(tmp_path, per_device_train_batch_size=1, gradient_accumulation_steps=2), model, rows, None
+        script,
+        _args(tmp_path, per_device_train_batch_size=1, gradient_accumulation_steps=2),
+        model,
+        rows,
+        None,
     )
     assert identity_changes(two_by_one, one_by_two) == {}
     four = run_identity(script, _args(tmp_path, per_device_train_batch_size=4), model, rows, None)

@@ -50,10 +50,17 @@ def _sampled(tok, call_text: str, vocabulary: str | None = None) -> list[dict]:
     ]
 
 
-def _row(tok, call_text: str | None, run_id: str, stratum: str = "single_search", vocabulary: str | None = None):
+def _row(
+    tok, call_text: str | None, run_id: str, stratum: str = "single_search", vocabulary: str | None = None
+):
     sampled = _sampled(tok, call_text, vocabulary) if call_text is not None else None
     return to_sft_row(
-        _messages(), stratum=stratum, source_run_id=run_id, question_id=run_id, dataset="d", sampled_tokens=sampled
+        _messages(),
+        stratum=stratum,
+        source_run_id=run_id,
+        question_id=run_id,
+        dataset="d",
+        sampled_tokens=sampled,
     )
 
 
@@ -77,7 +84,13 @@ def test_reserialised_tool_call_json_is_drift_and_counted_per_stratum(qwen3_toke
     dataset, _ = prepare_dataset(_rows(tok), tok, 4096, disable_progress=True, fidelity=fidelity)
     assert len(dataset) == 4  # warn trains every row as rendered
     report = fidelity.to_dict()
-    assert report["totals"] == {"rows": 4, "checked": 2, "drifted": 1, "without_ids": 1, "other_vocabulary": 1}
+    assert report["totals"] == {
+        "rows": 4,
+        "checked": 2,
+        "drifted": 1,
+        "without_ids": 1,
+        "other_vocabulary": 1,
+    }
     assert report["strata"]["single_search"]["drifted"] == 1
     assert report["strata"]["info_gain_multi_search"] == {
         "rows": 1, "checked": 0, "drifted": 0, "without_ids": 1, "other_vocabulary": 0,
@@ -135,7 +148,6 @@ def test_filter_counts_drift_per_stratum(qwen3_tokenizer):
     }  # fmt: skip
 
 
-
 @pytest.mark.slow
 def test_filter_recipe_reports_drift_with_the_tokenizer_and_counts_without(qwen3_tokenizer, tmp_path):
     """The recipe, as a user runs it: with --fidelity_tokenizer it compares, without it only counts."""
@@ -154,7 +166,9 @@ def test_filter_recipe_reports_drift_with_the_tokenizer_and_counts_without(qwen3
         assert out.returncode == 0, out.stderr
         totals = json.loads((tmp_path / "report.json").read_text())["token_fidelity"]["totals"]
         assert {k: totals.get(k) for k in expected} == expected
-        assert f"token fidelity: {expected['checked']} rows checked, {expected['drifted']} drifted" in out.stderr
+        assert (
+            f"token fidelity: {expected['checked']} rows checked, {expected['drifted']} drifted" in out.stderr
+        )
 
 
 def test_rows_without_ids_leave_the_filter_report_as_it_was():
@@ -176,7 +190,9 @@ def test_sft_run_reports_drift_and_refuses_it(tmp_path):
         save_strategy="no", report_to="none", bf16=False, use_cpu=True, disable_tqdm=True,
     )  # fmt: skip
     result = train_executor(
-        SFTScriptArguments(dataset_name=str(data), token_drift="refuse"), args, ModelConfig("offline:tiny-qwen3")
+        SFTScriptArguments(dataset_name=str(data), token_drift="refuse"),
+        args,
+        ModelConfig("offline:tiny-qwen3"),
     )
     assert result.metrics["train_rows"] == 3 and result.fidelity.refused == 1
     assert result.fidelity.totals()["drifted"] == 1
@@ -196,7 +212,9 @@ def test_real_smollm2_generation_is_stored_and_trains_as_sampled(smollm2):
         {"role": "user", "content": "What is the capital of France?"},
     ]
     result = chat.generate_sync(prompt, None, SamplingParams(max_tokens=40))
-    assert result.finish_reason == "stop" and result.sampled_tokens.ids[-1] == tok.convert_tokens_to_ids("<|im_end|>")
+    assert result.finish_reason == "stop" and result.sampled_tokens.ids[-1] == tok.convert_tokens_to_ids(
+        "<|im_end|>"
+    )
     row = to_sft_row(
         [*prompt, result.message], stratum="s", source_run_id="r", question_id="q", dataset="d",
         sampled_tokens=[result.sampled_tokens.model_dump(mode="json")],
