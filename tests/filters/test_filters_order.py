@@ -4,35 +4,15 @@ them in (engines write episodes as they finish; shards merge in any order)."""
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from executor_sft.filters import FilterConfig, filter_episodes, iter_jsonl
+from executor_sft.testing.recipes import filter_recipe_output
 
 REPO = Path(__file__).resolve().parents[2]
 ROLLOUTS = REPO / "data" / "rollouts.jsonl"
-
-
-def _recipe_output(rollouts: Path, out: Path) -> bytes:
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "recipes" / "filter_trajectories.py"),
-            "--rollouts",
-            str(rollouts),
-            "--output",
-            str(out / "sft.jsonl"),
-            "--report",
-            str(out / "report.json"),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return (out / "sft.jsonl").read_bytes() + (out / "report.json").read_bytes()
 
 
 @pytest.mark.slow
@@ -51,7 +31,7 @@ def test_the_same_episodes_in_two_orders_give_byte_identical_output(tmp_path):
     outputs = []
     for i, rollouts in enumerate(files):
         (tmp_path / f"out{i}").mkdir()
-        outputs.append(_recipe_output(rollouts, tmp_path / f"out{i}"))
+        outputs.append(filter_recipe_output(rollouts, tmp_path / f"out{i}"))
     assert outputs[0] == outputs[1]
     committed = (REPO / "data" / "sft.jsonl").read_bytes() + (REPO / "data" / "sft.report.json").read_bytes()
     assert outputs[0] == committed  # data/rollouts.jsonl is in id order: its rows, byte for byte

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -22,6 +20,7 @@ from executor_sft.rollout.summary import render_summary
 from executor_sft.schema import Episode, Role
 from executor_sft.store import read_episodes
 from executor_sft.synthetic import scripted_models
+from executor_sft.testing.recipes import filter_recipe_output
 
 pytest.importorskip("ray")
 
@@ -42,26 +41,6 @@ def _config(world_dir: Path, out: Path, **kwargs) -> CollectConfig:
     }
     data.update(kwargs)
     return CollectConfig.model_validate(data)
-
-
-def _filter(rollouts: Path, out: Path) -> bytes:
-    """The filter recipe's output on a rollouts file as collected (in the order episodes finished)."""
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "recipes" / "filter_trajectories.py"),
-            "--rollouts",
-            str(rollouts),
-            "--output",
-            str(out / "sft.jsonl"),
-            "--report",
-            str(out / "report.json"),
-        ],
-        check=True,
-        capture_output=True,
-        cwd=REPO,
-    )
-    return (out / "sft.jsonl").read_bytes() + (out / "report.json").read_bytes()
 
 
 def _ids(path: Path) -> list[str]:
@@ -86,9 +65,9 @@ def test_ray_engine_matches_in_process_episodes_and_filter_output(ray_cluster, w
     assert reference.summary["counterfactual_runs"] > 0
     engine_keys = {"engine", "actors"}
     assert {k: v for k, v in result.summary.items() if k not in engine_keys} == reference.summary
-    filtered = _filter(local.rollouts_path, tmp_path / "local")
+    filtered = filter_recipe_output(local.rollouts_path, tmp_path / "local")
     assert filtered.count(b'\n{"messages"') > 4  # rows of both strata, not an empty file
-    assert _filter(on_ray.rollouts_path, tmp_path / "ray") == filtered
+    assert filter_recipe_output(on_ray.rollouts_path, tmp_path / "ray") == filtered
 
 
 def test_replica_counts_of_every_actor_reach_the_summary(ray_cluster, world, world_dir, tmp_path):
