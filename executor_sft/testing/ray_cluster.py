@@ -21,6 +21,14 @@ from executor_sft.retrieval import BM25Retriever, CachedRetriever, load_corpus
 from executor_sft.synthetic import load_world, scripted_models
 
 START_TIMEOUT_S = 180.0
+NODE_PORT_FLAGS = (
+    "--node-manager-port",
+    "--object-manager-port",
+    "--metrics-export-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--runtime-env-agent-port",
+)
 NODE_RESTARTS = 3
 """Times `connect` starts again a worker node that exited while starting: Ray gives a raylet 30 s
 to register, which a loaded machine can exceed ("The current node timed out during startup")."""
@@ -64,6 +72,10 @@ class LocalRayCluster:
             "--temp-dir",
             str(self.root),
         ]
+        # Each node its own ports: Ray's defaults for these are fixed, so two nodes on one host would
+        # bind the same one.
+        for flag in NODE_PORT_FLAGS:
+            common += [flag, str(free_port())]
         proc = subprocess.Popen(
             [RAY, "start", *args, *common],
             start_new_session=True,
@@ -77,9 +89,14 @@ class LocalRayCluster:
     def start_head(self) -> None:
         self._start(["--head", "--port", str(self.port), "--include-dashboard", "false"], "head")
         deadline = time.monotonic() + START_TIMEOUT_S
-        while subprocess.run(
-            [RAY, "status", "--address", self.address], capture_output=True, env=self.env
-        ).returncode:
+        # Until the head's raylet has registered, not only its GCS: a node started while the head's
+        # raylet is still binding its sockets can take the same ones, and one raylet aborts
+        # ("bind: Address already in use").
+        while (
+            status := subprocess.run(
+                [RAY, "status", "--address", self.address], capture_output=True, text=True, env=self.env
+            )
+        ).returncode or "node_" not in status.stdout:
             if time.monotonic() > deadline or self.nodes[0].poll() is not None:
                 raise RuntimeError(f"ray head did not start: {self.log_tail()}")
             time.sleep(0.5)
