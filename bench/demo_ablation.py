@@ -68,6 +68,7 @@ from executor_sft.filters import (
     write_json,
     write_jsonl,
 )
+from executor_sft.jsonl import write_text
 from executor_sft.metrics.share_difference import share_difference
 
 REPO = Path(__file__).resolve().parents[1]
@@ -226,6 +227,36 @@ def mechanism(runs_path: Path, sub_queries: list) -> dict | None:
     return share_difference(list(runs[AMBIGUOUS].values()), list(runs[PLAIN].values())).to_dict()
 
 
+def second_search_follow(runs_path: Path, sub_queries: list) -> dict[str, Any]:
+    """Does a run's second search follow what its first one returned? P(2 searches) over the runs
+    whose first results hold a gold passage and over those whose first results do not, and the
+    share of second searches that repeat the first query (case and spaces aside).
+
+    A student that learned the condition searches again only when the first results miss."""
+    gold = {q.id: set(q.positive_doc_ids or []) for q in sub_queries}
+    again: dict[str, list[bool]] = {"gold_first": [], "no_gold_first": []}
+    repeats: list[bool] = []
+    for line in runs_path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        searches = record["run"]["searches"]
+        if not searches or not gold.get(record["score"]["id"]):
+            continue
+        hit = bool(set(searches[0]["doc_ids"]) & gold[record["score"]["id"]])
+        again["gold_first" if hit else "no_gold_first"].append(len(searches) >= 2)
+        if len(searches) >= 2:
+            repeats.append(
+                " ".join(searches[1]["query"].lower().split())
+                == " ".join(searches[0]["query"].lower().split())
+            )
+    out: dict[str, Any] = {}
+    for group, xs in again.items():
+        out[f"n_{group}"] = len(xs)
+        out[f"p2_{group}"] = sum(xs) / len(xs) if xs else None
+    out["n_two_search"] = len(repeats)
+    out["repeat_query"] = sum(repeats) / len(repeats) if repeats else None
+    return out
+
+
 def prepare_seed(cfg: DemoConfig, out: Path, show_progress: bool = True):
     """World, index and collection, once per seed: (world, retriever, index_dir, seconds)."""
     from executor_sft.synthetic import load_world, write_world
@@ -266,17 +297,18 @@ def run_reference(name, cfg, out, world, retriever, sub_queries, show_progress=T
     cfg = _with_mode(cfg, GREEDY)
     ref_dir = out / f"ref-{name}"
     key = {"config": _train_config(cfg), "reference": name, "eval_ids": [q.id for q in sub_queries]}
+    runs = ref_dir / "eval.jsonl"
     if (done := _done(ref_dir / RESULT, key)) is not None:
         log(f"seed {cfg.seed}: reusing {REFERENCES[name]} evaluation")
-        return done
+        return {**done, "eval": {**done["eval"], "follow": second_search_follow(runs, sub_queries)}}
     log(f"seed {cfg.seed}: evaluating the {REFERENCES[name]} on {len(sub_queries)} sub-queries")
     model = _student_model(cfg) if name == "untrained" else ScriptedTeacherExecutor(world)
     label = f"{cfg.model} (untrained)" if name == "untrained" else "scripted teacher"
-    runs = ref_dir / "eval.jsonl"
     result = evaluate(cfg, model, retriever, sub_queries, label, runs, show_progress)
     if name == "untrained":
         model.close()
-    return _save(ref_dir / RESULT, {"key": key, "eval": _summary(result, runs, sub_queries)})
+    done = _save(ref_dir / RESULT, {"key": key, "eval": _summary(result, runs, sub_queries)})
+    return {**done, "eval": {**done["eval"], "follow": second_search_follow(runs, sub_queries)}}
 
 
 def train_variant(variant, cfg, out) -> tuple[dict, Path]:
@@ -351,7 +383,7 @@ def run_variant(variant, cfg, out, retriever, sub_queries, modes=(GREEDY,), show
                 f"P(2 searches) plain {100 * summary.get(f'p2:{PLAIN}', 0):.1f}% / ambiguous "
                 f"{100 * summary.get(f'p2:{AMBIGUOUS}', 0):.1f}%, {summary['tokens']:.0f} tokens / sub-query"
             )
-        evals[mode] = done["eval"]
+        evals[mode] = {**done["eval"], "follow": second_search_follow(mode_dir / "eval.jsonl", sub_queries)}
         seconds[f"eval {mode}"] = done["seconds"]
     if trained is None:
         trained = _done(var_dir / TRAINED, {k: key[k] for k in ("config", "variant", "filter")})
@@ -601,6 +633,41 @@ def mechanism_lines(seeds: list[dict]) -> list[str]:
     return lines
 
 
+def _share(share: float | None, n: int) -> str:
+    return "-" if share is None else f"{100 * share:.1f} ({round(share * n)} of {n})"
+
+
+def follow_lines(seeds: list[dict]) -> list[str]:
+    """Per seed and variant: P(2 searches) when the first results hold a gold passage and when
+    they do not, and how often the second query repeats the first (first evaluation mode)."""
+    rows = []
+    for s in seeds:
+        named = [(f"({v})", res["eval"]) for v, res in s["variants"].items()]
+        named += [(REFERENCES[r], ev) for r, ev in s["references"].items()]
+        for label, ev in named:
+            if (f := ev.get("follow")) is None:
+                continue
+            rows.append(
+                f"| {s['seed']} | {label} | {_share(f['p2_gold_first'], f['n_gold_first'])} | "
+                f"{_share(f['p2_no_gold_first'], f['n_no_gold_first'])} | "
+                f"{_share(f['repeat_query'], f['n_two_search'])} |"
+            )
+    if not rows:
+        return []
+    return [
+        f"Does the second search follow the first results ({_modes_text(seeds)}; the references "
+        "greedy)? A gold passage is "
+        "one of the sub-query's positive documents; a student that learned the condition searches "
+        "again when its first results miss it and stops when they hold it:",
+        "",
+        "| seed | row | P(2 searches), first results hold gold | P(2 searches), first results miss gold "
+        "| second query = first query |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
 def other_modes_lines(seeds: list[dict]) -> list[str]:
     """The same checkpoints in the further evaluation modes, side by side with the first."""
     rows = []
@@ -668,6 +735,7 @@ def render(seeds: list[dict], command: str, elapsed: float) -> str:
         lines.append(f"| {label} | {rows} | " + " | ".join(cells) + " |")
     lines += ["", *conclusions(agg, seeds), ""]
     lines += mechanism_lines(seeds)
+    lines += follow_lines(seeds)
     lines += other_modes_lines(seeds)
     lines += [
         "Per seed:",
@@ -754,12 +822,8 @@ def main(argv: list[str] | None = None) -> int:
         seeds = finished + ([current] if current is not None else [])
         text = render(seeds, command.strip(), time.perf_counter() - start)
         results_md.parent.mkdir(parents=True, exist_ok=True)
-        results_md.write_text(text, encoding="utf-8")
-        results_json.write_text(
-            json.dumps({"command": command.strip(), "seeds": seeds, "summary": aggregate(seeds)}, indent=2)
-            + "\n",
-            encoding="utf-8",
-        )
+        write_text(results_md, text)
+        write_json(results_json, {"command": command.strip(), "seeds": seeds, "summary": aggregate(seeds)})
         return text
 
     for seed in a.seeds:

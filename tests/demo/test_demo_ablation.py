@@ -98,7 +98,11 @@ def test_ablation_core_runs_two_variants_and_resumes_without_retraining(tmp_path
     runs = tmp_path / "seed0" / "variant-c" / "eval-mean2_t0.6" / "eval.jsonl"
     fallback = bench._summary(bare, runs, subs)
     assert fallback.pop("mechanism") == ev["mechanism"]
-    assert fallback == pytest.approx({k: v for k, v in ev.items() if k != "mechanism"})
+    assert fallback == pytest.approx({k: v for k, v in ev.items() if k not in ("mechanism", "follow")})
+    # The scripted teacher searches again exactly when its first results miss the gold passage.
+    follow = teacher["follow"]
+    assert follow["p2_no_gold_first"] == 1.0 and follow["p2_gold_first"] in (0.0, None)
+    assert follow["n_gold_first"] + follow["n_no_gold_first"] == 6
 
     # Resume: nothing is collected, trained or evaluated again.
     def refuse(*args, **kwargs):
@@ -114,6 +118,7 @@ def test_ablation_core_runs_two_variants_and_resumes_without_retraining(tmp_path
     text = bench.render([again], "python bench/demo_ablation.py ...", 1.0)
     assert "| seed | diff (points) | 95% interval |" in text and "mean@2, T=0.6" in text
     assert "evaluated in each mode side by side" in text
+    assert "| 0 | scripted teacher | " in text and "second query = first query" in text
     rows = sum(again["variants"]["b"]["sft_rows"].values())
     assert f"| (b) single_search only | {rows} |" in text and "| (c) full filter |" in text
     assert "scripted teacher (reference)" in text and "Made with:" in text
@@ -143,3 +148,32 @@ def test_mechanism_verdict_is_per_seed_and_needs_three():
     assert "above zero on 2 of 3" in not_shown and "is not shown" in not_shown
     assert "is not shown" in "".join(bench.mechanism_lines([seed(0, 0.2, 0.05)]))  # one seed is not enough
     assert bench.mechanism_lines([{"seed": 0}]) == []
+
+
+def test_second_search_follow_splits_runs_by_what_the_first_search_returned(tmp_path):
+    bench = _bench()
+
+    def run(qid, *searches):
+        return {
+            "score": {"id": qid},
+            "run": {"searches": [{"query": q, "doc_ids": docs} for q, docs in searches]},
+        }
+
+    subs = [SimpleNamespace(id="p", positive_doc_ids=["g1"]), SimpleNamespace(id="x", positive_doc_ids=[])]
+    rows = [
+        run("p", ("A b", ["g1", "n"])),  # first results hold gold, stops
+        run("p", ("A b", ["g1"]), (" a  B ", ["g1"])),  # holds gold, repeats its query
+        run("p", ("A", ["n"]), ("A other", ["g1"])),  # misses, searches again with a new query
+        run("p"),  # no search: not counted
+        run("x", ("q", ["d"])),  # no gold passage known: not counted
+    ]
+    path = tmp_path / "eval.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert bench.second_search_follow(path, subs) == {
+        "n_gold_first": 2,
+        "p2_gold_first": 0.5,
+        "n_no_gold_first": 1,
+        "p2_no_gold_first": 1.0,
+        "n_two_search": 2,
+        "repeat_query": 0.5,
+    }
