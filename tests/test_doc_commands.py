@@ -316,15 +316,19 @@ def test_readme_command_1_then_distillation_then_grpo(clone: Path):
     logs = ""
     for command, done, saved in (
         (WORLD_INDEX_COMMAND, "", "indexes/world-bm25/manifest.json"),
-        (GRPO_COMMAND, "GRPO done: 1 steps", "grpo-cpu/model.safetensors"),
+        (GRPO_COMMAND, "GRPO done: 1 step;", "grpo-cpu/model.safetensors"),
         (DISTILL_COMMAND, "distillation done: 2 steps", "distill-default/model.safetensors"),
-        (GRPO_DISTILLED_COMMAND, "GRPO done: 1 steps", "grpo-distilled/model.safetensors"),
+        (GRPO_DISTILLED_COMMAND, "GRPO done: 1 step;", "grpo-distilled/model.safetensors"),
     ):
         proc = bash_in(clone, command)
         output = (proc.stdout + proc.stderr)[-6000:]
         assert proc.returncode == 0 and done in proc.stdout, f"{command}\n{output}"
         root = clone / (".cache" if saved.startswith("indexes") else "outputs")
         assert (root / saved).is_file(), f"{command}: no {saved}"
+        if saved.endswith("model.safetensors"):  # each stage's checkpoint says what it is
+            card = (root / saved).with_name("README.md").read_text(encoding="utf-8")
+            assert "## Quick start" in card and "## Training procedure" in card, f"{command}: {card[:2000]}"
+            assert str(clone) not in card, f"{command}: the card holds an absolute path"
         logs += proc.stdout + proc.stderr
     assert _noise(logs) == []
 

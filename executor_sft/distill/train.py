@@ -30,6 +30,7 @@ from executor_sft.agents.executor_text import SEARCH_BUDGET_SPENT
 from executor_sft.distill.tokenizers import check_same_tokenizer
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.arguments import ExecutorDataArguments, load_prompt_dataset, load_retriever_from_args
+from executor_sft.grpo.card import DISTILL_STAGE, stage_settings, write_stage_card
 from executor_sft.grpo.environment import search_tool
 from executor_sft.grpo.policy import load_policy, offline_dtype, set_model_init_kwargs
 from executor_sft.grpo.rewards import count_tool_calls, final_report
@@ -38,6 +39,19 @@ from executor_sft.llm.response_template import ensure_response_template
 from executor_sft.retrieval.base import Retriever
 
 logger = logging.getLogger(__name__)
+DISTILL_SETTINGS = (
+    "teacher_model_name_or_path",
+    "learning_rate",
+    "max_steps",
+    "num_train_epochs",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "max_completion_length",
+    "temperature",
+    "beta",
+    "max_tool_calling_iterations",
+)
+"""The training arguments the model card records."""
 
 
 @dataclass
@@ -199,12 +213,28 @@ def run_distill(script_args: DistillScriptArguments, training_args, model_args, 
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
         logs = [h for h in trainer.state.log_history if "distill/teacher_kl" in h]
+        outcome = []
         if logs:
             first, last = logs[0], logs[-1]
+            outcome = [
+                f"teacher KL {first['distill/teacher_kl']:.4f} -> {last['distill/teacher_kl']:.4f} "
+                f"(first -> last logged step)",
+                f"searches per episode {first['distill/searches']:.2f} -> {last['distill/searches']:.2f}",
+            ]
             trainer.accelerator.print(
-                f"distillation done: {trainer.state.global_step} steps; teacher KL "
-                f"{first['distill/teacher_kl']:.4f} -> {last['distill/teacher_kl']:.4f}; searches per episode "
-                f"{first['distill/searches']:.2f} -> {last['distill/searches']:.2f}"
+                f"distillation done: {_steps(trainer.state.global_step)}; " + "; ".join(outcome)
             )
+        write_stage_card(
+            trainer,
+            DISTILL_STAGE,
+            script_args=script_args,
+            base_model=model_args.model_name_or_path,
+            config=stage_settings(script_args, training_args, model_args, DISTILL_SETTINGS),
+            outcome=outcome,
+        )
         trainer.accelerator.print(f"model saved to {training_args.output_dir}")
     return trainer
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"

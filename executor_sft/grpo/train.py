@@ -30,6 +30,7 @@ from executor_sft.grpo.arguments import (
     parse_mapping,
     validate_model,
 )
+from executor_sft.grpo.card import GRPO_STAGE, stage_settings, write_stage_card
 from executor_sft.grpo.environment import SearchEnvironmentFactory
 from executor_sft.grpo.policy import load_policy, set_model_init_kwargs
 from executor_sft.grpo.reward_funcs import build_reward_funcs, check_reward_weights, check_rewards
@@ -39,6 +40,21 @@ from executor_sft.registry import import_path
 from executor_sft.retrieval.base import Retriever
 
 logger = logging.getLogger(__name__)
+GRPO_SETTINGS = (
+    "learning_rate",
+    "max_steps",
+    "num_train_epochs",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_generations",
+    "max_completion_length",
+    "temperature",
+    "beta",
+    "loss_type",
+    "reward_weights",
+    "max_tool_calling_iterations",
+)
+"""The training arguments the model card records."""
 
 
 @dataclass
@@ -261,6 +277,7 @@ def run_grpo(script_args: GRPOScriptArguments, training_args, model_args, **over
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
         logs = [h for h in trainer.state.log_history if "reward" in h]
+        summary = ""
         if logs:
             last = logs[-1]
             summary = ", ".join(
@@ -275,6 +292,22 @@ def run_grpo(script_args: GRPOScriptArguments, training_args, model_args, **over
                 )
                 if k in last
             )
-            trainer.accelerator.print(f"GRPO done: {trainer.state.global_step} steps; last log: {summary}")
+            steps = trainer.state.global_step
+            trainer.accelerator.print(
+                f"GRPO done: {steps} step{'' if steps == 1 else 's'}; last log: {summary}"
+            )
+        write_stage_card(
+            trainer,
+            GRPO_STAGE,
+            script_args=script_args,
+            base_model=model_args.model_name_or_path,
+            config={
+                **stage_settings(script_args, training_args, model_args, GRPO_SETTINGS),
+                "reward_funcs": script_args.reward_funcs,
+                "reward_kwargs": script_args.reward_kwargs,
+                "tools": script_args.tools,
+            },
+            outcome=[f"last logged step: {summary}"] if summary else [],
+        )
         trainer.accelerator.print(f"model saved to {training_args.output_dir}")
     return trainer

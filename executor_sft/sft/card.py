@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,28 @@ def licence_section(base_model: str) -> str:
     return f"## Licence\n\n{weights} `executor_sft`, the code that trained them, is {PROJECT_LICENCE}."
 
 
-def card_front_matter(name: str) -> str:
+@dataclass(frozen=True)
+class TrainingStage:
+    """What trained the weights, as the card names it: Hub tag, the method in a phrase, and the
+    trainer in a sentence."""
+
+    tag: str
+    method: str
+    trainer: str
+
+
+SFT_STAGE = TrainingStage(
+    tag="sft",
+    method="passage-masked SFT",
+    trainer="Trained with TRL's `SFTTrainer` through `executor_sft.sft.ExecutorSFTTrainer`, a subclass "
+    "that receives rows already tokenised with their passage masks (TRL only pads or packs "
+    "them) and never builds a KV cache in training.",
+)
+
+
+def card_front_matter(name: str, stage: TrainingStage = SFT_STAGE) -> str:
     base = OFFLINE_MODELS[name].hub_id if name in OFFLINE_MODELS else name
-    lines = ["---", "library_name: transformers", "tags: [executor_sft, sft, trl, search-agent]"]
+    lines = ["---", "library_name: transformers", f"tags: [executor_sft, {stage.tag}, trl, search-agent]"]
     known = base_licence(name)
     if known:
         lines.append(f"license: {known[0]}")
@@ -148,7 +168,7 @@ def training_outcome(log_history: list[dict[str, Any]] | None) -> str | None:
     return "\n".join(lines)
 
 
-def training_procedure() -> str:
+def training_procedure(stage: TrainingStage = SFT_STAGE) -> str:
     """TRL and the libraries that trained the model, with their versions."""
     versions = [
         f"{name} {package_version(dist) or 'unknown'}"
@@ -160,13 +180,7 @@ def training_procedure() -> str:
             ("executor_sft", "executor-sft"),
         )
     ]
-    return (
-        "## Training procedure\n\n"
-        "Trained with TRL's `SFTTrainer` through `executor_sft.sft.ExecutorSFTTrainer`, a subclass "
-        "that receives rows already tokenised with their passage masks (TRL only pads or packs "
-        "them) and never builds a KV cache in training.\n\n"
-        f"Framework versions: {', '.join(versions)}."
-    )
+    return f"## Training procedure\n\n{stage.trainer}\n\nFramework versions: {', '.join(versions)}."
 
 
 def quick_start(model_dir: str, system_prompt: str, tools: list[dict[str, Any]], sub_query: str) -> str:
@@ -256,6 +270,44 @@ def executor_card_section(
     return "\n\n".join(parts) + "\n"
 
 
+def prompts_card_section(
+    *, data_sources: list[str], n_prompts: int, steps: int, config: dict[str, Any]
+) -> str:
+    """Intended use and training record of a post-training stage, which learns from prompts (the
+    sub-queries it samples its own runs on), not from rows. The sources are local files, or
+    `hf://` datasets."""
+    shown = ", ".join(
+        f"[{src[5:]}](https://huggingface.co/datasets/{src[5:]})"
+        if src.startswith("hf://")
+        else data_reference(src)
+        if Path(src).expanduser().exists()
+        else f"`{src}`"
+        for src in data_sources
+    )
+    use = (
+        "Intended use: the executor of a role-factorised search agent. It answers one "
+        "self-contained sub-query by calling the tools below and replies "
+        "`<answer>...</answer><evidence>...</evidence>` for a backbone to read.\n\n"
+        f"Limitations: {steps} steps on runs it sampled itself from {n_prompts} prompts, with the "
+        "system prompt and tools shown in the quick start and the retriever's passage format "
+        "(`Doc i (Title: T) text`); with another prompt, tool or corpus it has not been tested. Its "
+        "answers are only as good as the passages it retrieves, and it inherits the base model's "
+        "biases. Evaluate it on your own questions before relying on it (docs/eval.md)."
+    )
+    return (
+        "\n\n".join(
+            [
+                f"{INTENDED_USE_MARK}\n\n{use}",
+                TRAINING_RECORD_MARK,
+                f"Prompts: {shown} — {n_prompts} sub-queries.",
+                "### Configuration",
+                "```json\n" + json.dumps(config, indent=2, default=str) + "\n```",
+            ]
+        )
+        + "\n"
+    )
+
+
 def config_record(script_args, training_args, model_args) -> dict[str, Any]:
     """The settings that took effect, as plain values."""
     world = max(1, training_args.world_size)
@@ -304,8 +356,11 @@ def model_card(
     first_row: dict[str, Any],
     record: str,
     log_history: list[dict[str, Any]] | None = None,
+    stage: TrainingStage = SFT_STAGE,
+    outcome: str | None = None,
 ) -> str:
-    """The whole README.md of a trained executor (`log_history`: the trainer state's, for the final loss).
+    """The whole README.md of a trained executor (`log_history`: the trainer state's, for the final
+    loss; `outcome`: a stage's own outcome section instead).
 
     Absolute paths inside the checkout or the working directory are written relative."""
     messages = first_row.get("messages") or []
@@ -314,15 +369,14 @@ def model_card(
     use, mark, rest = record.partition(TRAINING_RECORD_MARK)
     use, rest = (use, mark + rest) if mark else ("", record)
     parts = [
-        card_front_matter(base_model),
+        card_front_matter(base_model, stage),
         f"# {title}",
-        f"A search executor fine-tuned with `executor_sft` (passage-masked SFT) from "
-        f"{base_model_line(base_model)}.",
+        f"A search executor trained with `executor_sft` ({stage.method}) from {base_model_line(base_model)}.",
         use.strip(),
         quick_start(model_dir, system, first_row.get("tools") or [], sub_query).strip(),
-        training_outcome(log_history) or "",
+        outcome or training_outcome(log_history) or "",
         rest.strip(),
-        training_procedure(),
+        training_procedure(stage),
         licence_section(base_model),
     ]
     return relative_paths("\n\n".join(p for p in parts if p) + "\n")

@@ -69,6 +69,10 @@ def test_distill_recipe_runs_on_cpu(tiny_teacher, world_index, tmp_path):
     )  # fmt: skip
     assert "distillation done: 2 steps; teacher KL" in proc.stdout
     assert (out / "model.safetensors").exists() and (out / "tokenizer_config.json").exists()
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "tags: [executor_sft, distillation, trl, search-agent]" in card
+    assert "(on-policy distillation) from `offline:tiny-qwen3`" in card and "- teacher KL " in card
+    assert '"name": "search"' in card and f'"teacher_model_name_or_path": "{tiny_teacher}"' in card
 
 
 @pytest.mark.slow

@@ -92,6 +92,9 @@ def test_grpo_recipe_runs_two_steps_on_the_sft_recipes_output(sft_output, world_
     )  # fmt: skip
     assert "GRPO done: 2 steps" in proc.stdout
     assert (out / "model.safetensors").exists()
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "tags: [executor_sft, grpo, trl, search-agent]" in card and "- last logged step: reward=" in card
+    assert "GRPOTrainer" in card.split("## Training procedure")[1] and '"reward_funcs": [' in card
     assert (
         json.loads((out / "tokenizer_config.json").read_text())["response_template"]
         == EXECUTOR_RESPONSE_TEMPLATE
