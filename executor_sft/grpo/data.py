@@ -28,10 +28,11 @@ from tqdm.auto import tqdm
 from executor_sft.agents.pipeline import driver_findings
 from executor_sft.agents.prompting import Prompts, fill
 from executor_sft.filters.records import RecordError, parse_run
-from executor_sft.jsonl import MissingFileError, iter_jsonl, iter_records
+from executor_sft.jsonl import MissingFileError, iter_records
 from executor_sft.jsonl import write_jsonl as write_jsonl  # the package's one writer, (path, rows)
 from executor_sft.metrics.answer import normalize_answer
 from executor_sft.schema import Episode, Message, Report, Role
+from executor_sft.store import iter_episodes_by_id
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +238,8 @@ def grpo_examples_from_rollouts(
     max_searches: int = 2,
     report: GRPODataReport | None = None,
 ) -> list[dict[str, Any]]:
-    """GRPO rows from one or more rollouts.jsonl files (see `grpo_examples_from_episodes`)."""
+    """GRPO rows from one or more rollouts.jsonl files (see `grpo_examples_from_episodes`), each
+    read by episode id as the filter reads it, so the rows do not depend on the order runs finished in."""
     paths = [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
     report = report if report is not None else GRPODataReport()
     for p in paths:
@@ -246,7 +248,7 @@ def grpo_examples_from_rollouts(
 
     def episodes():
         for p in paths:
-            yield from tqdm(iter_jsonl(p), desc=f"read {p.name}", unit="ep", leave=False)
+            yield from tqdm(iter_episodes_by_id(p), desc=f"read {p.name}", unit="ep", leave=False)
 
     rows = grpo_examples_from_episodes(
         episodes(), roles, require_judge, system_prompt, top_k, max_searches, report

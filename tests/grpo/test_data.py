@@ -184,3 +184,16 @@ def test_no_examples_is_an_error(tmp_path):
     assert grpo_examples_from_rollouts(path) == []
     with pytest.raises(ValueError, match="no GRPO examples"):
         to_dataset([])
+
+
+def test_rows_do_not_depend_on_the_order_runs_finished_in(tmp_path):
+    """The project's sample rollouts, and the same episodes in reverse order: the same rows."""
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[2] / "data" / "rollouts.jsonl"
+    lines = sample.read_text(encoding="utf-8").splitlines(keepends=True)
+    reversed_file = tmp_path / "rollouts.jsonl"
+    reversed_file.write_text("".join(reversed(lines)), encoding="utf-8")
+    rows = grpo_examples_from_rollouts(sample, require_judge=False)
+    assert len(rows) > 10
+    assert grpo_examples_from_rollouts(reversed_file, require_judge=False) == rows
