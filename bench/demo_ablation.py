@@ -228,26 +228,35 @@ def mechanism(runs_path: Path, sub_queries: list) -> dict | None:
 
 
 def second_search_follow(runs_path: Path, sub_queries: list) -> dict[str, Any]:
-    """Does a run's second search follow what its first one returned? P(2 searches) over the runs
-    whose first results hold a gold passage and over those whose first results do not, and the
-    share of second searches that repeat the first query (case and spaces aside).
+    """Does a run's second search follow what its first one returned, or the sub-query's form?
 
-    A student that learned the condition searches again only when the first results miss."""
+    P(2 searches) over the runs whose first results hold a gold passage and over those whose
+    first results do not; over the runs of sub-queries that name a descriptor in parentheses
+    ("Ann Lee (singer)", the world's way to say which namesake) and of those that do not; and
+    the share of second searches that repeat the first query (case and spaces aside). Every
+    ambiguous sub-query names a descriptor, and so do plain ones whose subject a hop led to, so
+    the form is a partial cue. A student that learned the condition searches again only when
+    the first results miss."""
     gold = {q.id: set(q.positive_doc_ids or []) for q in sub_queries}
-    again: dict[str, list[bool]] = {"gold_first": [], "no_gold_first": []}
+    named = {q.id: "(" in q.question for q in sub_queries}
+    again: dict[str, list[bool]] = {
+        "gold_first": [],
+        "no_gold_first": [],
+        "descriptor": [],
+        "no_descriptor": [],
+    }
     repeats: list[bool] = []
     for line in runs_path.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
-        searches = record["run"]["searches"]
-        if not searches or not gold.get(record["score"]["id"]):
+        qid, searches = record["score"]["id"], record["run"]["searches"]
+        if qid in named:
+            again["descriptor" if named[qid] else "no_descriptor"].append(len(searches) >= 2)
+        if not searches or not gold.get(qid):
             continue
-        hit = bool(set(searches[0]["doc_ids"]) & gold[record["score"]["id"]])
+        hit = bool(set(searches[0]["doc_ids"]) & gold[qid])
         again["gold_first" if hit else "no_gold_first"].append(len(searches) >= 2)
         if len(searches) >= 2:
-            repeats.append(
-                " ".join(searches[1]["query"].lower().split())
-                == " ".join(searches[0]["query"].lower().split())
-            )
+            repeats.append(_words(searches[1]["query"]) == _words(searches[0]["query"]))
     out: dict[str, Any] = {}
     for group, xs in again.items():
         out[f"n_{group}"] = len(xs)
@@ -255,6 +264,10 @@ def second_search_follow(runs_path: Path, sub_queries: list) -> dict[str, Any]:
     out["n_two_search"] = len(repeats)
     out["repeat_query"] = sum(repeats) / len(repeats) if repeats else None
     return out
+
+
+def _words(query: str) -> str:
+    return " ".join(query.lower().split())
 
 
 def prepare_seed(cfg: DemoConfig, out: Path, show_progress: bool = True):
@@ -647,10 +660,14 @@ def follow_lines(seeds: list[dict]) -> list[str]:
         for label, ev in named:
             if (f := ev.get("follow")) is None:
                 continue
+            cells = [
+                _share(f[f"p2_{g}"], f[f"n_{g}"])
+                for g in ("gold_first", "no_gold_first", "descriptor", "no_descriptor")
+            ]
             rows.append(
-                f"| {s['seed']} | {label} | {_share(f['p2_gold_first'], f['n_gold_first'])} | "
-                f"{_share(f['p2_no_gold_first'], f['n_no_gold_first'])} | "
-                f"{_share(f['repeat_query'], f['n_two_search'])} |"
+                f"| {s['seed']} | {label} | "
+                + " | ".join(cells)
+                + f" | {_share(f['repeat_query'], f['n_two_search'])} |"
             )
     if not rows:
         return []
@@ -658,11 +675,13 @@ def follow_lines(seeds: list[dict]) -> list[str]:
         f"Does the second search follow the first results ({_modes_text(seeds)}; the references "
         "greedy)? A gold passage is "
         "one of the sub-query's positive documents; a student that learned the condition searches "
-        "again when its first results miss it and stops when they hold it:",
+        "again when its first results miss it and stops when they hold it. A descriptor is the "
+        "parenthesised occupation or country that says which namesake is meant: every ambiguous "
+        "sub-query names one, and so do some plain ones, so the form alone is a partial cue:",
         "",
         "| seed | row | P(2 searches), first results hold gold | P(2 searches), first results miss gold "
-        "| second query = first query |",
-        "|---|---|---|---|---|",
+        "| P(2 searches), sub-query names a descriptor | P(2 searches), no descriptor | second query = first query |",
+        "|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]

@@ -103,6 +103,7 @@ def test_ablation_core_runs_two_variants_and_resumes_without_retraining(tmp_path
     follow = teacher["follow"]
     assert follow["p2_no_gold_first"] == 1.0 and follow["p2_gold_first"] in (0.0, None)
     assert follow["n_gold_first"] + follow["n_no_gold_first"] == 6
+    assert follow["n_descriptor"] + follow["n_no_descriptor"] == 6
 
     # Resume: nothing is collected, trained or evaluated again.
     def refuse(*args, **kwargs):
@@ -159,7 +160,10 @@ def test_second_search_follow_splits_runs_by_what_the_first_search_returned(tmp_
             "run": {"searches": [{"query": q, "doc_ids": docs} for q, docs in searches]},
         }
 
-    subs = [SimpleNamespace(id="p", positive_doc_ids=["g1"]), SimpleNamespace(id="x", positive_doc_ids=[])]
+    subs = [
+        SimpleNamespace(id="p", question="Who founded Tavo (singer)?", positive_doc_ids=["g1"]),
+        SimpleNamespace(id="x", question="When was X founded?", positive_doc_ids=[]),
+    ]
     rows = [
         run("p", ("A b", ["g1", "n"])),  # first results hold gold, stops
         run("p", ("A b", ["g1"]), (" a  B ", ["g1"])),  # holds gold, repeats its query
@@ -174,6 +178,10 @@ def test_second_search_follow_splits_runs_by_what_the_first_search_returned(tmp_
         "p2_gold_first": 0.5,
         "n_no_gold_first": 1,
         "p2_no_gold_first": 1.0,
+        "n_descriptor": 4,
+        "p2_descriptor": 0.5,
+        "n_no_descriptor": 1,
+        "p2_no_descriptor": 0.0,
         "n_two_search": 2,
         "repeat_query": 0.5,
     }
