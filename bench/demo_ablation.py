@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -266,6 +267,33 @@ def second_search_follow(runs_path: Path, sub_queries: list) -> dict[str, Any]:
     return out
 
 
+def two_search_rows(sft_path: Path) -> dict[str, int]:
+    """What the variant's two-search SFT rows teach the second query: how many rows search at
+    least twice, how many repeat the first query, and how many add the sub-query's descriptor
+    that the first query left out."""
+    out = {"rows": 0, "repeat_first_query": 0, "add_descriptor": 0}
+    for line in sft_path.read_text(encoding="utf-8").splitlines():
+        messages = json.loads(line)["messages"]
+        queries = [
+            _arguments(call["function"]["arguments"]).get("query", "")
+            for m in messages
+            for call in m.get("tool_calls") or []
+        ]
+        if len(queries) < 2:
+            continue
+        out["rows"] += 1
+        out["repeat_first_query"] += _words(queries[1]) == _words(queries[0])
+        sub_query = next(m["content"] for m in messages if m["role"] == "user")
+        if (found := re.search(r"\(([^)]+)\)", sub_query)) is not None:
+            descriptor = _words(found.group(1))
+            out["add_descriptor"] += descriptor in _words(queries[1]) and descriptor not in _words(queries[0])
+    return out
+
+
+def _arguments(value: Any) -> dict:
+    return json.loads(value) if isinstance(value, str) else dict(value)
+
+
 def _words(query: str) -> str:
     return " ".join(query.lower().split())
 
@@ -406,6 +434,7 @@ def run_variant(variant, cfg, out, retriever, sub_queries, modes=(GREEDY,), show
         shutil.rmtree(var_dir / "student-sft", ignore_errors=True)
     return {
         "sft_rows": trained["sft_rows"],
+        "two_search_rows": two_search_rows(var_dir / SFT),
         "train_metrics": trained["train_metrics"],
         "eval": evals[modes[0]],
         "evals": evals,
@@ -451,7 +480,7 @@ def run_seed(
     for v in variants:
         res = run_variant(v, cfg, out, retriever, sub_queries, tuple(modes), show_progress)
         partial["variants"][v] = {
-            k: res[k] for k in ("sft_rows", "train_metrics", "eval", "evals", "seconds")
+            k: res[k] for k in ("sft_rows", "two_search_rows", "train_metrics", "eval", "evals", "seconds")
         }
         partial["seconds"][f"variant_{v}"] = sum(res["seconds"].values())
         partial.update(seed_verdict(partial))
@@ -671,6 +700,13 @@ def follow_lines(seeds: list[dict]) -> list[str]:
             )
     if not rows:
         return []
+    taught = [
+        f"seed {s['seed']} ({v}): {t['rows']} rows search twice, {t['repeat_first_query']} repeat their "
+        f"first query, {t['add_descriptor']} add the sub-query's descriptor the first query left out"
+        for s in seeds
+        for v, res in s["variants"].items()
+        if (t := res.get("two_search_rows"))
+    ]
     return [
         f"Does the second search follow the first results ({_modes_text(seeds)}; the references "
         "greedy)? A gold passage is "
@@ -684,6 +720,7 @@ def follow_lines(seeds: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|",
         *rows,
         "",
+        *(["What the SFT rows teach the second query: " + "; ".join(taught) + ".", ""] if taught else []),
     ]
 
 

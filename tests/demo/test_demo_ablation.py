@@ -120,6 +120,7 @@ def test_ablation_core_runs_two_variants_and_resumes_without_retraining(tmp_path
     assert "| seed | diff (points) | 95% interval |" in text and "mean@2, T=0.6" in text
     assert "evaluated in each mode side by side" in text
     assert "| 0 | scripted teacher | " in text and "second query = first query" in text
+    assert "What the SFT rows teach the second query: seed 0 (b): 0 rows search twice" in text
     rows = sum(again["variants"]["b"]["sft_rows"].values())
     assert f"| (b) single_search only | {rows} |" in text and "| (c) full filter |" in text
     assert "scripted teacher (reference)" in text and "Made with:" in text
@@ -185,3 +186,30 @@ def test_second_search_follow_splits_runs_by_what_the_first_search_returned(tmp_
         "n_two_search": 2,
         "repeat_query": 0.5,
     }
+
+
+def test_two_search_rows_count_what_the_second_query_does(tmp_path):
+    bench = _bench()
+
+    def row(sub_query, *queries):
+        calls = [
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"name": "search", "arguments": args}}],
+            }
+            for args in ({"query": q} if i % 2 else json.dumps({"query": q}) for i, q in enumerate(queries))
+        ]
+        return {
+            "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": sub_query}, *calls]
+        }
+
+    rows = [
+        row("Where was Ann Lee (singer) born?", "Ann Lee born", "Ann Lee singer born"),  # adds it
+        row("Where was Ann Lee (singer) born?", "Ann Lee born", "ann  lee BORN"),  # repeats
+        row("Where was Bo Tan born?", "Bo Tan born", "Bo Tan birthplace"),  # no descriptor
+        row("Where was Cy (poet) born?", "Cy born"),  # one search: not counted
+    ]
+    path = tmp_path / "sft.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert bench.two_search_rows(path) == {"rows": 3, "repeat_first_query": 1, "add_descriptor": 1}
