@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from executor_sft.agents.parsing import parse_tool_arguments
 from executor_sft.demos.demo import (
     DemoConfig,
     _student_model,
@@ -239,7 +240,7 @@ def second_search_follow(runs_path: Path, sub_queries: list) -> dict[str, Any]:
     the form is a partial cue. A student that learned the condition searches again only when
     the first results miss."""
     gold = {q.id: set(q.positive_doc_ids or []) for q in sub_queries}
-    named = {q.id: "(" in q.question for q in sub_queries}
+    named = {q.id: _descriptor(q.question) is not None for q in sub_queries}
     again: dict[str, list[bool]] = {
         "gold_first": [],
         "no_gold_first": [],
@@ -275,7 +276,7 @@ def two_search_rows(sft_path: Path) -> dict[str, int]:
     for line in sft_path.read_text(encoding="utf-8").splitlines():
         messages = json.loads(line)["messages"]
         queries = [
-            _arguments(call["function"]["arguments"]).get("query", "")
+            (parse_tool_arguments(call["function"]["arguments"])[0] or {}).get("query", "")
             for m in messages
             for call in m.get("tool_calls") or []
         ]
@@ -284,14 +285,15 @@ def two_search_rows(sft_path: Path) -> dict[str, int]:
         out["rows"] += 1
         out["repeat_first_query"] += _words(queries[1]) == _words(queries[0])
         sub_query = next(m["content"] for m in messages if m["role"] == "user")
-        if (found := re.search(r"\(([^)]+)\)", sub_query)) is not None:
-            descriptor = _words(found.group(1))
+        if (descriptor := _descriptor(sub_query)) is not None:
             out["add_descriptor"] += descriptor in _words(queries[1]) and descriptor not in _words(queries[0])
     return out
 
 
-def _arguments(value: Any) -> dict:
-    return json.loads(value) if isinstance(value, str) else dict(value)
+def _descriptor(sub_query: str) -> str | None:
+    """The parenthesised descriptor a sub-query names ("Ann Lee (singer)" -> "singer"), if any."""
+    found = re.search(r"\(([^)]+)\)", sub_query)
+    return _words(found.group(1)) if found is not None else None
 
 
 def _words(query: str) -> str:
@@ -479,9 +481,7 @@ def run_seed(
             on_step(partial)
     for v in variants:
         res = run_variant(v, cfg, out, retriever, sub_queries, tuple(modes), show_progress)
-        partial["variants"][v] = {
-            k: res[k] for k in ("sft_rows", "two_search_rows", "train_metrics", "eval", "evals", "seconds")
-        }
+        partial["variants"][v] = res
         partial["seconds"][f"variant_{v}"] = sum(res["seconds"].values())
         partial.update(seed_verdict(partial))
         if on_step:
