@@ -36,6 +36,29 @@ evaluations, each variant's training, each of its evaluation modes) with the con
 made with, and a re-run with the same config reads it back instead of redoing it; a new
 `--evals` mode on a kept checkpoint only evaluates. Results (markdown + JSON) are rewritten
 after every finished step.
+
+Convergence mode (issue #39), on with `--epochs E`:
+
+    nohup python bench/demo_ablation.py --seeds 0 1 2 --epochs 3 --probe_every 8 > bench/demo_ablation.log 2>&1 &
+
+- every variant trains E passes over its rows (num_train_epochs, not max_steps) with the one
+  learning rate and schedule of the config (or `--learning_rate`, `--lr_scheduler_type`), the
+  fast path's exact `--gathered_loss` (on by default) and optionally `--trainable_layers N`;
+  `--heldout_rows` of its rows (seeded) are kept out of training for a held-out loss;
+- every `--probe_every` steps and at the last one, the turn-2 probe (`executor_sft.demos.probe`:
+  P(search again) at the scripted teacher's turn-2 prompt of each held-out evaluation
+  sub-query, one forward pass per continuation) is recorded with the training and held-out
+  losses in `variant-<v>/student-sft/probe.jsonl`, and a checkpoint is saved there (the last
+  one only); a killed run resumes from it, per (variant, seed);
+- early stop (`executor_sft.demos.probe_callback.PlateauRule`): after `--plateau_min_epochs`,
+  at a probe where, over the last `--plateau_patience` + 1 probes, the probe's difference
+  (ambiguous - plain) ranges over at most `--plateau_diff` (probability) and the held-out loss
+  over at most `--plateau_loss` times its latest value. Each variant records what stopped it,
+  `"stopped": "epochs"` or `"plateau"`, and its `probe_curve`;
+- the seed's `probe` (beside `mechanism`) is (c)'s probe difference, interval and step at its
+  final checkpoint; one PNG per seed, (a) and (c) side by side, under `--img_dir`;
+- each finished (variant, seed) is written to `--done_dir`/seed<k>-<variant>.json (small: commit
+  it), and read back as done by a run with the same settings on any machine.
 """
 
 from __future__ import annotations
@@ -51,6 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from executor_sft.agents.parsing import parse_tool_arguments
+from executor_sft.demos.convergence import ConvergenceConfig, split_heldout
 from executor_sft.demos.demo import (
     DemoConfig,
     _student_model,
@@ -60,6 +84,8 @@ from executor_sft.demos.demo import (
     load_config,
     train_demo,
 )
+from executor_sft.demos.probe import AMBIGUOUS, PLAIN, turn2_prompts
+from executor_sft.demos.probe_callback import ProbeCallback, read_records, stopped_by
 from executor_sft.demos.sample_data import ROLLOUTS, SFT, SFT_REPORT, bm25_index, provenance
 from executor_sft.filters import (
     ALL_CORRECT,
@@ -75,7 +101,6 @@ from executor_sft.metrics.share_difference import share_difference
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "recipes" / "configs" / "demo.yaml"
-PLAIN, AMBIGUOUS = "single_hop", "single_hop_ambiguous"
 TYPES = (PLAIN, AMBIGUOUS)
 VARIANTS: dict[str, tuple[str, FilterConfig]] = {
     "a": ("(a) naive: every correct run", FilterConfig(strata=[ALL_CORRECT])),
@@ -94,6 +119,12 @@ METRICS = (
 )
 RESULT = "result.json"
 TRAINED = "trained.json"
+HELDOUT = "heldout.jsonl"
+PROBE = "probe.jsonl"
+TRAINING = "training.json"
+"""The key a variant's checkpoints were trained with (convergence mode): another key starts afresh."""
+PLOTTED = ("a", "c")
+"""The variants side by side in each seed's probe figure."""
 GREEDY = "greedy"
 MECHANISM_VARIANT = "c"
 EVAL_FIELDS = {"eval_samples", "eval_temperature"}
@@ -354,12 +385,25 @@ def run_reference(name, cfg, out, world, retriever, sub_queries, show_progress=T
     return {**done, "eval": {**done["eval"], "follow": second_search_follow(runs, sub_queries)}}
 
 
-def train_variant(variant, cfg, out) -> tuple[dict, Path]:
-    """Filter the seed's rollouts with `variant` and train a student (resumable): (result, checkpoint)."""
+def _train_key(cfg: DemoConfig, variant: str, convergence: ConvergenceConfig | None) -> dict:
+    """What a variant's training depends on (the convergence settings only when that mode is on,
+    so the fixed-steps mode's saved results keep their key)."""
+    key = {"config": _train_config(cfg), "variant": variant, "filter": VARIANTS[variant][1].to_dict()}
+    if convergence is not None:
+        key["convergence"] = convergence.model_dump()
+    return key
+
+
+def train_variant(variant, cfg, out, convergence=None, probe_prompts=()) -> tuple[dict, Path]:
+    """Filter the seed's rollouts with `variant` and train a student (resumable): (result, checkpoint).
+
+    With `convergence`, `convergence.heldout_rows` of the variant's rows are kept out of
+    training (`heldout.jsonl`), the probe callback writes `student-sft/probe.jsonl` on
+    `probe_prompts`, and a killed run resumes from its last checkpoint."""
     _, filter_cfg = VARIANTS[variant]
     var_dir = out / f"variant-{variant}"
     ckpt = var_dir / "student-sft"
-    key = {"config": _train_config(cfg), "variant": variant, "filter": filter_cfg.to_dict()}
+    key = _train_key(cfg, variant, convergence)
     if (done := _done(var_dir / TRAINED, key)) is not None and ckpt.is_dir():
         log(f"seed {cfg.seed} variant {variant}: reusing the student trained in {ckpt}")
         return done, ckpt
@@ -369,35 +413,129 @@ def train_variant(variant, cfg, out) -> tuple[dict, Path]:
     filtered = filter_episodes(iter_episodes_by_id(out / ROLLOUTS), filter_cfg)
     if not filtered.rows:
         raise RuntimeError(f"variant {variant}: the filter kept no rows: {filtered.report['exclusions']}")
-    write_jsonl(var_dir / SFT, filtered.rows)
+    rows, heldout = filtered.rows, []
+    if convergence is not None and convergence.heldout_rows:
+        rows, heldout = split_heldout(rows, convergence.heldout_rows, cfg.seed)
+        write_jsonl(var_dir / HELDOUT, heldout)
+    write_jsonl(var_dir / SFT, rows)
     write_json(var_dir / SFT_REPORT, filtered.report)
     sft_rows = {k: v["records"] for k, v in filtered.report["strata"].items()}
     seconds["filter"] = time.perf_counter() - t
-    log(f"seed {cfg.seed} variant {variant}: training on {len(filtered.rows)} rows {sft_rows}")
+    log(
+        f"seed {cfg.seed} variant {variant}: training on {len(rows)} rows {sft_rows}"
+        + (f" ({len(heldout)} held out)" if heldout else "")
+    )
     t = time.perf_counter()
-    shutil.rmtree(ckpt, ignore_errors=True)
-    train = train_demo(cfg, var_dir / SFT, ckpt)
+    callbacks = None
+    if convergence is None:
+        shutil.rmtree(ckpt, ignore_errors=True)
+    else:
+        if _done(var_dir / TRAINING, key) is None:  # checkpoints of another configuration, or none
+            shutil.rmtree(ckpt, ignore_errors=True)
+            _save(var_dir / TRAINING, {"key": key})
+        elif (ended := _ended_run(ckpt)) is not None:
+            # Trained to its end (its epochs, or a plateau: not "finished" to the Trainer), but the
+            # process stopped before the record below was written.
+            log(
+                f"seed {cfg.seed} variant {variant}: {ckpt} holds the ended run (step {ended['global_step']})"
+            )
+            return _save(
+                var_dir / TRAINED, _trained_record(key, sft_rows, ended, seconds, ckpt, heldout)
+            ), ckpt
+        callbacks = [
+            ProbeCallback(
+                probe_prompts,
+                ckpt / PROBE,
+                convergence.probe_every,
+                heldout_rows=heldout,
+                max_length=cfg.max_length,
+                plateau=convergence.plateau_rule(),
+                seed=cfg.seed,
+            )
+        ]
+    train = train_demo(cfg, var_dir / SFT, ckpt, convergence=convergence, callbacks=callbacks)
     seconds["sft"] = time.perf_counter() - t
     log(f"seed {cfg.seed} variant {variant}: trained in {seconds['sft']:.0f}s")
-    trained = {
-        "key": key,
-        "sft_rows": sft_rows,
-        "train_metrics": {k: v for k, v in train.metrics.items() if isinstance(v, int | float)},
-        "seconds": seconds,
-    }
+    trained = _trained_record(key, sft_rows, train.metrics, seconds, ckpt if convergence else None, heldout)
+    if convergence is not None:
+        log(
+            f"seed {cfg.seed} variant {variant}: stopped by {trained['stopped']} at step "
+            f"{trained['probe_curve'][-1]['step']}"
+        )
+        # The run has ended and its model is saved in `ckpt`: its resume checkpoint (weights and
+        # optimizer state, ~1.6 GB for SmolLM2) is no longer needed.
+        for folder in ckpt.glob("checkpoint-*"):
+            shutil.rmtree(folder, ignore_errors=True)
     return _save(var_dir / TRAINED, trained), ckpt
 
 
-def run_variant(variant, cfg, out, retriever, sub_queries, modes=(GREEDY,), show_progress=True) -> dict:
+def _trained_record(key, sft_rows, metrics, seconds, ckpt: Path | None, heldout) -> dict:
+    """A variant's training record; with `ckpt` (convergence mode) its probe curve (without the
+    per-prompt probabilities, which stay in `probe.jsonl`) and what stopped it."""
+    trained = {
+        "key": key,
+        "sft_rows": sft_rows,
+        "train_metrics": {k: v for k, v in metrics.items() if isinstance(v, int | float)},
+        "seconds": seconds,
+    }
+    if ckpt is not None:
+        records = read_records(ckpt / PROBE)
+        trained.update(
+            heldout_rows=len(heldout),
+            stopped=stopped_by(records),
+            probe_curve=[{k: v for k, v in r.items() if k != "probs"} for r in records],
+        )
+    return trained
+
+
+def _ended_run(ckpt: Path) -> dict | None:
+    """The train metrics of a run that ended in `ckpt` (the final save: weights, train_results.json,
+    trainer_state.json) at the step of its last probe record, else None."""
+    state, results = ckpt / "trainer_state.json", ckpt / "train_results.json"
+    records = read_records(ckpt / PROBE)
+    if not (state.is_file() and results.is_file() and records):
+        return None
+    step = json.loads(state.read_text(encoding="utf-8")).get("global_step")
+    if step != records[-1]["step"]:
+        return None
+    return {**json.loads(results.read_text(encoding="utf-8")), "global_step": step}
+
+
+def _portable_key(key: dict) -> dict:
+    """`key` without the output folder: what a finished result in `done_dir` is matched on."""
+    return {**key, "config": {k: v for k, v in key["config"].items() if k != "out"}}
+
+
+def run_variant(
+    variant,
+    cfg,
+    out,
+    retriever,
+    sub_queries,
+    modes=(GREEDY,),
+    show_progress=True,
+    *,
+    convergence=None,
+    probe_prompts=(),
+    done_dir=None,
+) -> dict:
     """Train `variant` once, evaluate it in each of `modes` (each resumable on its own): the first
-    mode is the variant's `eval`, every mode's summary is in `evals`."""
+    mode is the variant's `eval`, every mode's summary is in `evals`.
+
+    With `done_dir`, the finished result is also written to `done_dir/seed<k>-<variant>.json`
+    (small, to be committed), and one found there with the same key (the output folder aside)
+    is read back instead of training or evaluating: a run resumes across machines."""
     var_dir = out / f"variant-{variant}"
     key = {
-        "config": _train_config(cfg),
-        "variant": variant,
-        "filter": VARIANTS[variant][1].to_dict(),
+        **_train_key(cfg, variant, convergence),
         "eval_ids": [q.id for q in sub_queries],
+        "evals": list(modes),
     }
+    done_path = Path(done_dir) / f"seed{cfg.seed}-{variant}.json" if done_dir is not None else None
+    if done_path is not None and (done := _done(done_path, _portable_key(key))) is not None:
+        log(f"seed {cfg.seed} variant {variant}: reading the finished result {done_path}")
+        return done["result"]
+    key = {k: v for k, v in key.items() if k != "evals"}
     evals: dict[str, dict] = {}
     seconds: dict[str, float] = {}
     trained = ckpt = None
@@ -409,7 +547,7 @@ def run_variant(variant, cfg, out, retriever, sub_queries, modes=(GREEDY,), show
             log(f"seed {cfg.seed} variant {variant}: reusing its {mode} evaluation")
         else:
             if trained is None:
-                trained, ckpt = train_variant(variant, cfg, out)
+                trained, ckpt = train_variant(variant, cfg, out, convergence, probe_prompts)
             log(f"seed {cfg.seed} variant {variant}: evaluating, {eval_mode(mode_cfg)}")
             t = time.perf_counter()
             model = _student_model(mode_cfg, str(ckpt))
@@ -429,12 +567,12 @@ def run_variant(variant, cfg, out, retriever, sub_queries, modes=(GREEDY,), show
         evals[mode] = {**done["eval"], "follow": second_search_follow(mode_dir / "eval.jsonl", sub_queries)}
         seconds[f"eval {mode}"] = done["seconds"]
     if trained is None:
-        trained = _done(var_dir / TRAINED, {k: key[k] for k in ("config", "variant", "filter")})
+        trained = _done(var_dir / TRAINED, _train_key(cfg, variant, convergence))
         if trained is None:  # every evaluation was read back, but the training record is gone
-            trained, ckpt = train_variant(variant, cfg, out)
+            trained, ckpt = train_variant(variant, cfg, out, convergence, probe_prompts)
     if not cfg.keep_checkpoint:
         shutil.rmtree(var_dir / "student-sft", ignore_errors=True)
-    return {
+    result = {
         "sft_rows": trained["sft_rows"],
         "two_search_rows": two_search_rows(var_dir / SFT),
         "train_metrics": trained["train_metrics"],
@@ -442,6 +580,12 @@ def run_variant(variant, cfg, out, retriever, sub_queries, modes=(GREEDY,), show
         "evals": evals,
         "seconds": {**trained["seconds"], **seconds},
     }
+    for name in ("heldout_rows", "stopped", "probe_curve"):
+        if name in trained:
+            result[name] = trained[name]
+    if done_path is not None:
+        _save(done_path, {"key": _portable_key({**key, "evals": list(modes)}), "result": result})
+    return result
 
 
 def run_seed(
@@ -453,12 +597,18 @@ def run_seed(
     *,
     show_progress: bool = True,
     on_step=None,
+    convergence: ConvergenceConfig | None = None,
+    done_dir: Path | None = None,
 ) -> dict[str, Any]:
     """One seed: collect once, evaluate the references, train each variant and evaluate it in
     every mode of `modes` (the first is the one reported as its `eval` and `mechanism`).
 
     `on_step(partial)` is called with the seed's partial result after every finished step.
+    With `convergence`, the scripted teacher's evaluation is always run: its turn-2 prompts on
+    the held-out sub-queries are the probe's. `done_dir`: see `run_variant`.
     """
+    if convergence is not None and "teacher" not in references:
+        references = [*references, "teacher"]
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     world, retriever, index_dir, collect_seconds = prepare_seed(cfg, out, show_progress)
@@ -479,8 +629,25 @@ def run_seed(
         partial["seconds"][f"eval_{name}"] = ref["eval"]["seconds"]
         if on_step:
             on_step(partial)
+    prompts = turn2_prompts(out / "ref-teacher" / "eval.jsonl", TYPES) if convergence is not None else []
+    if convergence is not None:
+        if missing := [t for t in TYPES if not any(p.kind == t for p in prompts)]:
+            raise RuntimeError(f"seed {cfg.seed}: no turn-2 prompt of the teacher for {missing}: no probe")
+        partial["convergence"] = convergence.model_dump()
+        partial["probe_prompts"] = {t: sum(p.kind == t for p in prompts) for t in TYPES}
     for v in variants:
-        res = run_variant(v, cfg, out, retriever, sub_queries, tuple(modes), show_progress)
+        res = run_variant(
+            v,
+            cfg,
+            out,
+            retriever,
+            sub_queries,
+            tuple(modes),
+            show_progress,
+            convergence=convergence,
+            probe_prompts=prompts,
+            done_dir=done_dir,
+        )
         partial["variants"][v] = res
         partial["seconds"][f"variant_{v}"] = sum(res["seconds"].values())
         partial.update(seed_verdict(partial))
@@ -491,14 +658,21 @@ def run_seed(
 
 def seed_verdict(seed: dict) -> dict[str, Any]:
     """The seed's `mechanism` (variant (c)'s P(2 | ambiguous) - P(2 | plain), 95% interval) and
-    `c_vs_a` (EM and tokens per sub-query), from its first evaluation mode; {} until (c) is in."""
+    `c_vs_a` (EM and tokens per sub-query), from its first evaluation mode; with the convergence
+    mode, `probe` ((c)'s probe difference and interval at its final checkpoint, and that step);
+    {} until (c) is in."""
     c = seed["variants"].get(MECHANISM_VARIANT)
-    if c is None or "mechanism" not in c["eval"]:
+    if c is None:
         return {}
-    m = c["eval"]["mechanism"]
-    out: dict[str, Any] = {"mechanism": {"variant": MECHANISM_VARIANT, "diff": m["diff"], "ci95": m["ci95"]}}
-    if (a := seed["variants"].get("a")) is not None:
-        out["c_vs_a"] = {k: {"c": c["eval"][k], "a": a["eval"][k]} for k in ("em", "tokens")}
+    out: dict[str, Any] = {}
+    if "mechanism" in c["eval"]:
+        m = c["eval"]["mechanism"]
+        out["mechanism"] = {"variant": MECHANISM_VARIANT, "diff": m["diff"], "ci95": m["ci95"]}
+        if (a := seed["variants"].get("a")) is not None:
+            out["c_vs_a"] = {k: {"c": c["eval"][k], "a": a["eval"][k]} for k in ("em", "tokens")}
+    if c.get("probe_curve"):
+        last = c["probe_curve"][-1]
+        out["probe"] = {"diff": last["diff"], "ci95": last["ci95"], "step": last["step"]}
     return out
 
 
@@ -755,7 +929,107 @@ def other_modes_lines(seeds: list[dict]) -> list[str]:
     ]
 
 
-def render(seeds: list[dict], command: str, elapsed: float) -> str:
+def training_text(seed: dict) -> str:
+    """How a seed's variants were trained: the one learning rate and schedule, the length, and in
+    the convergence mode its probe, checkpoint and stop settings."""
+    c = seed["config"]
+    text = (
+        f"lr {c['learning_rate']:g}, {c['lr_scheduler_type']} schedule, warmup {c['warmup_ratio']:g}, "
+        f"batch {c['batch_size'] * c['grad_accum']}, max_length {c['max_length']}"
+    )
+    conv = seed.get("convergence")
+    if conv is None:
+        return text + f", {c['max_steps']} steps"
+    rule = (
+        f"stop early when, over the last {conv['plateau_patience'] + 1} probes (after "
+        f"{conv['plateau_min_epochs']:g} epoch(s)), the probe's difference ranges over at most "
+        f"{100 * conv['plateau_diff']:g} points and the held-out loss over at most "
+        f"{100 * conv['plateau_loss']:g}% of its latest value"
+        if conv["plateau"]
+        else "no early stop"
+    )
+    return (
+        text + f", {conv['epochs']:g} epochs, probe and checkpoint every {conv['probe_every']} steps, "
+        f"{conv['heldout_rows']} rows held out for the held-out loss, gathered_loss "
+        f"{conv['gathered_loss']}, trainable_layers {conv['trainable_layers'] or 'all'}; {rule}"
+    )
+
+
+def probe_png(img_dir: Path, seed: int) -> Path:
+    return Path(img_dir) / f"demo_ablation_probe_seed{seed}.png"
+
+
+def plot_seed(seed: dict, img_dir: Path) -> Path | None:
+    """The seed's probe curves, (a) and (c) side by side (those of them that have one)."""
+    from executor_sft.demos.probe_plot import plot_probe_curves
+
+    curves = {
+        VARIANTS[v][0]: seed["variants"][v]["probe_curve"]
+        for v in PLOTTED
+        if seed["variants"].get(v, {}).get("probe_curve")
+    }
+    if not curves:
+        return None
+    return plot_probe_curves(
+        curves, probe_png(img_dir, seed["seed"]), f"seed {seed['seed']}: the turn-2 probe"
+    )
+
+
+def _ci(lo_hi) -> str:
+    return f"[{_signed(lo_hi[0])}, {_signed(lo_hi[1])}]"
+
+
+def _link(path: Path, md_dir: Path | None) -> str:
+    """`path` as the markdown file in `md_dir` links it (relative where it lies below)."""
+    shown = Path(path).resolve()
+    if md_dir is not None and shown.is_relative_to(Path(md_dir).resolve()):
+        return shown.relative_to(Path(md_dir).resolve()).as_posix()
+    return shown.as_posix()
+
+
+def probe_lines(seeds: list[dict], img_dir: Path | None = None, md_dir: Path | None = None) -> list[str]:
+    """Per seed and variant: the probe at the final checkpoint, what stopped training, the losses."""
+    rows = []
+    for s in seeds:
+        for v, res in s["variants"].items():
+            if not (curve := res.get("probe_curve")):
+                continue
+            last = curve[-1]
+            losses = [last.get("loss"), last.get("heldout_loss")]
+            loss_cells = " | ".join("-" if x is None else f"{x:.3f}" for x in losses)
+            rows.append(
+                f"| {s['seed']} | ({v}) | {last['step']} | {last.get('epoch') or 0:.2f} | {res['stopped']} | "
+                f"{100 * last['p_plain']:.1f} | {100 * last['p_ambiguous']:.1f} | {_signed(last['diff'])} "
+                f"{_ci(last['ci95'])} | {loss_cells} |"
+            )
+    if not rows:
+        return []
+    lines = [
+        "The turn-2 probe during training (P(search again) = p(`<tool_call>`) / (p(`<tool_call>`) + "
+        "p(`<answer>`)) at the scripted teacher's turn-2 prompt of each held-out sub-query; difference "
+        "ambiguous − plain in points, 95% interval from resampling the prompts), at each variant's "
+        "final checkpoint:",
+        "",
+        "| seed | row | step | epoch | stopped by | P(again) plain % | P(again) ambiguous % | "
+        "diff [95% interval] | training loss | held-out loss |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "Training: " + "; ".join(f"seed {s['seed']}: {training_text(s)}" for s in seeds) + ".",
+        "",
+    ]
+    if img_dir is not None:
+        for s in seeds:
+            png = probe_png(img_dir, s["seed"])
+            if png.exists():
+                lines.append(f"![seed {s['seed']}: probe curves]({_link(png, md_dir)})")
+        lines.append("")
+    return lines
+
+
+def render(
+    seeds: list[dict], command: str, elapsed: float, img_dir: Path | None = None, md_dir: Path | None = None
+) -> str:
     agg = aggregate(seeds)
     header = ["row", "SFT rows"] + [label for _, label, _ in METRICS]
     lines = [
@@ -791,6 +1065,7 @@ def render(seeds: list[dict], command: str, elapsed: float) -> str:
         lines.append(f"| {label} | {rows} | " + " | ".join(cells) + " |")
     lines += ["", *conclusions(agg, seeds), ""]
     lines += mechanism_lines(seeds)
+    lines += probe_lines(seeds, img_dir, md_dir)
     lines += follow_lines(seeds)
     lines += other_modes_lines(seeds)
     lines += [
@@ -866,7 +1141,52 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="SFT steps, over the config's value (e.g. 64 to ask whether a longer run learns when to search twice)",
     )
+    p.add_argument("--learning_rate", type=float, default=None, help="over the config's, for every variant")
+    p.add_argument("--lr_scheduler_type", default=None, help="over the config's, for every variant")
+    conv = p.add_argument_group(
+        "convergence mode (on with --epochs): epochs instead of steps, the turn-2 probe every "
+        "--probe_every steps, a checkpoint there (resumed from when killed), an early stop on a plateau"
+    )
+    defaults = ConvergenceConfig()
+    conv.add_argument("--epochs", type=float, default=None, help="passes over each variant's rows")
+    conv.add_argument("--probe_every", type=int, default=defaults.probe_every)
+    conv.add_argument(
+        "--gathered_loss",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.gathered_loss,
+        help="the CPU fast path's exact loss (SFTScriptArguments.gathered_loss)",
+    )
+    conv.add_argument(
+        "--trainable_layers", type=int, default=None, help="train only the top N decoder layers"
+    )
+    conv.add_argument("--heldout_rows", type=int, default=defaults.heldout_rows)
+    conv.add_argument("--plateau_patience", type=int, default=defaults.plateau_patience)
+    conv.add_argument("--plateau_diff", type=float, default=defaults.plateau_diff)
+    conv.add_argument("--plateau_loss", type=float, default=defaults.plateau_loss)
+    conv.add_argument("--plateau_min_epochs", type=float, default=defaults.plateau_min_epochs)
+    conv.add_argument("--no_plateau", action="store_true", help="always train the full --epochs")
+    conv.add_argument(
+        "--done_dir",
+        default=str(REPO / "bench" / "results" / "demo_ablation"),
+        help="each finished (variant, seed) result as seed<k>-<variant>.json, read back as done "
+        "(commit it to resume on another machine); convergence mode only",
+    )
+    conv.add_argument("--img_dir", default=str(REPO / "bench" / "results" / "img"), help="probe PNGs")
     a = p.parse_args(argv)
+    convergence = None
+    if a.epochs is not None:
+        convergence = ConvergenceConfig(
+            epochs=a.epochs,
+            probe_every=a.probe_every,
+            gathered_loss=a.gathered_loss,
+            trainable_layers=a.trainable_layers,
+            heldout_rows=a.heldout_rows,
+            plateau_patience=a.plateau_patience,
+            plateau_diff=a.plateau_diff,
+            plateau_loss=a.plateau_loss,
+            plateau_min_epochs=a.plateau_min_epochs,
+            plateau=not a.no_plateau,
+        )
     command = "python bench/demo_ablation.py " + " ".join(argv if argv is not None else sys.argv[1:])
     results_md = Path(a.results)
     results_json = results_md.with_suffix(".json")
@@ -874,12 +1194,27 @@ def main(argv: list[str] | None = None) -> int:
     finished: list[dict] = []
     log(f"resumable: to finish (or continue) this run, run again: {command.strip()}")
 
+    img_dir = Path(a.img_dir) if convergence is not None else None
+
     def write(current: dict | None) -> str:
         seeds = finished + ([current] if current is not None else [])
-        text = render(seeds, command.strip(), time.perf_counter() - start)
+        if img_dir is not None and current is not None:
+            plot_seed(current, img_dir)
+        text = render(seeds, command.strip(), time.perf_counter() - start, img_dir, results_md.parent)
         results_md.parent.mkdir(parents=True, exist_ok=True)
         write_text(results_md, text)
-        write_json(results_json, {"command": command.strip(), "seeds": seeds, "summary": aggregate(seeds)})
+        record = {"command": command.strip(), "seeds": seeds, "summary": aggregate(seeds)}
+        if seeds:
+            c = seeds[-1]["config"]
+            record["training"] = {
+                **{k: c[k] for k in ("learning_rate", "lr_scheduler_type", "warmup_ratio", "batch_size")},
+                **(
+                    {"max_steps": c["max_steps"]}
+                    if convergence is None
+                    else {"convergence": convergence.model_dump()}
+                ),
+            }
+        write_json(results_json, record)
         return text
 
     for seed in a.seeds:
@@ -888,9 +1223,23 @@ def main(argv: list[str] | None = None) -> int:
             overrides["questions"] = a.questions
         if a.max_steps:
             overrides["max_steps"] = a.max_steps
+        for name in ("learning_rate", "lr_scheduler_type"):
+            if getattr(a, name) is not None:
+                overrides[name] = getattr(a, name)
         cfg = load_config(REPO / a.config if not Path(a.config).is_absolute() else a.config, overrides)
         log(f"seed {seed}: variants {' '.join(a.variants)} -> {cfg.out}")
-        finished.append(run_seed(cfg, a.variants, a.per_type, a.evals, a.references, on_step=write))
+        finished.append(
+            run_seed(
+                cfg,
+                a.variants,
+                a.per_type,
+                a.evals,
+                a.references,
+                on_step=write,
+                convergence=convergence,
+                done_dir=Path(a.done_dir) if convergence is not None else None,
+            )
+        )
     text = write(None)
     print(text, flush=True)
     log(f"done in {(time.perf_counter() - start) / 60:.1f} min; wrote {results_md} and {results_json}")

@@ -8,12 +8,9 @@ reports, per variant:
 
 - its SFT rows: how many, and how many two-search rows sit on plain sub-queries (needless
   second searches) and on ambiguous ones (needed);
-- P(search again): at the teacher's exact turn-2 prompt of each held-out sub-query (the
-  request after its first search, tools included), the model's probability of opening a
-  `<tool_call>` rather than an `<answer>`, p_tool / (p_tool + p_answer) over the two
-  continuations' sequence probabilities. Greedy decoding searches twice when it is > 0.5;
-  the mean over plain and over ambiguous sub-queries shows whether training moved the
-  decision towards the right type even where greedy decoding never crosses.
+- P(search again): the probe of `executor_sft.demos.probe` at the teacher's exact turn-2
+  prompt of each held-out sub-query, p_tool / (p_tool + p_answer) over the two continuations'
+  sequence probabilities, averaged over plain and over ambiguous sub-queries.
 
 The untrained student is the reference row. Writes markdown to `--results`.
 """
@@ -27,13 +24,11 @@ import sys
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
+from executor_sft.demos.probe import AMBIGUOUS, PLAIN, mean_by_kind, p_search_each, turn2_prompts
 from executor_sft.jsonl import read_jsonl
-from executor_sft.llm.transformers_backend import load_model, render_prompt
+from executor_sft.llm.transformers_backend import load_model
 
-PLAIN, AMBIGUOUS = "single_hop", "single_hop_ambiguous"
-CHOICES = ("<tool_call>", "<answer>")
 UNTRAINED_NOTE = (
     "The untrained student answers in prose (neither continuation), so its row only shows where the "
     "two-way normalisation starts, not what it does."
@@ -63,35 +58,6 @@ def row_counts(sft_path: Path, types: dict[str, str]) -> dict[str, int]:
     return counts
 
 
-def turn2_prompts(seed_dir: Path) -> list[tuple[str, list[dict], list[dict] | None]]:
-    """(type, messages, tools) of the scripted teacher's second call on each evaluated sub-query."""
-    out = []
-    for row in read_jsonl(seed_dir / "ref-teacher" / "eval.jsonl"):
-        calls = row["run"]["calls"]
-        if len(calls) >= 2:
-            out.append((row["score"]["type"], calls[1]["messages"], calls[1].get("tools")))
-    return out
-
-
-@torch.no_grad()
-def p_search(model, tokenizer, prompts) -> dict[str, float]:
-    """Mean P(<tool_call> | prompt) against <answer>, per sub-query type."""
-    by_type: dict[str, list[float]] = {}
-    for kind, messages, tools in tqdm(prompts, desc="turn-2 prompts", leave=False):
-        prefix = render_prompt(tokenizer, messages, tools, enable_thinking=False)
-        logps = []
-        for choice in CHOICES:
-            p_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
-            c_ids = tokenizer(prefix + choice, add_special_tokens=False)["input_ids"][len(p_ids) :]
-            ids = torch.tensor([p_ids + c_ids])
-            # Only the positions that predict the continuation: the full vocabulary over every
-            # prompt position would dominate the cost.
-            logits = model(ids, logits_to_keep=len(c_ids) + 1).logits[0, :-1].float().log_softmax(-1)
-            logps.append(logits.gather(1, torch.tensor(c_ids)[:, None]).sum().item())
-        by_type.setdefault(kind, []).append(1.0 / (1.0 + torch.tensor(logps[1] - logps[0]).exp().item()))
-    return {k: statistics.mean(v) for k, v in by_type.items()}
-
-
 def _cell(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
     if not values:
         return "-"
@@ -114,14 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     for seed in a.seeds:
         seed_dir = Path(a.out) / f"seed{seed}"
         types = _types_by_text(seed_dir / "world")
-        prompts = turn2_prompts(seed_dir)
+        prompts = turn2_prompts(seed_dir / "ref-teacher" / "eval.jsonl")
         for key in a.models:
             path = a.model if key == "untrained" else str(seed_dir / f"variant-{key}" / "student-sft")
             if key != "untrained" and not Path(path).is_dir():
                 print(f"[second-search] seed {seed}: no {path}; skipped", file=sys.stderr)
                 continue
             model, tokenizer = load_model(path)
-            probs = p_search(model, tokenizer, prompts)
+            probs = mean_by_kind(prompts, p_search_each(model, tokenizer, prompts, progress=True))
             counts = (
                 row_counts(seed_dir / f"variant-{key}" / "sft.jsonl", types) if key != "untrained" else {}
             )

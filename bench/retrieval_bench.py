@@ -317,6 +317,10 @@ class StackRow:
     p95_ms: float
     index_mb: float
     load_s: float
+    pre_recall: float | None = None
+    """A rerank stage's recall of its candidates (the stage below, top `top_n`) before reranking,
+    the search-agent blog's "pre-reranker recall"; None for a configuration without a rerank stage."""
+    pre_n: int | None = None
 
 
 def stack_row(label: str, index: Path, kind: str, options: dict, questions: list[dict]) -> StackRow:
@@ -335,11 +339,30 @@ def stack_row(label: str, index: Path, kind: str, options: dict, questions: list
         recalls.append(recall_at_k(ids, q["positive_doc_ids"], STACK_K))
         ndcgs.append(ndcg_at_k(ids, q["positive_doc_ids"], STACK_K))
     ms = np.asarray(times) * 1e3
+    pre_recall, pre_n = _pre_rerank_recall(index, options, questions)
     row = StackRow(label, float(np.mean(recalls)), float(np.mean(ndcgs)), float(np.percentile(ms, 50)),
-                   float(np.percentile(ms, 95)), _part_bytes(index, kind, options) / 1e6, load_s)  # fmt: skip
+                   float(np.percentile(ms, 95)), _part_bytes(index, kind, options) / 1e6, load_s,
+                   pre_recall, pre_n)  # fmt: skip
     print(f"{label}: R@5 {row.recall:.3f} nDCG@5 {row.ndcg:.3f} P50 {row.p50_ms:.1f} ms "
           f"P95 {row.p95_ms:.1f} ms (load {load_s:.0f}s)", flush=True)  # fmt: skip
     return row
+
+
+def _pre_rerank_recall(index: Path, options: dict, questions: list[dict]) -> tuple[float | None, int | None]:
+    """Recall@top_n of a rerank stage's candidates: the kind below it (`over`, with the options
+    beside it) asked for `top_n` passages, as the stage asks it. (None, None) without a rerank stage."""
+    from executor_sft.retrieval.metrics import recall_at_k
+
+    if "rerank" not in options:
+        return None, None
+    top_n = int(options["rerank"].get("top_n", 50))
+    below = {k: v for k, v in options.items() if k not in ("over", "rerank")}
+    retriever = load_retriever(index, options.get("over", "bm25"), **json.loads(json.dumps(below)))
+    hits = retriever.search([q["question"] for q in questions], top_n)
+    ids = [[h.doc_id for h in row] for row in hits]
+    return float(
+        np.mean([recall_at_k(i, q["positive_doc_ids"], top_n) for i, q in zip(ids, questions, strict=True)])
+    ), top_n
 
 
 def stack_plot(rows: list[StackRow], path: Path) -> Path:
@@ -374,6 +397,10 @@ def stack_plot(rows: list[StackRow], path: Path) -> Path:
 def _load_note() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} (1/5/15 min) on {os.cpu_count()} cores"
+
+
+def _pre(row: StackRow) -> str:
+    return "-" if row.pre_recall is None else f"{row.pre_recall:.3f} (N={row.pre_n})"
 
 
 def _ms(value: float) -> str:
@@ -412,13 +439,15 @@ def stack_section(args: BenchArgs, rows: list[dict], dev: list[dict]) -> str:
         f"for every row, one query per call. Corpus: {n_docs} passages (their gold passages, BM25's "
         "top 30 per question over the whole corpus, random passages); MiniLM-L6 max_length "
         f"{args.max_length}. nDCG@5 counts each gold passage with gain 1. Index MB: the index "
-        "parts the configuration reads (a reranker adds its model, not index).",
+        "parts the configuration reads (a reranker adds its model, not index). Pre-rerank recall: "
+        "a rerank stage's candidates (the stage below it, top N) before reranking, as the search-agent "
+        "blog reports it; - without a rerank stage.",
         "",
-        "| configuration | R@5 | nDCG@5 | P50 ms/call | P95 ms/call | index MB |",
-        "|---|---|---|---|---|---|",
+        "| configuration | pre-rerank R@N | R@5 | nDCG@5 | P50 ms/call | P95 ms/call | index MB |",
+        "|---|---|---|---|---|---|---|",
     ]
-    lines += [f"| {r.label} | {r.recall:.3f} | {r.ndcg:.3f} | {_ms(r.p50_ms)} | {_ms(r.p95_ms)} | "
-              f"{r.index_mb:.1f} |" for r in out]  # fmt: skip
+    lines += [f"| {r.label} | {_pre(r)} | {r.recall:.3f} | {r.ndcg:.3f} | {_ms(r.p50_ms)} | "
+              f"{_ms(r.p95_ms)} | {r.index_mb:.1f} |" for r in out]  # fmt: skip
     lines += ["", f"Plot: `{plot.name}` (nDCG@5 against P50 per call; the rows in `{plot.stem}.json`).", ""]
     return "\n".join(lines)
 

@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import logging
 import os
 import re
+import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from executor_sft.errors import ConfigError
+from executor_sft.errors import ConfigError, report_user_errors
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
@@ -115,13 +118,44 @@ def expand_env(value: Any, path: str | Path, where: str = "") -> Any:
     return _ENV_REFERENCE.sub(substitute, value)
 
 
-def validation_message(path: str | Path, exc: ValidationError) -> str:
-    """One line naming the file and each problem's dotted field."""
+def validation_message(path: str | Path, exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One line naming the file and each problem's dotted field; with `model`, an unknown field
+    also gets the nearest declared one ("did you mean ...?")."""
     problems = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "<root>"
-        problems.append(f"field '{where}': {err['msg']}")
+        message = f"field '{where}': {err['msg']}"
+        if err["type"] == "extra_forbidden" and model is not None:
+            names = _field_names_at(model, err["loc"][:-1])
+            close = difflib.get_close_matches(str(err["loc"][-1]), names, n=1)
+            if close:
+                message += f"; did you mean '{close[0]}'?"
+        problems.append(message)
     return f"{path}: invalid config: " + "; ".join(problems)
+
+
+def _field_names_at(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The field names of the sub-model that `loc` (a validation error's location) leads to."""
+    node: Any = model
+    for part in loc:
+        if isinstance(part, int) or not (isinstance(node, type) and issubclass(node, BaseModel)):
+            continue
+        field = node.model_fields.get(str(part))
+        if field is None:
+            return []
+        node = _model_in(field.annotation)
+    return sorted(node.model_fields) if isinstance(node, type) and issubclass(node, BaseModel) else []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The BaseModel an annotation holds (itself, or inside Optional/list/dict), else the annotation."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in reversed(typing.get_args(annotation)):
+        found = _model_in(arg)
+        if isinstance(found, type) and issubclass(found, BaseModel):
+            return found
+    return annotation
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
@@ -194,7 +228,9 @@ class RecipeDefaultsHelpFormatter(RecipeHelpFormatter, argparse.ArgumentDefaults
 
 def config_recipe_parser(description: str | None, config_help: str) -> argparse.ArgumentParser:
     """The command line every YAML-config recipe shares: --config, --output_dir, --set, --no_progress, -v."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=RecipeHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=RecipeHelpFormatter, allow_abbrev=False
+    )
     parser.add_argument("--config", required=True, help=config_help)
     add_option(parser, "output_dir", help="override output_dir")
     parser.add_argument(
@@ -214,6 +250,30 @@ def parse_config_recipe_args(parser: argparse.ArgumentParser, argv: list[str] | 
     return args
 
 
+def run_config_recipe(
+    doc: str | None,
+    config_help: str,
+    load: Callable[..., Any],
+    run: Callable[[Any, bool], str],
+    argv: list[str] | None,
+) -> int:
+    """The whole `main` of a YAML-config recipe that runs one config and prints what it made.
+
+    Parses the shared command line, loads the config with `load(path, sets=...)`, applies
+    --output_dir, prints `run(config, progress)`; a user error is one `error:` line and exit 2.
+    """
+    args = parse_config_recipe_args(config_recipe_parser(doc, config_help), argv)
+
+    def body() -> int:
+        config = load(args.config, sets=args.set)
+        if args.output_dir:
+            config.output_dir = args.output_dir
+        print(run(config, not args.no_progress))
+        return 0
+
+    return report_user_errors(body)
+
+
 def load_config(
     cls: type[ConfigT],
     path: str | Path,
@@ -227,9 +287,40 @@ def load_config(
     data = apply_overrides(read_yaml(path), sets)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:
-        return cls.model_validate(data)
+        config = cls.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(validation_message(path, exc)) from None
+        raise ConfigError(validation_message(path, exc, cls)) from None
+    where = _coerced_bool(data, config)
+    if where is not None:
+        raise ConfigError(f"{path}: invalid config: field '{where}': true/false is not a number; write one")
+    return config
+
+
+def _coerced_bool(raw: Any, value: Any, where: str = "") -> str | None:
+    """The dotted field where a written true/false became a number (pydantic reads `true` as 1
+    for an int field), or None."""
+    if isinstance(raw, bool):
+        return where if not isinstance(value, bool) and isinstance(value, int | float) else None
+    if isinstance(raw, dict):
+        for key, item in raw.items():
+            if isinstance(value, BaseModel):
+                name = next((n for n, f in type(value).model_fields.items() if key in (n, f.alias)), None)
+                if name is None:
+                    continue
+                sub = getattr(value, name)
+            elif isinstance(value, dict) and key in value:
+                sub = value[key]
+            else:
+                continue
+            found = _coerced_bool(item, sub, f"{where}.{key}" if where else str(key))
+            if found is not None:
+                return found
+    if isinstance(raw, list) and isinstance(value, list | tuple) and len(raw) == len(value):
+        for i, (item, sub) in enumerate(zip(raw, value, strict=True)):
+            found = _coerced_bool(item, sub, f"{where}.{i}")
+            if found is not None:
+                return found
+    return None
 
 
 def _key_lines(path: Path) -> dict[str, int]:
@@ -267,13 +358,23 @@ def trl_recipe_parser(types: tuple[type, ...], description: str | None, config_h
                     f.type = hints[f.name]
                     self._parse_dataclass_field(group, f)
 
-    parser = RecipeParser(types, description=description, formatter_class=RecipeDefaultsHelpFormatter)
+    # No abbreviations: `--max_step 2` is not silently `--max_steps 2` (unknown_flag says what is meant).
+    parser = RecipeParser(
+        types, description=description, formatter_class=RecipeDefaultsHelpFormatter, allow_abbrev=False
+    )
     if any(_library_title(t) for t in types):
         usage = parser._get_formatter()
         usage.add_usage(None, parser._optionals._group_actions, [], prefix="usage: ")
         text = usage.format_help().strip().removeprefix("usage: ")
         parser.usage = text.replace("%", "%%") + " [TRL options]"
     return parser
+
+
+def unknown_flag(flag: str, parser: argparse.ArgumentParser) -> str:
+    """'unknown option --x: did you mean --y?' against the parser's own options."""
+    close = difflib.get_close_matches(flag, sorted(parser._option_string_actions), n=1)
+    hint = f"did you mean '{close[0]}'?" if close else "see --help"
+    return f"unknown option '{flag}': {hint}"
 
 
 def parse_trl_args(
@@ -289,7 +390,6 @@ def parse_trl_args(
     exit status 2, before anything loads. `default_config` is used when no `--config` is given.
     `description` (the recipe's docstring) opens `--help`.
     """
-    import difflib
     import sys
 
     args: list[str] = []
@@ -307,6 +407,9 @@ def parse_trl_args(
         print(f"error: {message}".replace("\n", " "), file=sys.stderr)
         raise SystemExit(2)
 
+    for flag in (a.split("=", 1)[0] for a in args if a.startswith("--")):
+        if flag not in parser._option_string_actions:
+            fail(f"command line: {unknown_flag(flag, parser)}")
     if config is not None:
         try:
             data = read_yaml(config)

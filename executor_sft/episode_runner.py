@@ -367,10 +367,10 @@ def stored_count(path: str | Path) -> int:
     return count
 
 
-def interrupted_line(store_path: str | Path) -> str:
+def interrupted_line(store_path: str | Path, how: str = "interrupted") -> str:
     """What an interrupted run kept and how to resume it, as one line."""
     return (
-        f"interrupted: {stored_count(store_path)} finished episodes are kept in {store_path}; "
+        f"{how}: {stored_count(store_path)} finished episodes are kept in {store_path}; "
         "run the same command again to resume"
     )
 

@@ -7,6 +7,8 @@ Anything else is a bug and keeps its traceback: recipes catch `UserError` only.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import TypeVar
@@ -41,3 +43,16 @@ def report_user_errors(fn: Callable[[], T]) -> T | int:
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)
         return 130
+
+
+def say_on_sigterm(line: Callable[[], str]) -> None:
+    """On SIGTERM print `line()` to stderr (what Ctrl-C would say), then die of the signal as
+    before (exit status 143): what finished is as durable as after Ctrl-C, and a parent's workers
+    still see it go. Main thread only."""
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        print(line(), file=sys.stderr, flush=True)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)

@@ -242,8 +242,9 @@ def as_output_error(path: str | Path, exc: BaseException) -> OutputError | None:
     """The `OutputError` for a full disk or read-only file system behind `exc`, else None.
 
     Libraries wrap the `OSError` (safetensors, torch and FAISS raise their own types naming the
-    OS error; numpy raises one with no errno), so the cause chain is searched for the errno, then
-    for its text; an `OSError` without one counts as a full disk when `path`'s disk has no room.
+    OS error; numpy raises one with no errno; torch.save's writer a `RuntimeError`), so the cause
+    chain is searched for the errno, then for its text; an `OSError` without one, or torch's
+    writer failing, counts as a full disk when `path`'s disk has no room.
     """
     seen: BaseException | None = exc
     while seen is not None:
@@ -254,7 +255,8 @@ def as_output_error(path: str | Path, exc: BaseException) -> OutputError | None:
         for code in WRITE_ERRNOS:
             if os.strerror(code) in str(seen):
                 return output_error(path, OSError(code, os.strerror(code)))
-        if isinstance(seen, OSError) and seen.errno is None and _disk_is_full(Path(path)):
+        unnamed = isinstance(seen, OSError) and seen.errno is None
+        if (unnamed or _is_torch_write_failure(seen)) and _disk_is_full(Path(path)):
             return output_error(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
         seen = seen.__cause__ or seen.__context__
     return None
@@ -271,6 +273,13 @@ def output_errors(path: str | Path) -> Iterator[None]:
         if (error := as_output_error(path, exc)) is None:
             raise
         raise error from exc
+
+
+def _is_torch_write_failure(exc: BaseException) -> bool:
+    """torch.save's C++ writer failing (`[enforce fail at inline_container.cc:...] unexpected pos`):
+    a `RuntimeError` that names no errno, raised when the disk fills under a checkpoint."""
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("inline_container.cc" in text or "PytorchStreamWriter" in text)
 
 
 def _disk_is_full(path: Path) -> bool:
@@ -291,11 +300,9 @@ def check_output_file(path: str | Path, flag: str) -> None:
     unwritable directory. A FIFO or character device (`/dev/null`) is fine: it is written through.
     """
     path = Path(path)
-    kind = _target_kind(path)
-    if kind == "dir":
-        raise OutputError(errno.EISDIR, f"{path}: {flag} is a directory: name a file")
-    if kind == "refuse":
-        raise OutputError(errno.EPERM, f"{path}: {flag} is a device or socket: name a regular file")
+    kind = _writable_kind(
+        path, f"{flag} is a directory: name a file", f"{flag} is a device or socket: name a regular file"
+    )
     if kind == "through":
         return
     check_output_dir(Path(os.path.realpath(path)).parent, flag)
@@ -314,6 +321,16 @@ def check_output_dir(directory: str | Path, flag: str) -> None:
         readonly = os.statvfs(existing).f_flag & os.ST_RDONLY
         code = errno.EROFS if readonly else errno.EACCES
         raise OutputError(code, f"{existing}: {flag}: {_ADVICE[code]}")
+
+
+def _writable_kind(path: Path, is_dir: str, is_device: str) -> str:
+    """`_target_kind`, with a directory (`is_dir`) or a block device or socket (`is_device`) an `OutputError`."""
+    kind = _target_kind(path)
+    if kind == "dir":
+        raise OutputError(errno.EISDIR, f"{path}: {is_dir}")
+    if kind == "refuse":
+        raise OutputError(errno.EPERM, f"{path}: {is_device}")
+    return kind
 
 
 def _target_kind(path: Path) -> str:
@@ -343,11 +360,7 @@ def atomic_open(path: str | Path) -> Iterator[IO[str]]:
     mode a plain `open` would give (0644 under umask 022), not mkstemp's 0600.
     """
     path = Path(path)
-    kind = _target_kind(path)
-    if kind == "dir":
-        raise OutputError(errno.EISDIR, f"{path}: {_ADVICE[errno.EISDIR]}")
-    if kind == "refuse":
-        raise OutputError(errno.EPERM, f"{path}: is a block device or socket: name a regular file")
+    kind = _writable_kind(path, _ADVICE[errno.EISDIR], "is a block device or socket: name a regular file")
     if kind == "through":
         with _any_error_is_output(path):
             fh = path.open("w", encoding="utf-8")

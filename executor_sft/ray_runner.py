@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -54,6 +55,12 @@ logger = logging.getLogger(__name__)
 
 POLL_S = 0.05
 """How often an idle actor's driver loop looks for a re-queued task."""
+REACH_TIMEOUT_S = 5.0
+"""How long `connect` waits for a TCP answer at an explicit `ray.address`."""
+
+
+class TaskStalledError(Exception):
+    """A task whose actor sent nothing within the heartbeat deadline: treated as a lost actor."""
 
 
 class RayNotInstalledError(UserError, ImportError):
@@ -73,6 +80,12 @@ class RayConfig(BaseModel):
     cpus_per_actor: float = Field(default=1.0, gt=0)
     task_size: int | None = Field(default=None, ge=1)
     """Episodes per task (default: an even share per actor, so each actor gets one task)."""
+    heartbeat_s: float = Field(default=60.0, gt=0)
+    """A running task sends a heartbeat every `heartbeat_s / 4`; one that sends nothing for
+    `heartbeat_s` (a stopped or hung actor) is lost: its actor is killed and the task re-queued."""
+    start_timeout_s: float = Field(default=120.0, gt=0)
+    """How long a replacement for a lost actor may take to be placed and start; past it the run
+    goes on with the actors it has."""
 
 
 @dataclass
@@ -137,10 +150,11 @@ class _StreamSink:
 class EpisodeActor:
     """A Ray actor (wrapped by `ray.remote` at run time) that runs tasks of work items."""
 
-    def __init__(self, factory: WorkFactory, concurrency: int, max_attempts: int):
+    def __init__(self, factory: WorkFactory, concurrency: int, max_attempts: int, heartbeat_every_s: float):
         self.work = factory()
         self.concurrency = concurrency
         self.max_attempts = max_attempts
+        self.heartbeat_every_s = heartbeat_every_s
         self.scratch = Path(tempfile.mkdtemp(prefix="executor_sft_actor_"))
 
     def node(self) -> str:
@@ -149,7 +163,8 @@ class EpisodeActor:
         return ray.get_runtime_context().get_node_id()
 
     async def run(self, items: list[WorkItem], prior: dict[str, list[Any]]):
-        """Yield batches of `Finished` as they commit, then one `TaskEnd`.
+        """Yield batches of `Finished` as they commit (an empty one as a heartbeat when none has for
+        `heartbeat_every_s`), then one `TaskEnd`.
 
         `prior` holds the driver's attempts so far per id, `[count, last error]`: the bound is
         applied here exactly as in one process."""
@@ -175,7 +190,14 @@ class EpisodeActor:
             )
         )
         runner.add_done_callback(lambda _: sink.batches.put_nowait(None))
-        while (batch := await sink.batches.get()) is not None:
+        while True:
+            try:
+                batch = await asyncio.wait_for(sink.batches.get(), self.heartbeat_every_s)
+            except TimeoutError:
+                yield []  # a heartbeat: this actor is alive, its episodes are still running
+                continue
+            if batch is None:
+                break
             yield batch
         while not sink.batches.empty():  # batches queued by the writer thread after the end marker
             if (batch := sink.batches.get_nowait()) is not None:
@@ -206,12 +228,55 @@ def import_ray() -> Any:
     return ray
 
 
+class RayUnreachableError(UserError):
+    """`ray.address` names a host and port where nothing answers."""
+
+
+def check_reachable(address: str | None, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """One line instead of Ray's minutes of GCS warnings when nothing listens at `address`."""
+    if address in (None, "", "auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise RayUnreachableError(f"ray.address {address!r}: expected host:port, ray://host:port or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RayUnreachableError(
+            f"ray.address {address}: nothing answers there ({exc.strerror or exc}); start the cluster "
+            "(ray start --head, docs/scale.md) or correct ray.address"
+        ) from None
+
+
 def connect(config: RayConfig) -> Any:
     """The `ray` module, connected to the configured cluster (once per process)."""
     ray = import_ray()
     if not ray.is_initialized():
+        check_reachable(config.address)
         ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
     return ray
+
+
+def actors_that_fit(ray: Any, wanted: int, cpus_per_actor: float) -> int:
+    """`wanted`, or as many actors as the cluster's CPUs hold (with a warning naming the shortfall);
+    none fitting is one line."""
+    cpus = float(ray.cluster_resources().get("CPU", 0))
+    fit = int(cpus // cpus_per_actor)
+    if fit < 1:
+        raise UserError(
+            f"ray: the cluster has {cpus:g} CPUs, fewer than one actor's ray.cpus_per_actor={cpus_per_actor:g}; "
+            "lower ray.cpus_per_actor or add nodes"
+        )
+    if fit < wanted:
+        logger.warning(
+            "ray: %d actors asked for, the cluster's %g CPUs hold %d at ray.cpus_per_actor=%g: starting %d",
+            wanted,
+            cpus,
+            fit,
+            cpus_per_actor,
+            fit,
+        )
+    return min(wanted, fit)
 
 
 def _tasks(items: Sequence[WorkItem], n_actors: int, task_size: int | None) -> list[list[WorkItem]]:
@@ -261,14 +326,27 @@ async def run_episodes_ray(
         return report
     ray = connect(ray_config)
     n_actors = ray_config.actors or max(1, sum(1 for n in ray.nodes() if n.get("Alive")))
-    n_actors = min(n_actors, len(todo))
+    n_actors = actors_that_fit(ray, min(n_actors, len(todo)), ray_config.cpus_per_actor)
     share = max(1, -(-concurrency // n_actors))
     remote = ray.remote(EpisodeActor).options(
         num_cpus=ray_config.cpus_per_actor, max_restarts=0, scheduling_strategy="SPREAD"
     )
-    actors = [remote.remote(factory, share, max_attempts) for _ in range(n_actors)]
+
+    def spawn() -> Any:
+        return remote.remote(factory, share, max_attempts, ray_config.heartbeat_s / 4)
+
+    actors = [spawn() for _ in range(n_actors)]
     driver = _Driver(
-        ray, store, report, attempts, on_written, list(_tasks(todo, n_actors, ray_config.task_size))
+        ray,
+        store,
+        report,
+        attempts,
+        on_written,
+        list(_tasks(todo, n_actors, ray_config.task_size)),
+        spawn=spawn,
+        heartbeat_s=ray_config.heartbeat_s,
+        start_timeout_s=ray_config.start_timeout_s,
+        replacements_left=n_actors,
     )
     bar = tqdm(**{"total": len(todo), "unit": "ep", **(progress or {})}, disable=progress is None)
     driver.bar = bar
@@ -289,7 +367,7 @@ async def run_episodes_ray(
         report.finished_at = time.perf_counter()
     finally:
         bar.close()
-        for actor in actors:
+        for actor in actors + driver.replacements:
             ray.kill(actor, no_restart=True)
     for task in driver.queue:
         report.not_started += [item.episode_id for item in task]
@@ -308,6 +386,12 @@ class _Driver:
     attempts: AttemptLog
     on_written: Callable[[Any], None] | None
     queue: list[list[WorkItem]]
+    spawn: Callable[[], Any] | None = None
+    """Starts a replacement actor for a lost one (None: none are started)."""
+    heartbeat_s: float = 60.0
+    start_timeout_s: float = 120.0
+    replacements_left: int = 0
+    replacements: list[Any] = field(default_factory=list)
     in_flight: int = 0
     bar: Any = None
     _received: set[str] = field(default_factory=set)
@@ -323,9 +407,8 @@ class _Driver:
             return None
 
     async def serve(self, slot: int, actor: Any, node: str | None) -> None:
-        if node is None:
-            return
-        while True:
+        """Hand tasks to `actor` until none are left; a lost actor's slot gets a replacement."""
+        while node is not None:
             if not self.queue:
                 if not self.in_flight:
                     return
@@ -335,16 +418,43 @@ class _Driver:
             self.in_flight += 1
             try:
                 await self._run_task(slot, actor, node, task)
-            except self.ray.exceptions.RayError as exc:
+            except (self.ray.exceptions.RayError, TaskStalledError) as exc:
                 left = [item for item in task if item.episode_id not in self.store]
                 left = [item for item in left if item.episode_id not in self._received]
                 self.report.requeued += len(left)
                 if left:
                     self.queue.append(left)
                 self._lost(exc)
-                return
+                self.ray.kill(actor, no_restart=True)
+                actor, node = await self._replacement()
             finally:
                 self.in_flight -= 1
+
+    async def _replacement(self) -> tuple[Any, str | None]:
+        """A new actor once it is ready, or (None, None): none left to start, it could not be placed
+        within `start_timeout_s`, or no work is left for it (the other actors finished it)."""
+        if self.spawn is None or self.replacements_left < 1 or not self.queue:
+            return None, None
+        self.replacements_left -= 1
+        actor = self.spawn()
+        self.replacements.append(actor)
+        ready = asyncio.ensure_future(self.ready(actor))
+        deadline = time.monotonic() + self.start_timeout_s
+        while not ready.done():
+            if time.monotonic() > deadline or (not self.queue and self.in_flight <= 1):
+                ready.cancel()
+                self.ray.kill(actor, no_restart=True)
+                if self.queue:
+                    logger.warning(
+                        "ray: a replacement actor was not placed within %.0f s; going on with the others",
+                        self.start_timeout_s,
+                    )
+                return None, None
+            await asyncio.wait({ready}, timeout=POLL_S)
+        node = ready.result()
+        if node is not None:
+            logger.warning("ray: a replacement actor started on node %s", node[:12])
+        return actor, node
 
     def _lost(self, exc: BaseException) -> None:
         self.report.lost_actors += 1
@@ -364,7 +474,15 @@ class _Driver:
         }
         stream = actor.run.options(num_returns="streaming").remote(task, prior)
         received = 0
-        async for ref in stream:
+        while True:
+            try:
+                ref = await asyncio.wait_for(stream.__anext__(), self.heartbeat_s)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                raise TaskStalledError(
+                    f"no message (episode or heartbeat) from the actor for {self.heartbeat_s:g} s"
+                ) from None
             message = await ref
             if isinstance(message, TaskEnd):
                 self._end(slot, message)

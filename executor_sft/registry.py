@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar, overload
 
-from executor_sft.errors import UserError
+from executor_sft.errors import ConfigError, UserError
 
 T = TypeVar("T")
 
@@ -83,6 +83,14 @@ class Registry(Generic[T]):
             f"unknown {self.what} {name!r}: {hint}choose from {list(self.names())} "
             "or give an import path 'package.module:attr'"
         )
+
+    def get_instance(self, name: str, cls: type[T], shape: str) -> T:
+        """`get`, checked to be a `cls` (an import path may name anything); `shape` is how the
+        one-line `ConfigError` names what the entry should be."""
+        entry = self.get(name)
+        if not isinstance(entry, cls):
+            raise ConfigError(f"{self.what} {name!r} is a {type(entry).__name__}, not an {shape}")
+        return entry
 
     def check(self, name: str) -> str:
         """`name` if it resolves (for config validators), else `UnknownNameError`."""

@@ -98,6 +98,10 @@ class Question(Record):
     unique_columns: list[str] | None = Field(default=None, exclude_if=_absent)
     """A table question (a wide task): the gold answer is one Markdown table and these columns
     identify its rows (`executor_sft.metrics.table_scores`). Absent for a text question."""
+    column_rules: dict[str, dict[str, Any]] | None = Field(default=None, exclude_if=_absent)
+    """A table question's per-column comparison (`executor_sft.metrics.table.ColumnRule`: metric
+    `exact_match | number_near | llm_judge`, preprocess, criterion), WideSearch's `eval_pipeline`;
+    a column without one gets the inferred rule. Absent: every column inferred."""
 
     @property
     def answer_format(self) -> Literal["text", "table"]:

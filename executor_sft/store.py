@@ -35,6 +35,17 @@ def _episode_key(record: dict[str, Any]) -> str:
     return str(record["episode_id"])
 
 
+def check_episode_record(path: str | Path, line: int, record: dict[str, Any]) -> dict[str, Any]:
+    """`record`, or an `InputError` at `path:line` when it is not an episode (an SFT row, say)."""
+    if isinstance(record.get("episode_id"), str):
+        return record
+    what = "an SFT row (it has 'messages')" if "messages" in record else "not an episode"
+    raise InputError(
+        f"{path}:{line}: {what}: a rollouts file holds episodes, each with an 'episode_id'; "
+        "pass the rollouts file that collection wrote"
+    )
+
+
 def episode_line(episode: Episode) -> bytes:
     """An episode as the store writes it: one JSONL line (what a Ray actor sends its driver)."""
     # pydantic-core writes the JSON directly (~3x faster than model_dump + json.dumps, the
@@ -256,7 +267,9 @@ class EpisodeStore:
                 recover_jsonl(self.path)
                 self._keys: set[str] = set()
                 schemas: set[str] = set()
-                for record in self.iter_dicts():
+                for number, record in iter_records(self.path) if self.path.exists() else ():
+                    if self.key is _episode_key:
+                        check_episode_record(self.path, number, record)
                     self._keys.add(self.key(record))
                     if isinstance(record.get("schema"), str):
                         schemas.add(record["schema"])
@@ -401,8 +414,8 @@ class EpisodeStore:
 
 def read_episodes(path: str | Path) -> Iterator[dict[str, Any]]:
     """Read episode dicts from a JSONL file (read-only; tolerates a partial last line)."""
-    for _, record in iter_records(path, skip_torn_tail=True):
-        yield record
+    for number, record in iter_records(path, skip_torn_tail=True):
+        yield check_episode_record(path, number, record)
 
 
 def iter_episodes_by_id(path: str | Path) -> Iterator[Located]:
@@ -428,6 +441,7 @@ def read_episode_lines(path: str | Path) -> Iterator[tuple[dict[str, Any], bytes
     with Path(path).open("rb") as raw:
         at = 0
         for number, record in iter_records(path, skip_torn_tail=True):
+            check_episode_record(path, number, record)
             while at < number:
                 line, at = raw.readline(), at + 1
             yield record, line if line.endswith(b"\n") else line + b"\n"

@@ -13,24 +13,17 @@ from __future__ import annotations
 
 import sys
 
-from executor_sft.configfile import config_recipe_parser, parse_config_recipe_args
-from executor_sft.errors import report_user_errors
+from executor_sft.configfile import run_config_recipe
 from executor_sft.eval.eval_set import EVAL_SET_JSON, build_eval_set, load_eval_set_config
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_config_recipe_args(config_recipe_parser(__doc__, "eval-set YAML (EvalSetConfig)"), argv)
+    def build(config, progress: bool) -> str:
+        result = build_eval_set(config, progress=progress)
+        ids = f"  {config.output_dir}/{EVAL_SET_JSON}: {len(result.ids)} ids to evaluate"
+        return result.markdown().rstrip() + "\n" + ids
 
-    def build() -> int:
-        config = load_eval_set_config(args.config, sets=args.set)
-        if args.output_dir:
-            config.output_dir = args.output_dir
-        result = build_eval_set(config, progress=not args.no_progress)
-        print(result.markdown().rstrip())
-        print(f"  {config.output_dir}/{EVAL_SET_JSON}: {len(result.ids)} ids to evaluate")
-        return 0
-
-    return report_user_errors(build)
+    return run_config_recipe(__doc__, "eval-set YAML (EvalSetConfig)", load_eval_set_config, build, argv)
 
 
 if __name__ == "__main__":

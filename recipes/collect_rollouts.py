@@ -8,7 +8,8 @@ Re-running the same command resumes: finished episodes are skipped, never duplic
 process writes a rollouts file at a time (a second launch fails naming the first's pid, or waits
 with --wait_for_lock); a resume with a changed config is refused unless --accept_system_change; episodes
 that failed (an endpoint or the retrieval server down, a full disk) are retried. Exit status: 0 when
-every episode is stored, 1 when some are left for a re-run, 2 for bad input, 130 after Ctrl-C.
+every episode is stored, 1 when some are left for a re-run, 2 for bad input, 130 after Ctrl-C,
+143 after SIGTERM (which says what was kept, as Ctrl-C does).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 
 from executor_sft.configfile import add_option
 from executor_sft.episode_runner import interrupted_line
-from executor_sft.errors import report_user_errors
+from executor_sft.errors import report_user_errors, say_on_sigterm
 from executor_sft.jsonl import output_errors
 from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts, select_questions
 from executor_sft.rollout.config import check_inputs
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_collect_config(args.config, overrides)
         check_inputs(config)
         questions = select_questions(config)  # a bad questions file stops the run before any model loads
+        say_on_sigterm(lambda: interrupted_line(config.rollouts_path, "terminated (SIGTERM)"))
         try:
             with output_errors(config.output_dir):
                 result = asyncio.run(collect(config, questions=questions))

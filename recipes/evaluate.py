@@ -24,7 +24,11 @@ from executor_sft.eval.runner import EPISODES_FILE
 def main(argv: list[str] | None = None) -> int:
     parser = config_recipe_parser(__doc__, "eval YAML (EvalConfig)")
     parser.add_argument("--samples", type=int, help="override samples (k)")
-    parser.add_argument("--limit", type=int, help="override every question source's per-dataset limit")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        help="questions per source (each dataset of the config gets this limit: 3 datasets, --limit 1 -> 3 questions)",
+    )
     parser.add_argument("--concurrency", type=int, help="override concurrency")
     args = parse_config_recipe_args(parser, argv)
 

@@ -1,10 +1,11 @@
 r"""Filter rollouts into SFT rows: rollouts.jsonl -> sft.jsonl + composition report.
 
     python recipes/filter_trajectories.py --rollouts rollouts.jsonl --output sft.jsonl \
-        --report report.json [--no_require_judge] [--teacher_single_search all] [--min_searches 2]
+        --report report.json [--no_require_judge] [--teacher_single all] [--min_searches 2]
 
 Every `FilterConfig` field is a flag (see --help); `--config file.yaml` sets them from YAML
-(`recipes/configs/filter_paper.yaml`: the paper's one record per question and stratum).
+(`recipes/configs/filter_paper.yaml`: the paper's strata with `teacher_single: all`, and one
+record per question and stratum, our reading of App. D).
 The episodes are read by episode id, not in file order (`store.iter_episodes_by_id`): engines
 write them as they finish, and reading by id makes the output a function of the set of episodes,
 whatever engine, concurrency, resume or shard merge wrote the file (docs/filters.md).

@@ -34,13 +34,20 @@ class ServeArgs:
     corpus: str | None = field(default=None, metadata={"help": "check the index was built from this file"})
     options: str = field(default="{}", metadata={"help": "JSON of extra load_retriever options"})
     batching: bool = field(default=True, metadata={"help": "micro-batch concurrent requests"})
-    max_batch: int = 128
-    max_wait_ms: float = 2.0
-    max_queries: int = 256
-    max_k: int = 100
-    max_query_chars: int = field(default=4096, metadata={"help": "longest query accepted (422 above)"})
+    max_batch: int = field(default=ServerConfig.max_batch, metadata={"help": "queries per retriever call"})
+    max_wait_ms: float = ServerConfig.max_wait_ms
+    max_queries: int = field(
+        default=ServerConfig.max_queries, metadata={"help": "queries per request (422 above)"}
+    )
+    max_k: int = ServerConfig.max_k
+    default_k: int = field(
+        default=ServerConfig.default_k, metadata={"help": "passages for a null or absent topk"}
+    )
+    max_query_chars: int = field(
+        default=ServerConfig.max_query_chars, metadata={"help": "longest query accepted (422 above)"}
+    )
     max_body_bytes: int = field(
-        default=4 << 20, metadata={"help": "largest request body accepted (413 above)"}
+        default=ServerConfig.max_body_bytes, metadata={"help": "largest request body accepted (413 above)"}
     )
     access_log: bool = field(
         default=False,
@@ -71,6 +78,7 @@ def main(args: ServeArgs) -> None:
         max_wait_ms=args.max_wait_ms,
         max_queries=args.max_queries,
         max_k=args.max_k,
+        default_k=args.default_k,
         max_query_chars=args.max_query_chars,
         max_body_bytes=args.max_body_bytes,
     )

@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import sys
 
-from executor_sft.configfile import config_recipe_parser, parse_config_recipe_args
-from executor_sft.errors import report_user_errors
+from executor_sft.configfile import run_config_recipe
 from executor_sft.eval.sweep import load_sweep_config, run_sweep
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_config_recipe_args(config_recipe_parser(__doc__, "sweep YAML (SweepConfig)"), argv)
-
-    def sweep() -> int:
-        config = load_sweep_config(args.config, sets=args.set)
-        if args.output_dir:
-            config.output_dir = args.output_dir
-        print(run_sweep(config, progress=not args.no_progress).summary())
-        return 0
-
-    return report_user_errors(sweep)
+    return run_config_recipe(
+        __doc__,
+        "sweep YAML (SweepConfig)",
+        load_sweep_config,
+        lambda config, progress: run_sweep(config, progress=progress).summary(),
+        argv,
+    )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,11 @@ fixtures below) and are skipped, with one line saying why, where that data is ab
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -32,10 +36,29 @@ def shared_data_missing() -> str | None:
     )
 
 
+PORTS_GROUP = "ports"
+"""The pytest-xdist group of the tests that bind ports on 127.0.0.1 (HTTP servers, Ray clusters,
+documented commands that serve): under `-n N --dist loadgroup` they all run in one worker, one at
+a time, so no two of them race for a port that `free_port()` found free."""
+
+BINDS_PORTS = re.compile(
+    r"BackgroundServer|free_port|LocalRayCluster|ray_cluster|smollm2_server|served_world|serve_retriever"
+    r"|executor_sft\.llm\.server|uvicorn|--port|from (fault|retrieval)_helpers import"
+)
+"""What in a test module's source starts a server or a Ray node (directly or through a helper)."""
+
+
+@functools.cache
+def binds_ports(module: Path) -> bool:
+    return bool(BINDS_PORTS.search(module.read_text(encoding="utf-8")))
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SHARED_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.shared_data)
+        if binds_ports(item.path):
+            item.add_marker(pytest.mark.xdist_group(PORTS_GROUP))
     reason = shared_data_missing()
     if reason is None:
         return
@@ -58,6 +81,22 @@ def minibench_questions_path():
 @pytest.fixture(scope="session")
 def seed_splits_path():
     return testing.seed_splits_dir()
+
+
+@pytest.fixture(scope="session")
+def minibench_bm25_dir(minibench_corpus_path):
+    """BM25 over the real minibench corpus, in the cache (about 30 s to build the first time on 2 cores)."""
+    from executor_sft.eval.runner import ensure_index
+
+    return ensure_index(testing.cache_dir() / "indexes" / "minibench-bm25", minibench_corpus_path)
+
+
+@pytest.fixture(scope="session")
+def minibench_bm25(minibench_bm25_dir, minibench_corpus_path):
+    """The BM25 retriever over `minibench_bm25_dir` (memory-mapped), one per session."""
+    from executor_sft.retrieval.config import load_retriever
+
+    return load_retriever(minibench_bm25_dir, corpus=minibench_corpus_path)
 
 
 @pytest.fixture()
@@ -92,3 +131,60 @@ def ray_cluster(tmp_path_factory):
         yield cluster
     finally:
         cluster.stop()
+
+
+# --- the post-training tests' inputs (distillation and GRPO): saved outputs, as a user has them ---
+
+
+@pytest.fixture(scope="session")
+def world_index(tmp_path_factory):
+    """A BM25 index directory over the sample world's corpus (data/world/corpus.jsonl)."""
+    from post_training import build_world_index
+
+    return build_world_index(tmp_path_factory.mktemp("world") / "index")
+
+
+@pytest.fixture(scope="session")
+def sft_output(tmp_path_factory):
+    """What `recipes/sft_executor.py` writes (tiny Qwen3, one step), made once per session."""
+    from post_training import make_sft_output
+
+    return make_sft_output(tmp_path_factory.mktemp("sft"))
+
+
+@pytest.fixture(scope="session")
+def distilled_output(sft_output, tiny_teacher, world_index, tmp_path_factory):
+    """`recipes/distill_executor.py` (distill_tiny.yaml, 2 steps) run once on `sft_output`: the
+    distillation recipe's own test reads its output, the stage chain trains GRPO from it."""
+    from post_training import ROOT, run_recipe
+
+    out = tmp_path_factory.mktemp("distill") / "distilled"
+    proc = run_recipe(
+        "distill_executor",
+        "--config", str(ROOT / "recipes" / "configs" / "distill_tiny.yaml"),
+        "--model_name_or_path", str(sft_output),
+        "--teacher_model_name_or_path", str(tiny_teacher),
+        "--retriever", json.dumps({"index": str(world_index)}),
+        "--max_completion_length", "32",
+        "--output_dir", str(out),
+    )  # fmt: skip
+    return out, proc.stdout
+
+
+def _saved_tiny_qwen3(path, seed: int):
+    model, tok = testing.tiny_qwen3(seed=seed)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """A tiny random Qwen3 (seed 1) and its tokenizer, saved as a checkpoint directory."""
+    return _saved_tiny_qwen3(tmp_path_factory.mktemp("tiny_qwen3"), seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_teacher(tmp_path_factory):
+    """Another random tiny Qwen3 (seed 5) with the same tokenizer: a distillation teacher."""
+    return _saved_tiny_qwen3(tmp_path_factory.mktemp("teacher"), seed=5)

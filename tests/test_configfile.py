@@ -44,3 +44,54 @@ def test_merged_keys_may_be_overridden_as_yaml_intends(tmp_path: Path) -> None:
 def test_a_set_value_with_a_duplicate_key_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"--set pipeline: invalid YAML value \(duplicate key 'k'"):
         apply_overrides({}, ["pipeline={k: 1, k: 2}"])
+
+
+def test_an_unknown_field_at_any_depth_names_the_nearest_declared_one(tmp_path: Path) -> None:
+    from pydantic import BaseModel, ConfigDict
+
+    from executor_sft.configfile import load_config
+
+    class Pipeline(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        max_turns: int = 3
+
+    class Cfg(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        pipeline: Pipeline = Pipeline()
+        stages: list[Pipeline] = []
+
+    path = tmp_path / "c.yaml"
+    path.write_text("pipeline: {max_turns: 2}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"field 'pipeline.max_turn': .*did you mean 'max_turns'\?"):
+        load_config(Cfg, path, sets=["pipeline.max_turn=3"])
+    with pytest.raises(ConfigError, match=r"field 'pipelin': .*did you mean 'pipeline'\?"):
+        load_config(Cfg, path, sets=["pipelin.max_turns=3"])
+    with pytest.raises(ConfigError, match=r"field 'stages.0.max_turn': .*did you mean 'max_turns'\?"):
+        load_config(Cfg, path, sets=["stages=[{max_turn: 1}]"])
+    with pytest.raises(ConfigError) as far:
+        load_config(Cfg, path, sets=["zzz=1"])
+    assert "did you mean" not in str(far.value)
+
+
+def test_trl_recipe_flags_are_never_abbreviated_and_a_typo_names_the_flag(capsys) -> None:
+    from dataclasses import dataclass
+
+    from executor_sft.configfile import parse_trl_args
+
+    @dataclass
+    class Args:
+        max_steps: int = 1
+        learning_rate: float = 1e-4
+
+    for argv in (["--max_stepz", "2"], ["--max_step", "2"], ["--max_step=2"]):
+        with pytest.raises(SystemExit) as stop:
+            parse_trl_args((Args,), argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert (
+            err.startswith("error: command line: unknown option '--max_step")
+            and "did you mean '--max_steps'?" in err
+        )
+        assert len(err.splitlines()) == 1
+    (args,) = parse_trl_args((Args,), ["--max_steps", "2"])
+    assert args.max_steps == 2

@@ -86,3 +86,23 @@ def test_a_wrapped_disk_error_is_found_behind_the_library_error(tmp_path: Path, 
 def test_other_errors_are_not_disk_errors(tmp_path: Path) -> None:
     assert as_output_error(tmp_path, ValueError("a bug")) is None
     assert as_output_error(tmp_path, OSError(errno.ECONNREFUSED, "Connection refused")) is None
+
+
+@pytest.mark.faults
+def test_torch_save_meeting_a_full_disk_is_the_disk_full_line(tmp_path):
+    """Issue 41, point 6: SFT's checkpoint save (torch.save of the optimizer) on a full disk
+    raises torch's `RuntimeError: [enforce fail at inline_container.cc:...]`, naming no errno;
+    the recipe's handler (`as_output_error`) must still say the disk is full."""
+    import torch
+
+    from executor_sft.testing.disks import small_tmpfs
+
+    with small_tmpfs(tmp_path / "disk", "256k") as disk:
+        out = disk / "checkpoint-2"
+        out.mkdir()
+        with pytest.raises(RuntimeError) as info:
+            torch.save({"exp_avg": torch.zeros(200_000)}, out / "optimizer.pt")
+        error = as_output_error(out, info.value)
+        assert isinstance(error, OutputError)
+        assert str(error) == f"{out}: the disk is full: free some space or choose another output"
+    assert as_output_error(tmp_path, RuntimeError("[enforce fail at inline_container.cc:672] x")) is None

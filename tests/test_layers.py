@@ -18,6 +18,8 @@ LAYERS = {
     "configfile": 0,
     "jsonl": 0,
     "errors": 0,
+    "failures": 0,
+    "tool_protocol": 0,
     "registry": 0,
     "store": 0,
     "store_lock": 0,

@@ -1,10 +1,12 @@
 """One recorded model call: the request, the normalised reply, usage, latency, or the error.
 
-A failure is not a result: a call that fails because what the agent runs on failed (an endpoint
-down or answering 5xx past its retries, a timeout, the retrieval server down, our own disk full
-under the request cache: `INFRASTRUCTURE_ERRORS`) raises, so the episode is not stored and a
-resume runs it again. Any other failure of a call is recorded as its error string and the caller
-decides (finish="error" for an executor, stop_reason="error" for an episode).
+Failures are classified once, in `executor_sft.failures`. A failure of what the agent runs on
+(an endpoint down or answering 5xx past its retries, a timeout, the retrieval server down, our
+own disk full under the request cache: `INFRASTRUCTURE_ERRORS`) raises, so the episode is not
+stored and a resume runs it again. A request the endpoint refuses (`ChatRefused`: a 4xx such as
+context_length_exceeded) is the episode's own outcome, and any other failure of a call is
+recorded too: as its error string, and the caller decides (finish="error" for an executor,
+stop_reason="error" for an episode).
 """
 
 from __future__ import annotations
@@ -17,17 +19,15 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from executor_sft.episode_runner import note_model_call
-from executor_sft.llm.base import ChatError, ChatModel, SamplingParams
-from executor_sft.retrieval.remote import RetrievalError
+from executor_sft.failures import INFRASTRUCTURE_ERRORS
+from executor_sft.llm.base import ChatModel, ChatRefused, SamplingParams
 from executor_sft.schema import LLMCallRecord, Message, SampledTokens, TokenUsage
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-INFRASTRUCTURE_ERRORS: tuple[type[Exception], ...] = (ChatError, RetrievalError, OSError)
-"""Failures of the endpoints, servers and files an agent runs on, not of its model (`OSError`
-covers timeouts and connection errors too): they propagate instead of being recorded."""
+__all__ = ["INFRASTRUCTURE_ERRORS", "CallResult", "call_model", "gather_or_cancel", "normalize_assistant"]
 
 
 async def gather_or_cancel(*aws: Awaitable[T]) -> list[T]:
@@ -186,7 +186,10 @@ async def call_model(
         raise
     except Exception as exc:  # noqa: BLE001 - a backend's own failure on this request is recorded
         note_model_call()
-        logger.exception("%s: unexpected error from the chat backend", getattr(model, "name", model))
+        if isinstance(exc, ChatRefused):  # the episode's own outcome: one line, no traceback
+            logger.warning("%s refused a request: %s", getattr(model, "name", model), exc)
+        else:
+            logger.exception("%s: unexpected error from the chat backend", getattr(model, "name", model))
         error = f"{type(exc).__name__}: {exc}"
         fields = {
             "model": str(getattr(model, "name", "unknown")),

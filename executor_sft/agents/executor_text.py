@@ -151,7 +151,7 @@ def tool_result_messages(protocol: str, reply: Message, text: str, notice: str |
 
 def correction_messages(reply: Message, text: str) -> list[Message]:
     """One corrective message; tool calls are answered in `tool` messages so the chat stays API-valid."""
-    calls = reply.get("tool_calls") or []
-    if calls:
-        return [{"role": "tool", "tool_call_id": c["id"], "content": text} for c in calls]
+    ids = list(dict.fromkeys(c["id"] for c in reply.get("tool_calls") or []))  # a repeated id: answered once
+    if ids:
+        return [{"role": "tool", "tool_call_id": call_id, "content": text} for call_id in ids]
     return [{"role": "user", "content": text}]

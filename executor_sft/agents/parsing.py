@@ -14,6 +14,7 @@ from typing import Any, Literal
 from executor_sft.agents.tools import SEARCH_TOOL_NAME
 from executor_sft.llm.parsing import decode_tool_arguments, strip_think
 from executor_sft.schema import Message, Report
+from executor_sft.tool_protocol import call_problems
 
 _FLAGS = re.IGNORECASE | re.DOTALL
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", _FLAGS)
@@ -167,6 +168,9 @@ def _classify_native(message: Message, callable_now: Mapping[str, bool]) -> Exec
     if not isinstance(calls, list):
         return ExecutorAction("malformed", problem="the tool calls are not a list")
     if calls:
+        protocol = call_problems(calls, arguments=False)
+        if protocol is not None:
+            return ExecutorAction("malformed", problem=f"the reply's {protocol}")
         if not any(callable_now.values()):
             return ExecutorAction("malformed", problem="the search budget is spent, so no tool can be called")
         requests = tuple(_read_call(call, callable_now) for call in calls)

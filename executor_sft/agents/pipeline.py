@@ -345,39 +345,56 @@ async def answer_with_substitution(
     (round, sub_query_index) is not a sub-query of `episode`.
     """
     config = config or pipeline_config_of(episode)
-    findings = driver_findings(episode, config.driver)
-    at = _position(episode, run, findings)
-    if findings[at][2] == run.report and episode.answer is not None:
-        m = episode.metrics
-        return Outcome(answer=episode.answer, em=m.em, f1=m.f1, judge=m.judge, substituted=False)
+    findings, at, own = _driver_position(episode, run, config)
+    if own is not None:
+        return own
     pairs = substitute_report([(q, report) for _, q, report in findings], at, run.report)
-    result = await run_answerer(
-        answerer,
-        episode.question.question,
-        pairs,
-        prompts=config.prompts,
-        sampling=config.sampling_for(ANSWERER),
-        answer_format=episode.question.answer_format,
-    )
-    call = result.record.model_dump(mode="json")
-    if result.error is not None:
-        return Outcome(
-            answer=None, em=0.0, f1=0.0, judge=None, substituted=True, answerer_call=call, error=result.error
-        )
-    m = await score_answer(episode.question, result.answer, judge)
-    return Outcome(
-        answer=result.answer, em=m.em, f1=m.f1, judge=m.judge, substituted=True, answerer_call=call
-    )
+    return await _answered(episode, answerer, pairs, config, judge)
 
 
-def _position(episode: Episode, run: ExecutorRun, findings: list) -> int:
+def _driver_position(
+    episode: Episode, run: ExecutorRun, config: PipelineConfig
+) -> tuple[list, int, Outcome | None]:
+    """The driver's findings, `run`'s position among them, and the episode's own outcome where
+    `run.report` equals the driver's there (so no call is needed), else None."""
+    findings = driver_findings(episode, config.driver)
     position = (run.round, run.sub_query_index)
     slots = [pos for pos, _, _ in findings]
     if position not in slots:
         raise ValueError(
             f"{run.run_id}: round {run.round} sub-query {run.sub_query_index} is not in {episode.episode_id}"
         )
-    return slots.index(position)
+    at = slots.index(position)
+    if findings[at][2] == run.report and episode.answer is not None:
+        m = episode.metrics
+        own = Outcome(answer=episode.answer, em=m.em, f1=m.f1, judge=m.judge, substituted=False)
+        return findings, at, own
+    return findings, at, None
+
+
+async def _answered(
+    episode: Episode,
+    answerer: ChatModel,
+    findings: list[Finding],
+    config: PipelineConfig,
+    judge: LLMJudge | None,
+    **recorded: Any,
+) -> Outcome:
+    """The substituted outcome: the answerer's answer from `findings`, scored; `recorded` adds
+    fields (a replay's `mode` and `replay`). A failed call yields `answer=None` with `error` set."""
+    result = await run_answerer(
+        answerer,
+        episode.question.question,
+        findings,
+        prompts=config.prompts,
+        sampling=config.sampling_for(ANSWERER),
+        answer_format=episode.question.answer_format,
+    )
+    recorded.update(substituted=True, answerer_call=result.record.model_dump(mode="json"))
+    if result.error is not None:
+        return Outcome(answer=None, em=0.0, f1=0.0, judge=None, error=result.error, **recorded)
+    m = await score_answer(episode.question, result.answer, judge)
+    return Outcome(answer=result.answer, em=m.em, f1=m.f1, judge=m.judge, **recorded)
 
 
 async def answer_with_replay(
@@ -405,11 +422,9 @@ async def answer_with_replay(
     not a sub-query of `episode`.
     """
     config = config or pipeline_config_of(episode)
-    findings = driver_findings(episode, config.driver)
-    at = _position(episode, run, findings)
-    if findings[at][2] == run.report and episode.answer is not None:
-        m = episode.metrics
-        return Outcome(answer=episode.answer, em=m.em, f1=m.f1, judge=m.judge, substituted=False)
+    findings, at, own = _driver_position(episode, run, config)
+    if own is not None:
+        return own
     _require(models, [BACKBONE, ANSWERER, config.driver])
     session = BackboneSession(
         models[BACKBONE],
@@ -451,37 +466,8 @@ async def answer_with_replay(
             Role.EXECUTOR_REPLAY: trajectory.usage[config.driver].model_dump(mode="json"),
         },
     }
-    result = await run_answerer(
-        models[ANSWERER],
-        episode.question.question,
-        trajectory.findings,
-        prompts=config.prompts,
-        sampling=config.sampling_for(ANSWERER),
-        answer_format=episode.question.answer_format,
-    )
-    call = result.record.model_dump(mode="json")
-    if result.error is not None:
-        return Outcome(
-            answer=None,
-            em=0.0,
-            f1=0.0,
-            judge=None,
-            substituted=True,
-            answerer_call=call,
-            mode="replay",
-            replay=replay,
-            error=result.error,
-        )
-    m = await score_answer(episode.question, result.answer, judge)
-    return Outcome(
-        answer=result.answer,
-        em=m.em,
-        f1=m.f1,
-        judge=m.judge,
-        substituted=True,
-        answerer_call=call,
-        mode="replay",
-        replay=replay,
+    return await _answered(
+        episode, models[ANSWERER], trajectory.findings, config, judge, mode="replay", replay=replay
     )
 
 

@@ -33,6 +33,11 @@ from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import SearchRecord
 
 SEARCH_TOOL_NAME = "search"
+MAX_QUERY_CHARS = 1_000
+"""A query longer than this gets a correction instead of a search (queries are a few words; a
+model that writes kilobytes into one is looping, and a retrieval server may refuse the body)."""
+MAX_DOC_ID_CHARS = 256
+"""A document id longer than this gets a correction instead of a lookup, never an echo of it."""
 
 
 class ToolArgumentError(ValueError):
@@ -114,10 +119,18 @@ async def _recorded_search(queries: list[str], context: ToolContext) -> list:
     return results
 
 
+def _bounded(value: str, limit: int, what: str) -> str:
+    """`value`, or a `ToolArgumentError` saying how long it is (never quoting it)."""
+    if len(value) > limit:
+        raise ToolArgumentError(f"{what} is {len(value):,} characters long; keep it under {limit:,}")
+    return value
+
+
 async def _search(arguments: Mapping[str, Any], context: ToolContext) -> str:
     query = arguments.get("query")
     if not isinstance(query, str) or not query.strip():
         raise ToolArgumentError('the search call has no "query" string')
+    _bounded(query, MAX_QUERY_CHARS, 'the "query"')
     hits = (await _recorded_search([" ".join(query.split())], context))[0]
     return search_result(hits, context.snippet_chars)
 
@@ -126,6 +139,8 @@ def _queries(arguments: Mapping[str, Any]) -> list[str]:
     queries = arguments.get("queries")
     if not isinstance(queries, list) or not queries or not all(isinstance(q, str) for q in queries):
         raise ToolArgumentError('the search call has no "queries" list of strings')
+    for i, q in enumerate(queries):
+        _bounded(q, MAX_QUERY_CHARS, f'query {i + 1} of "queries"')
     squashed = [" ".join(q.split()) for q in queries]
     if not all(squashed):
         raise ToolArgumentError('the search call has an empty query in "queries"')
@@ -150,7 +165,7 @@ async def _open_document(arguments: Mapping[str, Any], context: ToolContext) -> 
     doc_id = arguments.get("doc_id")
     if not isinstance(doc_id, str) or not doc_id.strip():
         raise ToolArgumentError('the open_document call has no "doc_id" string')
-    doc_id = doc_id.strip()
+    doc_id = _bounded(doc_id.strip(), MAX_DOC_ID_CHARS, 'the "doc_id"')
     return document_result((await context.retriever.adocuments([doc_id]))[0], doc_id)
 
 

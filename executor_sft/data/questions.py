@@ -12,8 +12,9 @@ Ids: the row's `id`, else the set's own index (`extra_info.index`, `index`, pref
 Repeated ids (`duplicates=`): "drop" keeps the first row of each id and warns (collection for
 training: a repeat adds no new trajectory); "keep" keeps every row and gives the n-th repeat
 of an id the id `<id>~<n>` (n = 2, 3, ... in file order, so stable), with `duplicate_of`
-naming the original. Evaluation keeps them, because the paper's 3,869-row test split counts
-its 107 repeated MuSiQue rows in every per-dataset number.
+naming the original. Evaluation keeps them (ours): the shared 3,869-row test split holds 107
+repeated MuSiQue rows, and keeping every row keeps the 3,869 instances Sec. 4.1 and App. E count.
+The paper's text does not mention repeats.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Literal
 
 from executor_sft.errors import UserError
 from executor_sft.jsonl import MalformedLineError, MissingFileError, iter_records
-from executor_sft.metrics.table import table_scores
+from executor_sft.metrics.table import ColumnRule, table_scores
 from executor_sft.schema import Question
 
 logger = logging.getLogger(__name__)
@@ -117,10 +118,15 @@ def normalize_row(row: dict[str, Any], source: str, line: int, stem: str, defaul
     extras = {
         k: v
         for k, v in row.items()
-        if k in ("split", "type", "decomposition", "alt_positive_doc_ids", "unique_columns") and v is not None
+        if k in ("split", "type", "decomposition", "alt_positive_doc_ids", "unique_columns", "column_rules")
+        and v is not None
     }
+    if "column_rules" in extras and "unique_columns" not in extras:
+        raise QuestionFormatError(
+            source, line, "column_rules", "only a table question (unique_columns) has them"
+        )
     if "unique_columns" in extras:
-        _check_table(source, line, extras["unique_columns"], answers)
+        _check_table(source, line, extras["unique_columns"], answers, extras.get("column_rules"))
     if "decomposition" in extras:
         extras["decomposition"] = _listify(extras["decomposition"])
     return Question(
@@ -133,8 +139,9 @@ def normalize_row(row: dict[str, Any], source: str, line: int, stem: str, defaul
     )
 
 
-def _check_table(source: str, line: int, unique_columns: Any, answers: list) -> None:
-    """A table question: `unique_columns` names columns of the one gold Markdown table, whose keys are distinct."""
+def _check_table(source: str, line: int, unique_columns: Any, answers: list, rules: Any = None) -> None:
+    """A table question: `unique_columns` names columns of the one gold Markdown table, whose keys are
+    distinct; `column_rules`, when given, maps gold columns to valid `ColumnRule`s."""
     if (
         not isinstance(unique_columns, list)
         or not unique_columns
@@ -145,21 +152,43 @@ def _check_table(source: str, line: int, unique_columns: Any, answers: list) -> 
         raise QuestionFormatError(
             source, line, "golden_answers", "a table question has one gold Markdown table"
         )
+    if rules is not None and not isinstance(rules, dict):
+        raise QuestionFormatError(source, line, "column_rules", "must map column names to rules")
+    for rule in (rules or {}).values():
+        try:
+            ColumnRule.from_dict(rule)
+        except ValueError as e:
+            raise QuestionFormatError(source, line, "column_rules", str(e)) from None
     try:
-        table_scores(str(answers[0]), str(answers[0]), unique_columns)
+        table_scores(str(answers[0]), str(answers[0]), unique_columns, rules=rules)
     except ValueError as e:
-        raise QuestionFormatError(source, line, "golden_answers", str(e)) from None
+        field = "column_rules" if str(e).startswith("column rules name") else "golden_answers"
+        raise QuestionFormatError(source, line, field, str(e)) from None
 
 
 def _iter_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (1-based line or row number, row) from a JSONL, JSON or parquet file."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        yield from enumerate(pq.read_table(path).to_pylist(), start=1)
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowException, OSError) as exc:
+            problem = f"not a parquet file ({' '.join(str(exc).split())[:200]}); pass parquet, JSONL or JSON"
+            raise QuestionFormatError(str(path), 1, "<file>", problem) from None
+        yield from enumerate(table.to_pylist(), start=1)
     elif suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            problem = (
+                f"not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+            )
+            raise QuestionFormatError(str(path), 1, "<file>", problem) from None
+        except json.JSONDecodeError as exc:
+            raise QuestionFormatError(str(path), exc.lineno, "<json>", f"invalid JSON ({exc.msg})") from None
         if isinstance(data, dict) and "data" in data:
             data = data["data"]
         if not isinstance(data, list):

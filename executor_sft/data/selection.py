@@ -7,7 +7,7 @@ its own in a subclass (`executor_sft.rollout.CollectQuestionSource`):
 
 | field | evaluation | collection for training |
 |---|---|---|
-| `duplicates` | "keep" (the paper counts repeated rows; repeats get ids `<id>~<n>`) | "drop" (a repeat adds no new trajectory; dropped with a warning) |
+| `duplicates` | "keep" (ours: every row of the shared split, so its 3,869 instances as counted in Sec. 4.1; repeats get ids `<id>~<n>`) | "drop" (a repeat adds no new trajectory; dropped with a warning) |
 | `limit_per` | "dataset" (at most `limit` per dataset label) | "source" (the first `limit` rows of the file) |
 """
 
@@ -63,7 +63,7 @@ class QuestionSource(BaseModel):
     dataset: str | None = None
     """Label for rows that carry no dataset field (default: the file stem)."""
     duplicates: Duplicates = "keep"
-    """Repeated ids: "keep" (distinct ids `<id>~<n>`; the paper counts repeats) or "drop"
+    """Repeated ids: "keep" (distinct ids `<id>~<n>`; ours, so the shared split keeps its 3,869 rows) or "drop"
     (keep the first of each id, with a warning)."""
     formats: Formats | None = Field(None, exclude_if=lambda value: value is None)
     """Keep only "text" questions (deep) or "table" ones (wide tasks, `Question.unique_columns`), or

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
 import sys
@@ -79,11 +80,18 @@ class DemoConfig(BaseModel):
     lr_scheduler_type: str = "cosine"
     warmup_ratio: float = 0.1
     max_length: int = 1024
+    gathered_loss: bool = True
+    """The LM head only at trained positions (the SFT recipe's `gathered_loss`): TRL's loss, fewer FLOPs."""
+    trainable_layers: int | None = None
+    """Train only the top N decoder layers (the recipe's `trainable_layers`; None: all)."""
     # evaluation
     eval_subqueries: int = 24
     eval_max_tokens: int = 64
     eval_concurrency: int = 24
     """Runs evaluated at once; the transformers backend batches their calls."""
+    eval_prefix_cache_tokens: int = Field(65536, ge=0)
+    """The student's prefix-reuse cap: every run in flight keeps its turns (24 x ~1,500 tokens
+    here); 3 GB of fp32 SmolLM2 keys and values. 0 turns reuse off."""
     eval_samples: int = Field(1, ge=1)
     """Runs per held-out sub-query (the paper's mean@4 is 4); shares and EM are per run."""
     eval_temperature: float = Field(0.0, ge=0.0)
@@ -121,7 +129,10 @@ def _student_model(cfg: DemoConfig, path: str | None = None):
 
     # Concurrent unseeded calls are generated as one batch, up to the evaluation's concurrency.
     return TransformersChatModel(
-        path or cfg.model, name=path or cfg.model, max_batch_size=max(1, cfg.eval_concurrency)
+        path or cfg.model,
+        name=path or cfg.model,
+        max_batch_size=max(1, cfg.eval_concurrency),
+        prefix_cache_tokens=cfg.eval_prefix_cache_tokens,
     )
 
 
@@ -172,21 +183,32 @@ def collect_demo(
     return n
 
 
-def train_demo(cfg: DemoConfig, sft_path: Path, output_dir: Path):
+def train_demo(cfg: DemoConfig, sft_path: Path, output_dir: Path, *, convergence=None, callbacks=None):
+    """SFT of the demo student on `sft_path` into `output_dir`: `cfg.max_steps` steps, no
+    checkpoints; or, with a `convergence.ConvergenceConfig`, its epochs, checkpoints every probe
+    interval and resume from the last one. `callbacks` go to the Trainer."""
     from trl import ModelConfig, SFTConfig
 
     from executor_sft.sft.train import SFTScriptArguments, train_executor
 
-    script_args = SFTScriptArguments(dataset_name=str(sft_path), auto_resume=False)
+    script_args = SFTScriptArguments(
+        dataset_name=str(sft_path),
+        **{
+            "auto_resume": False,
+            "gathered_loss": cfg.gathered_loss,
+            "trainable_layers": cfg.trainable_layers,
+            **(convergence.script_overrides() if convergence is not None else {}),
+        },
+    )
+    same_names = {
+        f: getattr(cfg, f) for f in ("max_steps", "learning_rate", "lr_scheduler_type", "max_length")
+    }
     training_args = SFTConfig(
         output_dir=str(output_dir),
-        max_steps=cfg.max_steps,
         per_device_train_batch_size=cfg.batch_size,
         gradient_accumulation_steps=cfg.grad_accum,
-        learning_rate=cfg.learning_rate,
-        lr_scheduler_type=cfg.lr_scheduler_type,
         warmup_steps=cfg.warmup_ratio,
-        max_length=cfg.max_length,
+        **same_names,
         # Memory is not the constraint on CPU; recomputing activations would cost ~1/3 more time.
         gradient_checkpointing=False,
         # Plain shuffling: length grouping sorted each mega-batch longest-first, so with 16 steps
@@ -201,21 +223,28 @@ def train_demo(cfg: DemoConfig, sft_path: Path, output_dir: Path):
         data_seed=cfg.seed,
         dataloader_num_workers=0,
     )
+    if convergence is not None:
+        training_args = dataclasses.replace(training_args, **convergence.training_overrides())
     model_args = ModelConfig(model_name_or_path=cfg.model, dtype="float32")
-    return train_executor(script_args, training_args, model_args)
+    return train_executor(script_args, training_args, model_args, callbacks=callbacks)
+
+
+def eval_settings(cfg: DemoConfig):
+    """The student's collection settings (prompt, budget, protocol), with the evaluation's sampling."""
+    from executor_sft.llm import SamplingParams
+
+    sample = SampleConfig(seed=cfg.seed, max_rounds=cfg.max_rounds, max_turns=cfg.max_turns, top_k=cfg.top_k)
+    settings = pipeline_config(sample, [Role.TEACHER, Role.STUDENT]).executor_settings(Role.STUDENT)
+    sampling = SamplingParams(max_tokens=cfg.eval_max_tokens, temperature=cfg.eval_temperature)
+    return settings.replace(sampling=sampling)
 
 
 def evaluate(
     cfg: DemoConfig, model, retriever, sub_queries, name: str, runs_path: Path, show_progress: bool = True
 ):
     from executor_sft.eval.executor_eval import evaluate_executor
-    from executor_sft.llm import SamplingParams
 
-    # The student's collection settings (prompt, budget, protocol), with the evaluation's sampling.
-    sample = SampleConfig(seed=cfg.seed, max_rounds=cfg.max_rounds, max_turns=cfg.max_turns, top_k=cfg.top_k)
-    settings = pipeline_config(sample, [Role.TEACHER, Role.STUDENT]).executor_settings(Role.STUDENT)
-    sampling = SamplingParams(max_tokens=cfg.eval_max_tokens, temperature=cfg.eval_temperature)
-    settings = settings.replace(sampling=sampling)
+    settings = eval_settings(cfg)
     if cfg.eval_temperature > 0:
         import torch
 

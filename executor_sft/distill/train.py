@@ -30,12 +30,12 @@ from executor_sft.agents.executor_text import SEARCH_BUDGET_SPENT
 from executor_sft.distill.tokenizers import check_same_tokenizer
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.arguments import ExecutorDataArguments, load_prompt_dataset, load_retriever_from_args
-from executor_sft.grpo.card import DISTILL_STAGE, stage_settings, write_stage_card
+from executor_sft.grpo.card import DISTILL_STAGE
 from executor_sft.grpo.environment import search_tool
-from executor_sft.grpo.policy import load_policy, offline_dtype, set_model_init_kwargs
+from executor_sft.grpo.policy import offline_dtype, trainer_policy
 from executor_sft.grpo.rewards import count_tool_calls, final_report
+from executor_sft.grpo.stage import run_stage, steps_text
 from executor_sft.llm.offline import is_offline, load_offline
-from executor_sft.llm.response_template import ensure_response_template
 from executor_sft.retrieval.base import Retriever
 
 logger = logging.getLogger(__name__)
@@ -185,13 +185,8 @@ def build_distill_trainer(
         training_args.max_tool_calling_iterations = script_args.max_searches
     dataset = train_dataset if train_dataset is not None else load_prompt_dataset(script_args)
     retriever = retriever if retriever is not None else load_retriever_from_args(script_args)
-    if model is None:
-        model, tokenizer = load_policy(model_args, training_args.trust_remote_code)
-        if isinstance(model, str):  # TRL loads it, with ModelConfig's dtype / attention / revision
-            set_model_init_kwargs(training_args, model_args)
-        processing_class = processing_class if processing_class is not None else tokenizer
+    model, processing_class = trainer_policy(model_args, training_args, model, processing_class)
     if processing_class is not None:
-        ensure_response_template(processing_class)
         processing_class.padding_side = "left"
     cls = trainer_cls or ExecutorDistillationTrainer
     return cls(
@@ -207,34 +202,32 @@ def build_distill_trainer(
 
 
 def run_distill(script_args: DistillScriptArguments, training_args, model_args, **overrides: Any):
-    """Build the trainer, train, save to `output_dir` (model and tokenizer); returns the trainer."""
-    trainer = build_distill_trainer(script_args, training_args, model_args, **overrides)
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    trainer.save_model(training_args.output_dir)
-    if trainer.accelerator.is_main_process:
-        logs = [h for h in trainer.state.log_history if "distill/teacher_kl" in h]
-        outcome = []
-        if logs:
-            first, last = logs[0], logs[-1]
-            outcome = [
-                f"teacher KL {first['distill/teacher_kl']:.4f} -> {last['distill/teacher_kl']:.4f} "
-                f"(first -> last logged step)",
-                f"searches per episode {first['distill/searches']:.2f} -> {last['distill/searches']:.2f}",
-            ]
-            trainer.accelerator.print(
-                f"distillation done: {_steps(trainer.state.global_step)}; " + "; ".join(outcome)
-            )
-        write_stage_card(
-            trainer,
-            DISTILL_STAGE,
-            script_args=script_args,
-            base_model=model_args.model_name_or_path,
-            config=stage_settings(script_args, training_args, model_args, DISTILL_SETTINGS),
-            outcome=outcome,
-        )
-        trainer.accelerator.print(f"model saved to {training_args.output_dir}")
-    return trainer
+    """Build the trainer, train (resuming the last complete checkpoint), save to `output_dir` (model
+    and tokenizer); returns the trainer, or None when `output_dir` already holds a finished run."""
+    return run_stage(
+        build_distill_trainer,
+        DISTILL_STAGE,
+        script_args,
+        training_args,
+        model_args,
+        settings=DISTILL_SETTINGS,
+        outcome=_distill_outcome,
+        overrides=overrides,
+    )
 
 
-def _steps(n: int) -> str:
-    return f"{n} step" if n == 1 else f"{n} steps"
+def _distill_outcome(trainer: Any) -> list[str]:
+    """The closing line (printed) and the card's outcome: teacher KL and searches, first -> last logged step."""
+    logs = [h for h in trainer.state.log_history if "distill/teacher_kl" in h]
+    if not logs:
+        return []
+    first, last = logs[0], logs[-1]
+    outcome = [
+        f"teacher KL {first['distill/teacher_kl']:.4f} -> {last['distill/teacher_kl']:.4f} "
+        f"(first -> last logged step)",
+        f"searches per episode {first['distill/searches']:.2f} -> {last['distill/searches']:.2f}",
+    ]
+    trainer.accelerator.print(
+        f"distillation done: {steps_text(trainer.state.global_step)}; " + "; ".join(outcome)
+    )
+    return outcome

@@ -42,7 +42,7 @@ from executor_sft.metrics.aggregate import mean_at_k, weighted_mean
 from executor_sft.metrics.answer import Normalization, cover_exact_match, exact_match, f1_score
 from executor_sft.metrics.cer import answer_bearing_cer_c, episode_cer_c
 from executor_sft.metrics.latency import percentile, research_times, search_latencies
-from executor_sft.metrics.table import table_scores
+from executor_sft.metrics.table import ColumnRule, table_scores
 from executor_sft.metrics.tokens import search_histogram, subagent_tokens, system_runs
 from executor_sft.schema import Episode
 from executor_sft.store import read_episodes
@@ -163,11 +163,20 @@ def _stat(triples: list[tuple[str, int, float]]) -> Stat | None:
 
 def _table_triples(episode: Episode, key: tuple[str, int], normalization: Normalization):
     """EM, F1 and cover-EM of a table question: success, item F1, success."""
+    # Table cells follow WideSearch's own normalisation whatever the text normalisation
+    # (executor_sft/metrics/table.py); `normalization` applies to text questions only. Cells an
+    # LLM judged were scored when the episode ran (`score_answer`): their recorded scores stand.
+    rules = getattr(episode.question, "column_rules", None) or {}
+    recorded = episode.metrics
+    if recorded.success is not None and any(
+        ColumnRule.from_dict(r).metric == "llm_judge" for r in rules.values()
+    ):
+        return (*key, recorded.success), (*key, recorded.item_f1), (*key, recorded.success)
     table = table_scores(
         episode.answer,
         episode.question.golden_answers[0],
         episode.question.unique_columns or [],
-        normalization,
+        rules=getattr(episode.question, "column_rules", None),
     )
     return (*key, table.success), (*key, table.item_f1), (*key, table.success)
 
@@ -181,6 +190,7 @@ def summarize_group(
     n_buckets: int = 10,
     tokenizer: Any | None = None,
     passages: PassageText | None = None,
+    cer_tokens: str = "calls",
 ) -> GroupResult:
     """Score one group (a dataset, or everything pooled)."""
     no_sub = [e for e in episodes if not has_subquery(e)]
@@ -205,7 +215,7 @@ def summarize_group(
             disagree += bool(e.metrics.judge) != (em[-1][2] >= 1.0)
         tokens.append((*key, float(subagent_tokens(e, tokenizer=tokenizer))))
         runs.extend(system_runs(e))
-        scored = episode_cer_c(e, bucket_tokens, n_buckets)
+        scored = episode_cer_c(e, bucket_tokens, n_buckets, token_count=cer_tokens)
         if scored is not None:
             curves.append(scored[0])
             cer.append((*key, scored[1]))
@@ -228,7 +238,7 @@ def summarize_group(
         error_share=sum(e.stop_reason == "error" for e in episodes) / n,
         judge_em_disagreement=disagree / len(judge) if judge else None,
         judged_episodes=len(judge),
-        cer_c_answer=_answer_bearing(episodes, passages, normalization, bucket_tokens, n_buckets),
+        cer_c_answer=_answer_bearing(episodes, passages, normalization, bucket_tokens, n_buckets, cer_tokens),
         t_search_p50=percentile(searches, 50),
         t_search_p95=percentile(searches, 95),
         research_p50=percentile(research_times(episodes), 50),
@@ -241,13 +251,19 @@ def _answer_bearing(
     normalization: Normalization | None,
     bucket_tokens: int,
     n_buckets: int,
+    cer_tokens: str = "calls",
 ) -> Stat | None:
     if passages is None:
         return None
     scores = []
     for e in episodes:
         scored = answer_bearing_cer_c(
-            e, passages, bucket_tokens, n_buckets, normalization=normalization or "squad"
+            e,
+            passages,
+            bucket_tokens,
+            n_buckets,
+            normalization=normalization or "squad",
+            token_count=cer_tokens,
         )
         if scored is not None:
             scores.append((e.question.id, e.sample_index, scored[1]))
@@ -301,6 +317,7 @@ def summarize(
     tokenizer: Any | None = None,
     meta: dict[str, Any] | None = None,
     passages: PassageText | None = None,
+    cer_tokens: str = "calls",
 ) -> EvalResults:
     """Per-dataset results, their question-weighted and macro averages, and the pooled group.
 
@@ -315,6 +332,7 @@ def summarize(
         "n_buckets": n_buckets,
         "tokenizer": tokenizer,
         "passages": passages,
+        "cer_tokens": cer_tokens,
     }
     datasets = {name_: summarize_group(name_, group, **opts) for name_, group in sorted(by_dataset.items())}
     settings = {k: v for k, v in opts.items() if k not in ("tokenizer", "passages")}

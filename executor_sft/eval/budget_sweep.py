@@ -16,17 +16,17 @@ import json
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from executor_sft.configfile import load_config, read_yaml, validation_message
+from executor_sft.configfile import load_config
 from executor_sft.data.selection import select_questions
 from executor_sft.episode_runner import work_items
-from executor_sft.errors import ConfigError
+from executor_sft.eval.cells import cell_config, read_base
 from executor_sft.eval.config import EvalConfig
 from executor_sft.eval.report import write_markdown
-from executor_sft.eval.runner import EPISODES_FILE, run_eval
+from executor_sft.eval.runner import EPISODES_FILE, WrittenFiles, run_eval
 from executor_sft.jsonl import write_json
 from executor_sft.llm.pool import ModelPool
 from executor_sft.metrics.table import at_k
@@ -91,7 +91,7 @@ class BudgetPoint:
 
 
 def build_points(sweep: BudgetSweepConfig) -> list[BudgetPoint]:
-    base = read_yaml(sweep.base) if isinstance(sweep.base, str) else dict(sweep.base)
+    base = read_base(sweep.base)
     base_pipeline = dict(base.get("pipeline") or {})
     points = []
     for axis in sweep.axes:
@@ -99,14 +99,13 @@ def build_points(sweep: BudgetSweepConfig) -> list[BudgetPoint]:
             slug = f"{axis.name}-{SHORT[axis.field]}{value}"
             slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in slug)
             name = f"{sweep.name} {axis.name} {SHORT[axis.field]}={value}"
-            data = {**base, "name": name, "output_dir": str(Path(sweep.output_dir) / "cells" / slug)}
-            data["pipeline"] = {**base_pipeline, **axis.fixed, axis.field: value}
-            try:
-                config = EvalConfig.model_validate(data)
-            except ValidationError as exc:
-                raise ConfigError(
-                    validation_message(f"budget sweep {sweep.name}, point {name}", exc)
-                ) from None
+            config = cell_config(
+                base,
+                f"budget sweep {sweep.name}, point {name}",
+                name=name,
+                output_dir=str(Path(sweep.output_dir) / "cells" / slug),
+                pipeline={**base_pipeline, **axis.fixed, axis.field: value},
+            )
             budgets = {short: getattr(config.pipeline, f) for f, short in SHORT.items()}
             points.append(BudgetPoint(axis.name, axis.field, value, budgets, config))
     return points
@@ -197,14 +196,11 @@ def budget_markdown(name: str, rows: list[BudgetRow]) -> str:
 
 
 @dataclass
-class BudgetSweepResult:
+class BudgetSweepResult(WrittenFiles):
     rows: list[BudgetRow]
     output_dir: Path
 
-    @property
-    def files(self) -> dict[str, Path]:
-        names = {"markdown": BUDGET_MD, "json": BUDGET_JSON, "plot": BUDGET_PNG}
-        return {k: self.output_dir / v for k, v in names.items() if (self.output_dir / v).exists()}
+    FILES: ClassVar[dict[str, str]] = {"markdown": BUDGET_MD, "json": BUDGET_JSON, "plot": BUDGET_PNG}
 
     def summary(self) -> str:
         text = (self.output_dir / BUDGET_MD).read_text(encoding="utf-8").rstrip()

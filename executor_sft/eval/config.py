@@ -48,14 +48,8 @@ class SingleAgentConfig(WrittenSampling):
     written here override those defaults and the others keep the model's values."""
 
     def executor_settings(self, prompts: Prompts) -> ExecutorSettings:
-        return ExecutorSettings(
-            max_turns=self.max_turns,
-            max_searches=self.max_searches,
-            top_k=self.top_k,
-            protocol=self.protocol,
-            sampling=self.sampling,
-            prompts=prompts,
-        )
+        fields = ("max_turns", "max_searches", "top_k", "protocol", "sampling")
+        return ExecutorSettings(prompts=prompts, **{f: getattr(self, f) for f in fields})
 
 
 class MetricsConfig(BaseModel):
@@ -64,6 +58,9 @@ class MetricsConfig(BaseModel):
     """Answer normalisation for EM, cover-EM and F1 (rescored from each episode's answer)."""
     bucket_tokens: int = Field(10_000, ge=1)
     n_buckets: int = Field(10, ge=1)
+    cer_tokens: Literal["calls", "context", "completion"] = "calls"
+    """CER-C's token axis (`executor_sft.metrics.cer`): `calls` (ours: every call's prompt counted
+    again), `context` (the blog's "tokens of context consumed"), `completion` (generated only)."""
     tokenizer: str | None = None
     """Tokenizer (path or offline alias) to count tokens of runs whose endpoint reported none."""
 

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS
 from executor_sft.data.idlist import ids_digest
@@ -72,13 +72,12 @@ def ensure_index(index_dir: str | Path, corpus: str | Path) -> Path:
 def system_record(config: EvalConfig) -> dict[str, Any]:
     """What defines the evaluated system; episodes of different systems never share a store.
 
-    Models by their `identity()`, as collection records them: endpoints, timeouts, routing and
-    transport options (a new one included) change how a model is reached, not what it answers.
+    Every model by its `identity()`, the judge included (its verdicts are stored with the
+    episodes), as collection records them: endpoints, timeouts, routing and transport options
+    (a new one included) change how a model is reached, not what it answers.
     """
     data = config.model_dump(mode="json", include={"mode", "retriever"})
-    data["models"] = {
-        role: json.loads(m.identity()) for role, m in sorted(config.models.items()) if role != JUDGE_ROLE
-    }
+    data["models"] = {role: json.loads(m.identity()) for role, m in sorted(config.models.items())}
     data["retriever"] = (
         {k: v for k, v in (data["retriever"] or {}).items() if k not in ("cache", "timeout_s", "max_retries")}
         if config.needs_retriever
@@ -92,8 +91,19 @@ def system_record(config: EvalConfig) -> dict[str, Any]:
     return data
 
 
+class WrittenFiles:
+    """What a run wrote: `files` maps each name in `FILES` to its path under `output_dir`, where it exists."""
+
+    FILES: ClassVar[dict[str, str]] = {}
+    output_dir: Path
+
+    @property
+    def files(self) -> dict[str, Path]:
+        return {k: self.output_dir / v for k, v in self.FILES.items() if (self.output_dir / v).exists()}
+
+
 @dataclass
-class EvalRun:
+class EvalRun(WrittenFiles):
     """What `run_eval` did and where it wrote it."""
 
     results: EvalResults
@@ -103,15 +113,12 @@ class EvalRun:
     failed: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
-    @property
-    def files(self) -> dict[str, Path]:
-        names = {
-            "episodes": EPISODES_FILE,
-            "results_json": RESULTS_JSON,
-            "results_md": RESULTS_MD,
-            "plot": SUMMARY_PNG,
-        }
-        return {k: self.output_dir / v for k, v in names.items() if (self.output_dir / v).exists()}
+    FILES: ClassVar[dict[str, str]] = {
+        "episodes": EPISODES_FILE,
+        "results_json": RESULTS_JSON,
+        "results_md": RESULTS_MD,
+        "plot": SUMMARY_PNG,
+    }
 
     def summary(self) -> str:
         a = self.results.average
@@ -308,6 +315,7 @@ def run_eval(
         normalization=config.metrics.normalization,
         bucket_tokens=config.metrics.bucket_tokens,
         n_buckets=config.metrics.n_buckets,
+        cer_tokens=config.metrics.cer_tokens,
         tokenizer=_load_tokenizer(config.metrics.tokenizer),
         meta=_meta(config, questions, episodes, failed),
         passages=_passage_text(config),

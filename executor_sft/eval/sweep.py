@@ -15,18 +15,19 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from executor_sft.configfile import load_config, read_yaml, validation_message
+from executor_sft.configfile import load_config
 from executor_sft.data.idlist import ids_digest, read_ids
 from executor_sft.errors import ConfigError
 from executor_sft.eval.aggregate import EvalResults
+from executor_sft.eval.cells import cell_config, read_base
 from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
 from executor_sft.eval.plots import Point, plot_capacity, plot_pareto, plot_role_curves
 from executor_sft.eval.report import sweep_markdown, write_markdown
-from executor_sft.eval.runner import RESULTS_JSON, run_eval
+from executor_sft.eval.runner import RESULTS_JSON, WrittenFiles, run_eval
 from executor_sft.jsonl import write_json
 from executor_sft.llm.config import ModelConfig
 from executor_sft.llm.pool import ModelPool
@@ -139,7 +140,7 @@ def _slug(text: str) -> str:
 
 
 def _base_dict(sweep: SweepConfig) -> dict[str, Any]:
-    data = read_yaml(sweep.base) if isinstance(sweep.base, str) else dict(sweep.base)
+    data = read_base(sweep.base)
     data.setdefault("output_dir", "unused")
     return data
 
@@ -156,12 +157,15 @@ def build_cells(sweep: SweepConfig) -> list[Cell]:
     cells: list[Cell] = []
 
     def make(name: str, mode: str, models: dict[str, ModelConfig], extra: dict[str, Any]) -> EvalConfig:
-        data = {**base, **extra, "name": name, "output_dir": str(out / _slug(name)), "mode": mode}
-        data["models"] = {k: v.model_dump() for k, v in {**models, **judge}.items()}
-        try:
-            return EvalConfig.model_validate(data)
-        except ValidationError as exc:
-            raise ConfigError(validation_message(f"sweep {sweep.name}, cell {name}", exc)) from None
+        return cell_config(
+            base,
+            f"sweep {sweep.name}, cell {name}",
+            **extra,
+            name=name,
+            output_dir=str(out / _slug(name)),
+            mode=mode,
+            models={k: v.model_dump() for k, v in {**models, **judge}.items()},
+        )
 
     for b, e in sweep.grid():
         if sweep.answerer == "base":
@@ -200,23 +204,20 @@ def _fingerprint(config: EvalConfig) -> str:
 
 
 @dataclass
-class SweepResult:
+class SweepResult(WrittenFiles):
     cells: list[tuple[Cell, EvalResults]]
     output_dir: Path
     ran: list[str]
     cached: list[str]
 
-    @property
-    def files(self) -> dict[str, Path]:
-        names = {
-            "json": SWEEP_JSON,
-            "markdown": SWEEP_MD,
-            "pareto": PARETO_PNG,
-            "pareto_latency": PARETO_LATENCY_PNG,
-            "capacity": CAPACITY_PNG,
-            "roles": ROLES_PNG,
-        }
-        return {k: self.output_dir / v for k, v in names.items() if (self.output_dir / v).exists()}
+    FILES: ClassVar[dict[str, str]] = {
+        "json": SWEEP_JSON,
+        "markdown": SWEEP_MD,
+        "pareto": PARETO_PNG,
+        "pareto_latency": PARETO_LATENCY_PNG,
+        "capacity": CAPACITY_PNG,
+        "roles": ROLES_PNG,
+    }
 
     def summary(self) -> str:
         lines = [f"sweep: {len(self.cells)} cells ({len(self.ran)} run, {len(self.cached)} cached)"]

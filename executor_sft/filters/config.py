@@ -18,11 +18,13 @@ class FilterConfig:
         metadata={"help": "Correct needs outcome.judge is True as well as EM (a null judge fails)."},
     )
     min_em: float = field(default=1.0, metadata={"help": "Correct needs outcome.em >= this (EM is 0/1)."})
-    teacher_single_search: Literal["uncovered", "all"] = field(
+    teacher_single: Literal["uncovered", "all"] = field(
         default="uncovered",
         metadata={
-            "help": "Keep correct teacher single-search runs only for sub-queries no correct student run "
-            "covers ('uncovered'), or always ('all')."
+            "help": "Keep correct teacher single-search runs always ('all': the paper's Sec. 3.4 keeps "
+            "correct single-search runs 'from either the teacher or the untuned student'; "
+            "filter_paper.yaml) or only for sub-queries no correct student run covers ('uncovered', "
+            "ours and the default: the student's own run already anchors that sub-query)."
         },
     )
     single_searches: int = field(
@@ -75,10 +77,8 @@ class FilterConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.teacher_single_search not in ("uncovered", "all"):
-            raise ValueError(
-                f"teacher_single_search must be 'uncovered' or 'all', not {self.teacher_single_search!r}"
-            )
+        if self.teacher_single not in ("uncovered", "all"):
+            raise ValueError(f"teacher_single must be 'uncovered' or 'all', not {self.teacher_single!r}")
         if self.tool_arguments not in ("dict", "json"):
             raise ValueError(f"tool_arguments must be 'dict' or 'json', not {self.tool_arguments!r}")
         alone = [name for name in self.strata if resolve_stratum(name).alone]

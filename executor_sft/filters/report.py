@@ -3,8 +3,10 @@
 Rows are datasets, columns are strata; a cell holds records / unique source questions
 (a question is identified by (dataset, question id), so repeated samples count once). The
 caption (and `per_question` in the JSON) says how many questions gave 1, 2, ... records and the
-most records one (question, stratum) gave: 1 with `max_records_per_question_stratum: 1`, as in
-the paper, where a question gives more than one record only through different strata.
+most records one (question, stratum) gave: 1 with `max_records_per_question_stratum: 1`. That
+cap is our reading of App. D, which says a question can give more than one record "when
+trajectories from different strata are retained for it"; it implies, without stating, at most one
+record per (question, stratum).
 """
 
 from __future__ import annotations

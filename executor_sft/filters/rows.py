@@ -19,6 +19,7 @@ from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.jsonl import RowError
 from executor_sft.llm.parsing import parse_tool_call
 from executor_sft.schema import Message, content_text
+from executor_sft.tool_protocol import first_problem
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -72,7 +73,8 @@ def normalize_messages(
     """Reduce recorded messages to chat-template keys and check the executor conversation shape.
 
     Raises `RowError` when the sequence is not `[system?] user ... assistant(report)`, a role is
-    unknown, or tool arguments are not a JSON object.
+    unknown, tool arguments are not a JSON object, or the tool protocol is broken
+    (`executor_sft.tool_protocol`: a repeated call id, a call not answered exactly once).
     """
     out: list[Message] = []
     for i, msg in enumerate(messages):
@@ -90,13 +92,31 @@ def normalize_messages(
         elif role == "tool" and isinstance(msg.get("tool_call_id"), str):
             item["tool_call_id"] = msg["tool_call_id"]
         out.append(item)
+    _name_lone_calls(out)
     first = next((m for m in out if m["role"] != "system"), None)
     if first is None or first["role"] != "user":
         raise RowError("malformed_messages", "the conversation does not start with the sub-query (user)")
     last = out[-1]
     if last["role"] != "assistant" or "tool_calls" in last or not last["content"].strip():
         raise RowError("malformed_messages", "the conversation does not end with the assistant's report")
+    problem = first_problem(out)
+    if problem is not None:
+        raise RowError("tool_protocol", problem)
     return out
+
+
+def _name_lone_calls(messages: list[Message]) -> None:
+    """A turn of one call without an id, answered by one tool message without one (another
+    writer's record), gets the id `call_<i>` on both: the pairing is not a guess. Any other call
+    without an id is left for the protocol check to refuse."""
+    for i, m in enumerate(messages[:-1]):
+        calls, answer = m.get("tool_calls"), messages[i + 1]
+        lone = calls is not None and len(calls) == 1 and "id" not in calls[0]
+        if lone and answer["role"] == "tool" and "tool_call_id" not in answer:
+            after = messages[i + 2] if i + 2 < len(messages) else None
+            if after is None or after["role"] != "tool":
+                calls[0] = {"id": f"call_{i}", **calls[0]}
+                answer["tool_call_id"] = f"call_{i}"
 
 
 def to_sft_row(

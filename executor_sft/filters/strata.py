@@ -1,7 +1,9 @@
 """The built-in strata and the per-run decision.
 
-`single_search` and `info_gain_multi_search` are the paper's strata (docs/filters.md,
-"Rules"); `all_correct` is an ablation baseline beside them (naive distillation: every correct
+`single_search` and `info_gain_multi_search` are the paper's strata (Sec. 3.4; docs/filters.md,
+"Rules"); within `single_search`, dropping a correct teacher run on a sub-query a correct student
+run covers (`teacher_single: uncovered`, the default) is ours, where Sec. 3.4 keeps correct
+single-search runs of either model (`teacher_single: all`, filter_paper.yaml); `all_correct` is an ablation baseline beside them (naive distillation: every correct
 run, any number of searches). Each registers in `STRATA` as a `Stratum` (the runs it claims,
 by search count, and its rule), as a user's stratum does.
 
@@ -83,8 +85,9 @@ def _correct_reason(run: ExecutorRun, cfg: FilterConfig) -> str | None:
 
 
 def single_search(run: ExecutorRun, ctx: EpisodeContext) -> str | None:
-    """Student or teacher, exactly `single_searches` searches, correct; a teacher run only where
-    no correct student run covers the sub-query (unless `teacher_single_search == "all"`)."""
+    """Student or teacher, exactly `single_searches` searches, correct (Sec. 3.4); with
+    `teacher_single == "uncovered"` (ours) a teacher run only where no correct student run covers
+    the sub-query; `"all"` (the paper's reading) keeps every such teacher run."""
     cfg = ctx.config
     if run.role not in (cfg.student_role, cfg.teacher_role):
         return "role_not_trained"
@@ -94,7 +97,7 @@ def single_search(run: ExecutorRun, ctx: EpisodeContext) -> str | None:
         return reason
     if (
         run.role == cfg.teacher_role
-        and cfg.teacher_single_search == "uncovered"
+        and cfg.teacher_single == "uncovered"
         and sub_query_key(run) in ctx.covered
     ):
         return "teacher_single_covered"

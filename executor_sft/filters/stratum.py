@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from executor_sft.errors import ConfigError
 from executor_sft.registry import Registry
 from executor_sft.schema import ExecutorRun
 
@@ -19,7 +18,8 @@ SINGLE_SEARCH = "single_search"
 INFO_GAIN_MULTI_SEARCH = "info_gain_multi_search"
 ALL_CORRECT = "all_correct"
 DEFAULT_STRATA: tuple[str, ...] = (SINGLE_SEARCH, INFO_GAIN_MULTI_SEARCH)
-"""The paper's strata: selected by default, and consulted even when not selected, so a run of a
+"""The paper's strata (Sec. 3.4; the "uncovered" rule for teacher single-search runs is ours,
+`FilterConfig.teacher_single`): selected by default, and consulted even when not selected, so a run of a
 switched-off one is counted as `stratum_disabled` rather than by its search count."""
 
 
@@ -45,10 +45,4 @@ STRATA: Registry[Stratum] = Registry("filter stratum")
 
 def resolve_stratum(name: str) -> Stratum:
     """The registered stratum `name`, or the `Stratum` its import path names."""
-    stratum = STRATA.get(name)
-    if not isinstance(stratum, Stratum):
-        raise ConfigError(
-            f"filter stratum {name!r} is a {type(stratum).__name__}, not an "
-            "executor_sft.filters.Stratum(claims=..., rule=...)"
-        )
-    return stratum
+    return STRATA.get_instance(name, Stratum, "executor_sft.filters.Stratum(claims=..., rule=...)")

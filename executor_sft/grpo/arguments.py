@@ -70,6 +70,13 @@ class ExecutorDataArguments(ScriptArguments):
         },
     )
     max_examples: int | None = field(default=None, metadata={"help": "Use at most this many rows (first N)."})
+    fresh: bool = field(
+        default=False,
+        metadata={
+            "help": "Train from the start even if output_dir holds a finished run or checkpoints "
+            "(by default a finished run is reported, not retrained, and the last complete checkpoint resumes)."
+        },
+    )
     retriever: dict | str | None = field(
         default=None,
         metadata={

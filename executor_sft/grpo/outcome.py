@@ -10,7 +10,9 @@ whatever that wrong answer earns the system: nothing.
 Each rollout is credited with the outcome of its own substitution (every other finding fixed),
 not a share of one rollout-level reward; docs/post_training.md sets this against WideSeek-R1's
 shared advantage. `agent_average` divides by the episode's number of sub-queries, so each
-question weighs the same however many sub-agents it took (WideSeek-R1's agent-level averaging).
+question weighs the same however many sub-agents it took (ours: an analogue of WideSeek-R1's
+agent-level reweighting, which averages one shared advantage over a rollout's agents; here each
+executor rollout has its own reward, docs/post_training.md).
 
 A report given without any search scores `grounding_score` times its score (0 by default: the
 executor's prompt forbids answering from memory, and SFT never trains on zero-search runs).

@@ -65,3 +65,23 @@ def set_model_init_kwargs(training_args: Any, model_args: Any) -> None:
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
     kwargs.update(training_args.model_init_kwargs or {})
     training_args.model_init_kwargs = kwargs
+
+
+def trainer_policy(
+    model_args: Any, training_args: Any, model: Any = None, processing_class: Any = None
+) -> tuple[Any, Any]:
+    """(model or model id, tokenizer) as a post-training trainer takes them; `model` and
+    `processing_class` win over what `model_args` would load.
+
+    Without `model`, `load_policy` loads it (a path or hub id stays a string, and ModelConfig's
+    dtype / attention / revision go to `model_init_kwargs` for TRL to load it with); its tokenizer is
+    used unless `processing_class` is given. The tokenizer, when there is one, gets a
+    `response_template`."""
+    if model is None:
+        model, tokenizer = load_policy(model_args, training_args.trust_remote_code)
+        if isinstance(model, str):  # TRL loads it, with ModelConfig's dtype / attention / revision
+            set_model_init_kwargs(training_args, model_args)
+        processing_class = processing_class if processing_class is not None else tokenizer
+    if processing_class is not None:
+        ensure_response_template(processing_class)
+    return model, processing_class

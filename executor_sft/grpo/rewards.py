@@ -1,16 +1,25 @@
 """The GRPO rewards: `REWARDS`, and the built-in conditional log-penalty (CLP) on the executor's report.
 
-`R = score * max(0, 1 - eps * log(1 + tool_calls))`: a wrong (or missing) report scores 0
+`R = score * max(0, 1 - eps * log(1 + tool_calls))`, the search-agent blog's CLP ("Making
+Search Agents Faster and Smarter", the reward section): a wrong (or missing) report scores 0
 whatever it cost, a correct one is discounted by the number of searches with diminishing
-marginal cost, so the policy learns to search again only when it pays off. A report given
-without any search scores `grounding_score * R` (`grounded`; 0 by default, None: plain CLP).
+marginal cost, so the policy learns to search again only when it pays off. `clp_em`, `clp_f1`
+and `clp_judge` are that formula: a correct zero-search report scores 1.0, as the blog's formula
+gives. Their grounded variants `clp_em_grounded`, `clp_f1_grounded` and `clp_judge_grounded`
+(ours) score a report given without any search `grounding_score * R` instead (`grounded`; 0 by
+default), since the executor's prompt forbids answering from memory.
+
+The blog's two comparison rewards register beside them (`additive`, `linear`, over EM or F1):
+`R = score + alpha / (1 + tool_calls)` and `R = score * (1 - eps * tool_calls)` (unclamped, so
+it goes below 0 past `1 / eps` calls, which is the blog's point against it).
 
 The TRL reward functions below read the executor's multi-turn completion (assistant turns,
 with `tool_calls`, and `tool` turns) as TRL hands it over, parse the final report with the
 runtime's parser, and score its `<answer>` against the sub-query's reference answers.
 
-`REWARDS` maps a name to a factory of a TRL reward function; the built-ins `clp_em`, `clp_f1`
-and `clp_judge` register there as a user's own reward does (docs/architecture.md, "A reward").
+`REWARDS` maps a name to a factory of a TRL reward function; the built-ins (`clp_em`, `clp_f1`,
+`clp_judge`, their `_grounded` variants, `additive`, `linear`) register there as a user's own
+reward does (docs/architecture.md, "A reward").
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from typing import Any, Literal
 from executor_sft.agents.parsing import parse_report
 from executor_sft.agents.prompting import Prompts
 from executor_sft.errors import ConfigError
-from executor_sft.llm.base import ChatError
+from executor_sft.llm.base import ChatError, ChatRefused
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.registry import Registry
 from executor_sft.schema import Message, Report, content_text
@@ -50,10 +59,15 @@ JudgeFn = Callable[[str, list[str], str], "bool | None | Awaitable[bool | None]"
 such a `.judge` method (e.g. `executor_sft.metrics.judge.LLMJudge`) is accepted too."""
 
 DEFAULT_EPS = 0.15
+"""The blog's epsilon for CLP ("We used eps = 0.15")."""
 DEFAULT_GROUNDING_SCORE = 0.0
-"""What a report given without any search scores, times its answer score: nothing, by default.
-The executor's prompt forbids answering from memory and SFT never trains on zero-search runs
-(the `no_search` exclusion), so no reward should pay for it either."""
+"""What a report given without any search scores, times its answer score, in the grounded
+variants (ours): nothing. The executor's prompt forbids answering from memory and SFT never
+trains on zero-search runs (the `no_search` exclusion), so those rewards do not pay for it."""
+DEFAULT_ADDITIVE_ALPHA = 0.15
+"""`additive`'s alpha (ours: the blog gives the formula but no value; the same size as CLP's eps)."""
+DEFAULT_LINEAR_EPS = 0.25
+"""`linear`'s eps: the blog's example value (at 0.25 a correct answer with 5 calls is below 0)."""
 
 
 def clp_reward(em: float, tool_calls: int, eps: float = DEFAULT_EPS) -> float:
@@ -69,6 +83,21 @@ def clp_reward(em: float, tool_calls: int, eps: float = DEFAULT_EPS) -> float:
     if em <= 0:
         return 0.0
     return float(em) * max(0.0, 1.0 - eps * math.log1p(tool_calls))
+
+
+def additive_reward(score: float, tool_calls: int, alpha: float = DEFAULT_ADDITIVE_ALPHA) -> float:
+    """The blog's additive comparison reward: `score + alpha / (1 + tool_calls)` (a fast wrong
+    answer earns a positive reward, which is why the blog rejects it)."""
+    if tool_calls < 0:
+        raise ValueError(f"tool_calls must be >= 0, got {tool_calls}")
+    return float(score) + alpha / (1 + tool_calls)
+
+
+def linear_reward(score: float, tool_calls: int, eps: float = DEFAULT_LINEAR_EPS) -> float:
+    """The blog's linear multiplicative comparison reward: `score * (1 - eps * tool_calls)`, unclamped."""
+    if tool_calls < 0:
+        raise ValueError(f"tool_calls must be >= 0, got {tool_calls}")
+    return float(score) * (1.0 - eps * tool_calls)
 
 
 def grounded(reward: float, searches: int, grounding_score: float | None) -> float:
@@ -159,12 +188,13 @@ class _CLPBase:
     """Shared scoring and logging; subclasses decide how an answer is scored."""
 
     metric: str
+    formula: Literal["clp", "additive", "linear"] = "clp"
 
     def __init__(
         self,
         eps: float = DEFAULT_EPS,
         metric_prefix: str = "executor",
-        grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
+        grounding_score: float | None = None,
     ):
         if eps < 0:
             raise ValueError(f"eps must be >= 0, got {eps}")
@@ -183,7 +213,7 @@ class _CLPBase:
                 calls,
                 report,
                 score,
-                grounded(clp_reward(score, calls, self.eps), calls, self.grounding_score),
+                grounded(self._shape(score, calls), calls, self.grounding_score),
             )
             for (calls, report), score in zip(parsed, scores, strict=True)
         ]
@@ -196,6 +226,13 @@ class _CLPBase:
             log_metric(f"{p}/answer_score", sum(s.score for s in self.last) / n)
             log_metric(f"{p}/format_ok", sum(s.format_ok for s in self.last) / n)
         return [s.reward for s in self.last]
+
+    def _shape(self, score: float, calls: int) -> float:
+        if self.formula == "additive":
+            return additive_reward(score, calls, self.eps)
+        if self.formula == "linear":
+            return linear_reward(score, calls, self.eps)
+        return clp_reward(score, calls, self.eps)
 
     @staticmethod
     def _parse(completions: Sequence[Any]) -> list[tuple[int, Report | None]]:
@@ -226,13 +263,19 @@ class CLPReward(_CLPBase):
         metric: Literal["em", "f1"] = "em",
         eps: float = DEFAULT_EPS,
         metric_prefix: str = "executor",
-        grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
+        grounding_score: float | None = None,
+        formula: Literal["clp", "additive", "linear"] = "clp",
     ):
         if metric not in ("em", "f1"):
             raise ValueError(f"metric must be 'em' or 'f1' (use JudgeCLPReward for a judge), got {metric!r}")
+        if formula not in ("clp", "additive", "linear"):
+            raise ValueError(f"formula must be 'clp', 'additive' or 'linear', got {formula!r}")
         self.metric = metric
+        self.formula = formula
         self._score = exact_match if metric == "em" else f1_score
         super().__init__(eps, metric_prefix, grounding_score)
+        if formula != "clp":
+            self.__name__ = formula
 
     def __call__(self, prompts=None, completions=(), reference=None, **kwargs: Any) -> list[float]:
         parsed = self._parse(completions)
@@ -260,7 +303,7 @@ class JudgeCLPReward(_CLPBase):
         eps: float = DEFAULT_EPS,
         metric_prefix: str = "executor",
         max_concurrency: int = 16,
-        grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
+        grounding_score: float | None = None,
     ):
         method = getattr(judge, "judge", None)
         if not callable(judge) and callable(method):
@@ -286,7 +329,7 @@ class JudgeCLPReward(_CLPBase):
                     verdict = await asyncio.to_thread(self.judge, question, gold, prediction)
                     if inspect.isawaitable(verdict):
                         verdict = await verdict
-            except ChatError as exc:  # a training step cannot wait for a resume: no verdict, no reward
+            except (ChatError, ChatRefused) as exc:  # a step cannot wait for a resume: no verdict, no reward
                 logger.warning("judge call failed, reward 0: %s", exc)
                 verdict = None
         return 1.0 if verdict is True else 0.0
@@ -311,24 +354,43 @@ class JudgeCLPReward(_CLPBase):
         return asyncio.run(self(**kwargs))
 
 
-@REWARDS.register("clp_em")
-def clp_em(
-    eps: float = DEFAULT_EPS,
-    metric_prefix: str = "executor",
-    grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
-) -> CLPReward:
-    """CLP over exact match against `reference` (the teacher's verified answers)."""
-    return CLPReward("em", eps, metric_prefix, grounding_score)
+def _metric_clp(metric: str, doc: str, *, grounded_default: bool) -> Callable[..., CLPReward]:
+    """The registered factory of CLP over one answer metric (its keyword arguments are the options)."""
+    name = f"clp_{metric}_grounded" if grounded_default else f"clp_{metric}"
+    default = DEFAULT_GROUNDING_SCORE if grounded_default else None
+
+    def factory(
+        eps: float = DEFAULT_EPS,
+        metric_prefix: str = "executor",
+        grounding_score: float | None = default,
+    ) -> CLPReward:
+        reward = CLPReward(metric, eps, metric_prefix, grounding_score)
+        reward.__name__ = name
+        return reward
+
+    factory.__name__ = factory.__qualname__ = name
+    factory.__doc__ = doc
+    return REWARDS.register(name, factory)
 
 
-@REWARDS.register("clp_f1")
-def clp_f1(
-    eps: float = DEFAULT_EPS,
-    metric_prefix: str = "executor",
-    grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
-) -> CLPReward:
-    """CLP over token F1 against `reference` (partial credit)."""
-    return CLPReward("f1", eps, metric_prefix, grounding_score)
+clp_em = _metric_clp(
+    "em",
+    "The blog's CLP over exact match against `reference` (the teacher's verified answers).",
+    grounded_default=False,
+)
+clp_f1 = _metric_clp(
+    "f1", "The blog's CLP over token F1 against `reference` (partial credit).", grounded_default=False
+)
+clp_em_grounded = _metric_clp(
+    "em",
+    "CLP over exact match, a report given without a search scoring grounding_score x R (ours).",
+    grounded_default=True,
+)
+clp_f1_grounded = _metric_clp(
+    "f1",
+    "CLP over token F1, a report given without a search scoring grounding_score x R (ours).",
+    grounded_default=True,
+)
 
 
 @REWARDS.register("clp_judge")
@@ -337,7 +399,43 @@ def clp_judge(
     eps: float = DEFAULT_EPS,
     metric_prefix: str = "executor",
     max_concurrency: int = 16,
+    grounding_score: float | None = None,
+) -> JudgeCLPReward:
+    """The blog's CLP over a judge's verdict; `judge` is the run's configured judge unless given."""
+    return JudgeCLPReward(judge, eps, metric_prefix, max_concurrency, grounding_score)
+
+
+@REWARDS.register("clp_judge_grounded")
+def clp_judge_grounded(
+    judge: JudgeFn | Any,
+    eps: float = DEFAULT_EPS,
+    metric_prefix: str = "executor",
+    max_concurrency: int = 16,
     grounding_score: float | None = DEFAULT_GROUNDING_SCORE,
 ) -> JudgeCLPReward:
-    """CLP over a judge's verdict; `judge` is the run's configured judge unless given."""
-    return JudgeCLPReward(judge, eps, metric_prefix, max_concurrency, grounding_score)
+    """CLP over a judge's verdict, a report without a search scoring grounding_score x R (ours)."""
+    reward = JudgeCLPReward(judge, eps, metric_prefix, max_concurrency, grounding_score)
+    reward.__name__ = "clp_judge_grounded"
+    return reward
+
+
+@REWARDS.register("additive")
+def additive(
+    metric: Literal["em", "f1"] = "em",
+    alpha: float = DEFAULT_ADDITIVE_ALPHA,
+    metric_prefix: str = "executor",
+    grounding_score: float | None = None,
+) -> CLPReward:
+    """The blog's additive comparison reward `score + alpha / (1 + tool_calls)` over EM or F1."""
+    return CLPReward(metric, alpha, metric_prefix, grounding_score, formula="additive")
+
+
+@REWARDS.register("linear")
+def linear(
+    metric: Literal["em", "f1"] = "em",
+    eps: float = DEFAULT_LINEAR_EPS,
+    metric_prefix: str = "executor",
+    grounding_score: float | None = None,
+) -> CLPReward:
+    """The blog's linear multiplicative comparison reward `score * (1 - eps * tool_calls)` over EM or F1."""
+    return CLPReward(metric, eps, metric_prefix, grounding_score, formula="linear")

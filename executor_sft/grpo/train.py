@@ -30,12 +30,12 @@ from executor_sft.grpo.arguments import (
     parse_mapping,
     validate_model,
 )
-from executor_sft.grpo.card import GRPO_STAGE, stage_settings, write_stage_card
+from executor_sft.grpo.card import GRPO_STAGE
 from executor_sft.grpo.environment import SearchEnvironmentFactory
-from executor_sft.grpo.policy import load_policy, set_model_init_kwargs
+from executor_sft.grpo.policy import trainer_policy
 from executor_sft.grpo.reward_funcs import build_reward_funcs, check_reward_weights, check_rewards
 from executor_sft.grpo.rewards import JudgeFn
-from executor_sft.llm.response_template import ensure_response_template
+from executor_sft.grpo.stage import run_stage, steps_text
 from executor_sft.registry import import_path
 from executor_sft.retrieval.base import Retriever
 
@@ -249,13 +249,7 @@ def build_grpo_trainer(
         max_searches=script_args.max_searches,
         tools=tuple(script_args.tools),
     )
-    if model is None:
-        model, tokenizer = load_policy(model_args, training_args.trust_remote_code)
-        if isinstance(model, str):  # TRL loads it, with ModelConfig's dtype / attention / revision
-            set_model_init_kwargs(training_args, model_args)
-        processing_class = processing_class if processing_class is not None else tokenizer
-    if processing_class is not None:
-        ensure_response_template(processing_class)
+    model, processing_class = trainer_policy(model_args, training_args, model, processing_class)
     cls = trainer_cls or GRPOTrainer
     return cls(
         model=model,
@@ -271,43 +265,42 @@ def build_grpo_trainer(
 
 
 def run_grpo(script_args: GRPOScriptArguments, training_args, model_args, **overrides: Any):
-    """Build the trainer, train, save to `output_dir`; returns the trainer."""
-    trainer = build_grpo_trainer(script_args, training_args, model_args, **overrides)
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    trainer.save_model(training_args.output_dir)
-    if trainer.accelerator.is_main_process:
-        logs = [h for h in trainer.state.log_history if "reward" in h]
-        summary = ""
-        if logs:
-            last = logs[-1]
-            summary = ", ".join(
-                f"{k}={last[k]:.3f}"
-                for k in (
-                    "reward",
-                    *sorted(k for k in last if k.startswith("rewards/") and k.endswith("/mean")),
-                    "executor/correct",
-                    "executor/tool_calls",
-                    "executor/format_ok",
-                    "outcome/correct",
-                )
-                if k in last
-            )
-            steps = trainer.state.global_step
-            trainer.accelerator.print(
-                f"GRPO done: {steps} step{'' if steps == 1 else 's'}; last log: {summary}"
-            )
-        write_stage_card(
-            trainer,
-            GRPO_STAGE,
-            script_args=script_args,
-            base_model=model_args.model_name_or_path,
-            config={
-                **stage_settings(script_args, training_args, model_args, GRPO_SETTINGS),
-                "reward_funcs": script_args.reward_funcs,
-                "reward_kwargs": script_args.reward_kwargs,
-                "tools": script_args.tools,
-            },
-            outcome=[f"last logged step: {summary}"] if summary else [],
+    """Build the trainer, train (resuming the last complete checkpoint), save to `output_dir`;
+    returns the trainer, or None when `output_dir` already holds a finished run."""
+    return run_stage(
+        build_grpo_trainer,
+        GRPO_STAGE,
+        script_args,
+        training_args,
+        model_args,
+        settings=GRPO_SETTINGS,
+        outcome=_grpo_outcome,
+        extra_config={
+            "reward_funcs": script_args.reward_funcs,
+            "reward_kwargs": script_args.reward_kwargs,
+            "tools": script_args.tools,
+        },
+        overrides=overrides,
+    )
+
+
+def _grpo_outcome(trainer: Any) -> list[str]:
+    """The closing line (printed) and the card's outcome: the last logged step's rewards and executor metrics."""
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    if not logs:
+        return []
+    last = logs[-1]
+    summary = ", ".join(
+        f"{k}={last[k]:.3f}"
+        for k in (
+            "reward",
+            *sorted(k for k in last if k.startswith("rewards/") and k.endswith("/mean")),
+            "executor/correct",
+            "executor/tool_calls",
+            "executor/format_ok",
+            "outcome/correct",
         )
-        trainer.accelerator.print(f"model saved to {training_args.output_dir}")
-    return trainer
+        if k in last
+    )
+    trainer.accelerator.print(f"GRPO done: {steps_text(trainer.state.global_step)}; last log: {summary}")
+    return [f"last logged step: {summary}"] if summary else []

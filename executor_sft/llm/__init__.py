@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from executor_sft.llm.backends import OpenAIConfig, OracleConfig, TransformersConfig, VLLMConfig
-from executor_sft.llm.base import ChatError, ChatModel, ChatResult, SamplingParams
+from executor_sft.llm.base import ChatError, ChatModel, ChatRefused, ChatResult, SamplingParams
 from executor_sft.llm.config import BACKENDS, Backend, ModelConfig, build_chat_model
 from executor_sft.llm.parsing import ParsedResponse, parse_assistant_text, tool_call_error
 from executor_sft.llm.pool import ModelPool
@@ -25,6 +25,7 @@ __all__ = [
     "BACKENDS",
     "Backend",
     "ChatError",
+    "ChatRefused",
     "ChatModel",
     "ChatResult",
     "ModelConfig",

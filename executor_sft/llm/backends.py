@@ -15,6 +15,7 @@ from executor_sft.llm.base import ChatModel
 from executor_sft.llm.config import BACKENDS, Backend, ModelConfig
 from executor_sft.llm.oracle import DEFAULT_NAME as ORACLE_MODEL
 from executor_sft.llm.oracle import OracleMode
+from executor_sft.llm.prefix_cache import DEFAULT_PREFIX_CACHE_TOKENS
 
 
 class OpenAIConfig(ModelConfig):
@@ -70,8 +71,12 @@ class TransformersConfig(ModelConfig):
     device: str | None = None
     max_batch_size: int = Field(8, ge=1)
     """Most concurrent greedy calls merged into one generate()."""
+    prefix_cache_tokens: int = Field(DEFAULT_PREFIX_CACHE_TOKENS, ge=0)
+    """Most tokens of keys and values kept for reuse across calls (0 = off); see docs/llm.md."""
 
-    identity_exclude: ClassVar[frozenset[str]] = frozenset({"device", "max_batch_size"})
+    identity_exclude: ClassVar[frozenset[str]] = frozenset(
+        {"device", "max_batch_size", "prefix_cache_tokens"}
+    )
 
 
 class VLLMConfig(ModelConfig):
@@ -151,32 +156,33 @@ def build_openai(cfg: OpenAIConfig) -> ChatModel:
     )
 
 
+def _in_process_kwargs(cfg: TransformersConfig | VLLMConfig) -> dict[str, Any]:
+    """What both in-process engines (transformers, vLLM) take from their config besides the model."""
+    return {
+        "tokenizer": load_tokenizer(cfg.tokenizer),
+        "name": cfg.label(),
+        "sampling": cfg.sampling(),
+        "chat_template": template_text(cfg.chat_template),
+    }
+
+
 def build_transformers(cfg: TransformersConfig) -> ChatModel:
     from executor_sft.llm.transformers_backend import TransformersChatModel
 
     return TransformersChatModel(
         cfg.model,
-        load_tokenizer(cfg.tokenizer),
-        name=cfg.label(),
-        sampling=cfg.sampling(),
-        chat_template=template_text(cfg.chat_template),
+        **_in_process_kwargs(cfg),
         dtype=cfg.dtype,
         device=cfg.device,
         max_batch_size=cfg.max_batch_size,
+        prefix_cache_tokens=cfg.prefix_cache_tokens,
     )
 
 
 def build_vllm(cfg: VLLMConfig) -> ChatModel:
     from executor_sft.llm.vllm_backend import VLLMChatModel
 
-    return VLLMChatModel(
-        cfg.model,
-        load_tokenizer(cfg.tokenizer),
-        name=cfg.label(),
-        sampling=cfg.sampling(),
-        chat_template=template_text(cfg.chat_template),
-        engine_kwargs=cfg.engine_kwargs,
-    )
+    return VLLMChatModel(cfg.model, **_in_process_kwargs(cfg), engine_kwargs=cfg.engine_kwargs)
 
 
 def build_oracle(cfg: OracleConfig) -> ChatModel:

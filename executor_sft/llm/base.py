@@ -4,7 +4,8 @@ A call takes OpenAI-style messages (+ optional tools and sampling settings) and 
 assistant message with `content`, `reasoning_content` and `tool_calls` (OpenAI shape:
 `{"id", "type": "function", "function": {"name", "arguments": <JSON string>}}`), token usage
 and latency. Backends never raise for a model's bad output; transport failures that outlast
-retries raise `ChatError`, which the agents record in the episode.
+retries raise `ChatError` (infrastructure: the episode is retried on resume); a request the
+endpoint refuses raises `ChatRefused`, which the agents record in the episode.
 
 Malformed tool calls are surfaced, never dropped or raised: a hermes `<tool_call>` block
 that is not a JSON object with a `name` and object `arguments` becomes a tool call whose
@@ -25,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from executor_sft.failures import InfrastructureError, RequestRefused
 from executor_sft.schema import LLMCallRecord, Message, SampledTokens, TokenUsage
 
 
@@ -63,8 +65,13 @@ class ChatResult:
         )
 
 
-class ChatError(RuntimeError):
+class ChatError(InfrastructureError):
     """A call that failed after all retries (transport, server or timeout), not a bad answer."""
+
+
+class ChatRefused(RequestRefused):
+    """The endpoint refused this request (a 4xx such as context_length_exceeded): the episode's
+    own outcome, recorded as the call's error and never retried (`executor_sft.failures`)."""
 
 
 @runtime_checkable

@@ -2,8 +2,10 @@
 
 Why our own retry loop (the SDK's `max_retries` is 0): rollouts run thousands of concurrent
 calls against several replicas, so a failed attempt should move to another replica, back off
-with full jitter (no thundering herd after a 429 burst) and end in one `ChatError` that the
-agents record, not a stack of SDK exceptions.
+with full jitter (no thundering herd after a 429 burst) and end in one exception classified as
+`executor_sft.failures` says: `ChatError` (infrastructure: the episode is retried on resume) or
+`ChatRefused` (a request the endpoint refuses: recorded as the episode's own), not a stack of
+SDK exceptions.
 
 The API key is read from the environment variable named by `api_key_env` at construction
 and only handed to the SDK clients; it is never stored on this object, logged, or included
@@ -30,7 +32,8 @@ import httpx
 import openai
 from openai.types.chat import ChatCompletion
 
-from executor_sft.llm.base import ChatError, ChatResult, SamplingParams
+from executor_sft.failures import status_kind
+from executor_sft.llm.base import ChatError, ChatRefused, ChatResult, SamplingParams
 from executor_sft.llm.parsing import THINK_CLOSE, TOOL_OPEN, parse_assistant_text
 from executor_sft.llm.routing import EndpointPool, Replica, route_key
 from executor_sft.llm.usage import count_usage
@@ -38,8 +41,6 @@ from executor_sft.llm.vocabulary import vocabulary_id
 from executor_sft.schema import Message, SampledTokens, TokenUsage
 
 log = logging.getLogger(__name__)
-
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
 class _Retryable(Exception):
@@ -71,8 +72,10 @@ class OpenAIChatModel:
             "EMPTY" as vLLM/SGLang expect).
         max_concurrency: at most this many requests in flight from this object.
         timeout_s: wall-clock limit of one attempt.
-        max_retries: further attempts after the first on 408/409/425/429/5xx, timeouts and
-            connection errors; backoff is full jitter, `uniform(0, min(backoff_max_s,
+        max_retries: further attempts after the first on what `executor_sft.failures` calls
+            retryable (408/409/425/429/5xx, timeouts, connection errors, malformed 200s);
+            400/413/414/422 raise `ChatRefused` at once (the episode's own outcome), any other
+            4xx `ChatError` at once; backoff is full jitter, `uniform(0, min(backoff_max_s,
             backoff_base_s * 2**attempt))`, or the server's Retry-After when larger.
         sampling: defaults for calls that pass no `SamplingParams`.
         extra_body: sent with every request (merged under the call's own `extra_body`).
@@ -273,12 +276,16 @@ class OpenAIChatModel:
             self.pool.mark_down(endpoint)
             error = _Retryable(f"connection error: {self._scrub(str(exc))}")
         except openai.APIStatusError as exc:
-            detail = f"HTTP {exc.status_code}: {self._scrub(str(exc))[:500]}"
-            if exc.status_code in RETRYABLE_STATUS:
+            code = f" [{exc.code}]" if isinstance(getattr(exc, "code", None), str) else ""
+            detail = f"HTTP {exc.status_code}{code}: {self._scrub(str(exc))[:500]}"
+            kind = status_kind(exc.status_code)
+            if kind == "retry":
                 if exc.status_code >= 500:
                     self.pool.mark_down(endpoint)
                 error = _Retryable(detail, _retry_after(exc))
-            else:
+            elif kind == "outcome":  # this request is refused (context length, body too large)
+                error = ChatRefused(f"{self.name} at {endpoint.base_url}: {detail}")
+            else:  # a wrong key, model or URL: every attempt would meet it
                 error = ChatError(f"{self.name} at {endpoint.base_url}: {detail}")
         except openai.APIError as exc:  # any other SDK error: not worth another attempt
             error = ChatError(

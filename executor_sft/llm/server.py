@@ -109,7 +109,7 @@ class ChatCompletionRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[ToolSpec] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
-    temperature: float | None = Field(None, ge=0)
+    temperature: float | None = Field(None, ge=0, le=2)  # OpenAI's range
     top_p: float | None = Field(None, gt=0, le=1)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
@@ -286,6 +286,23 @@ class ContextLimit:
         return dataclasses.replace(sampling, max_tokens=min(sampling.max_tokens, self.window - n_prompt))
 
 
+IGNORED_FIELDS = frozenset(
+    {"user", "metadata", "store", "parallel_tool_calls", "stream_options", "service_tier"}
+)
+"""OpenAI fields that ask nothing of the generation: taken and ignored, as vLLM does."""
+UNSUPPORTED_FIELDS: dict[str, tuple[Any, ...]] = {
+    "logprobs": (None, False),
+    "top_logprobs": (None, 0),
+    "response_format": (None, {"type": "text"}),
+    "frequency_penalty": (None, 0, 0.0),
+    "presence_penalty": (None, 0, 0.0),
+    "logit_bias": (None, {}),
+    "reasoning_effort": (None,),
+}
+"""OpenAI fields this server cannot honour, with the values that ask nothing (accepted); any other
+value is a 400 naming the field, never a silent answer without it."""
+
+
 def _refusal(request: ChatCompletionRequest, name: str) -> JSONResponse | None:
     """The error for a request this server does not take (another model, streaming, n > 1, a forced tool)."""
     if request.model is not None and request.model != name:
@@ -299,6 +316,21 @@ def _refusal(request: ChatCompletionRequest, name: str) -> JSONResponse | None:
         return _error(400, "stream=true is not supported by this server", param="stream")
     if request.n != 1:
         return _error(400, f"n={request.n} is not supported (only n=1)", param="n")
+    for key, value in (request.model_extra or {}).items():
+        if key in IGNORED_FIELDS:
+            continue
+        if key in UNSUPPORTED_FIELDS:
+            if value in UNSUPPORTED_FIELDS[key]:  # the field's default: nothing is asked of the model
+                continue
+            return _error(
+                400,
+                f"{key}={json.dumps(value)} is not supported by this server",
+                param=key,
+                code="unsupported_value",
+            )
+        return _error(
+            400, f"Unrecognized request argument supplied: {key}", param=key, code="unknown_parameter"
+        )
     if request.tool_choice not in (None, "auto", "none"):
         return _error(
             400,

@@ -8,13 +8,22 @@ micro-batched into one left-padded `generate()` call of up to `max_batch_size` r
 practical, greedy or sampled (an unseeded sample is one draw whichever batch it is in). Padded
 batches can change greedy outputs in the last bits on some models; pass `max_batch_size=1` for
 strictly serial, unpadded generation. Seeded calls always run alone (their seeds stay meaningful).
-For real throughput use vLLM (in-process `VLLMChatModel` or a server).
+
+Prefix reuse: the keys and values of every call's prompt and completion are kept (bounded, least
+recently used out; `executor_sft.llm.prefix_cache`), and a call whose prompt starts with a kept
+sequence prefills only the rest. An executor's next turn is its last prompt plus the completion
+and the tool's answer, so from turn 2 on only those are prefilled; runs of one evaluation also
+share the system prompt and tool schemas. Reused keys were computed in another pass, so logits
+can differ in the last bits from a full prefill, as with padding.
+For real throughput use vLLM (in-process `VLLMChatModel` or a server; its automatic prefix
+caching does the same on a GPU).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -30,8 +39,11 @@ from executor_sft.llm.parsing import (
     parse_assistant_text,
     prompt_opens_think,
 )
+from executor_sft.llm.prefix_cache import DEFAULT_PREFIX_CACHE_TOKENS, PrefixCache, PrefixEntry, PrefixStats
 from executor_sft.llm.vocabulary import vocabulary_id
 from executor_sft.schema import Message, SampledTokens, TokenUsage
+
+log = logging.getLogger(__name__)
 
 _KEEP_MARKERS = {THINK_OPEN, THINK_CLOSE, TOOL_OPEN, TOOL_CLOSE}
 
@@ -92,6 +104,13 @@ class _Pending:
     sampling: SamplingParams
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
+    encoded: tuple[str, Any] | None = None
+    """(prompt text, token ids), once the scheduler has needed them."""
+
+    def encode(self, model: TransformersChatModel) -> tuple[str, Any]:
+        if self.encoded is None:
+            self.encoded = model._encode(self.messages, self.tools, self.sampling)
+        return self.encoded
 
 
 def _batch_key(sampling: SamplingParams) -> tuple | None:
@@ -114,6 +133,9 @@ class TransformersChatModel:
         sampling: defaults for calls that pass no `SamplingParams`.
         chat_template: replaces the tokenizer's template (e.g. `chatml_tools_template()`).
         max_batch_size: most unseeded calls merged into one generate() (1 = never batch).
+        prefix_cache_tokens: most tokens of keys and values kept between calls for prefix reuse
+            (`executor_sft.llm.prefix_cache`; 0 = none). A token costs
+            2 x layers x kv_heads x head_dim x dtype bytes: 46 KB for SmolLM2-135M in fp32.
     """
 
     def __init__(
@@ -127,6 +149,7 @@ class TransformersChatModel:
         dtype: str = "float32",
         device: str | None = None,
         max_batch_size: int = 8,
+        prefix_cache_tokens: int = DEFAULT_PREFIX_CACHE_TOKENS,
     ):
         if isinstance(model, str):
             name = name or model
@@ -148,6 +171,9 @@ class TransformersChatModel:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tf-chat")
         self._lock = threading.Lock()  # also guards direct `generate_sync` callers
         self.max_batch_size = max(1, max_batch_size)
+        self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
+        self.prefix_stats = PrefixStats()
+        """Prompt tokens asked for and reused over this model's life (counted with reuse off too)."""
         self._pending: list[_Pending] = []
         self._pending_lock = threading.Lock()
 
@@ -197,60 +223,165 @@ class TransformersChatModel:
             ),
         )
 
+    def _encode(self, messages: list[Message], tools: list[dict] | None, sampling: SamplingParams):
+        """(prompt text, its token ids as a 1-D tensor)."""
+        prompt = render_prompt(self.tokenizer, messages, tools, sampling.enable_thinking)
+        ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"][0]
+        return prompt, ids
+
     def generate_sync(
         self, messages: list[Message], tools: list[dict] | None = None, sampling: SamplingParams | None = None
     ) -> ChatResult:
         """Blocking generation of one call; `chat` runs this on the model's worker thread."""
-        import torch
-
-        sampling = sampling or self.sampling
-        start = time.perf_counter()
-        prompt = render_prompt(self.tokenizer, messages, tools, sampling.enable_thinking)
-        enc = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
-        enc = {k: v.to(self.model.device) for k, v in enc.items()}
-        with self._lock, torch.inference_mode():
-            if sampling.seed is not None:
-                torch.manual_seed(sampling.seed)
-            out = self.model.generate(**enc, **self._generate_kwargs(sampling))
-        n_prompt = enc["input_ids"].shape[1]
-        return self._result(prompt, n_prompt, out[0, n_prompt:].tolist(), tools, sampling, start)
+        return self._run([(messages, tools)], sampling or self.sampling)[0]
 
     def generate_batch_sync(
         self, requests: list[tuple[list[Message], list[dict] | None]], sampling: SamplingParams
     ) -> list[ChatResult]:
-        """One left-padded generate() for several calls with the same sampling settings."""
-        import torch
+        """One generate() for calls with the same sampling settings, left-padded."""
+        return self._run(requests, sampling)
 
-        if len(requests) == 1:
-            return [self.generate_sync(requests[0][0], requests[0][1], sampling)]
+    def _run(
+        self,
+        requests: list[tuple[list[Message], list[dict] | None]],
+        sampling: SamplingParams,
+        encoded: list[tuple[str, Any]] | None = None,
+    ) -> list[ChatResult]:
         start = time.perf_counter()
-        prompts = [render_prompt(self.tokenizer, m, t, sampling.enable_thinking) for m, t in requests]
-        side = self.tokenizer.padding_side
-        self.tokenizer.padding_side = "left"
-        try:
-            enc = self.tokenizer(prompts, return_tensors="pt", add_special_tokens=False, padding=True)
-        finally:
-            self.tokenizer.padding_side = side
-        enc = {k: v.to(self.model.device) for k, v in enc.items()}
-        with self._lock, torch.inference_mode():
-            out = self.model.generate(**enc, **self._generate_kwargs(sampling))
-        width = enc["input_ids"].shape[1]
-        lengths = enc["attention_mask"].sum(dim=1).tolist()
+        encoded = encoded or [self._encode(m, t, sampling) for m, t in requests]
+        generated = self._generate([ids for _, ids in encoded], sampling)
         return [
-            self._result(prompt, int(n), out[i, width:].tolist(), tools, sampling, start)
-            for i, (prompt, n, (_, tools)) in enumerate(zip(prompts, lengths, requests, strict=True))
+            self._result(prompt, int(ids.numel()), gen, tools, sampling, start)
+            for (prompt, ids), gen, (_, tools) in zip(encoded, generated, requests, strict=True)
         ]
 
+    def _generate(self, prompts: list[Any], sampling: SamplingParams) -> list[list[int]]:
+        """The generated ids of each prompt (1-D id tensors), its cached prefix reused if any."""
+        import torch
+
+        width = max(int(ids.numel()) for ids in prompts)
+        pads = [width - int(ids.numel()) for ids in prompts]
+        pad_id = self.tokenizer.pad_token_id
+        pad_id = pad_id if pad_id is not None else self.tokenizer.eos_token_id
+        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, (ids, pad) in enumerate(zip(prompts, pads, strict=True)):
+            input_ids[row, pad:] = ids
+            attention_mask[row, pad:] = 1
+        device = self.model.device
+        with self._lock, torch.inference_mode():
+            past = self._cached_prefix(prompts, pads, width)
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+            out = self.model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention_mask.to(device),
+                past_key_values=past,
+                return_dict_in_generate=True,
+                **self._generate_kwargs(sampling),
+            )
+            generated = [out.sequences[row, width:].tolist() for row in range(len(prompts))]
+            self._keep_prefixes(out.past_key_values, prompts, pads, generated)
+        return generated
+
+    def _cached_prefix(self, prompts: list[Any], pads: list[int], width: int) -> Any:
+        """A cache holding the longest prefix every row of the padded batch can reuse, or None.
+
+        Row i's tokens sit at padded positions pads[i]..width; the batch can skip the first
+        `shared` positions where every row's cached entry covers them (its pads are masked).
+        At least one position is left to prefill, which yields the first token's logits.
+        """
+        stats, cache = self.prefix_stats, self.prefix_cache
+        stats.requests += len(prompts)
+        stats.prompt_tokens += sum(int(ids.numel()) for ids in prompts)
+        if cache is None:
+            return None
+        hits = [cache.longest(ids) for ids in prompts]
+        shared = min(pad + n for pad, (_, n) in zip(pads, hits, strict=True))
+        shared = min(shared, width - 1)
+        if shared <= max(pads):
+            return None
+        stats.reused_tokens += sum(shared - pad for pad in pads)
+        import torch
+        from transformers import DynamicCache
+
+        layers = []
+        for layer in range(len(hits[0][0].keys)):
+            keys, values = [], []
+            for pad, (entry, _) in zip(pads, hits, strict=True):
+                k, v = entry.keys[layer][:, : shared - pad], entry.values[layer][:, : shared - pad]
+                keys.append(_left_pad(k, pad))
+                values.append(_left_pad(v, pad))
+            layers.append((torch.stack(keys), torch.stack(values)))
+        return DynamicCache(ddp_cache_data=layers)
+
+    def _keep_prefixes(
+        self, past: Any, prompts: list[Any], pads: list[int], generated: list[list[int]]
+    ) -> None:
+        """Store each row's prompt and completion (up to its end of turn) with their keys and values."""
+        cache = self.prefix_cache
+        if cache is None or past is None:
+            return
+        from transformers.cache_utils import DynamicLayer
+
+        if not all(type(layer) is DynamicLayer for layer in past.layers):
+            log.warning("%s: prefix reuse is off: the model's cache is not a full-attention cache", self.name)
+            self.prefix_cache = None
+            return
+        import torch
+
+        held = past.get_seq_length()  # the last generated token is never fed back
+        for row, (ids, pad, gen) in enumerate(zip(prompts, pads, generated, strict=True)):
+            turn = gen[: self._completion_length(gen)]
+            n = min(int(ids.numel()) + len(turn), held - pad)
+            fed = torch.cat([ids, torch.tensor(turn, dtype=ids.dtype)])[:n]
+            cache.store(
+                PrefixEntry(
+                    ids=fed,
+                    keys=[layer.keys[row, :, pad : pad + n].clone() for layer in past.layers],
+                    values=[layer.values[row, :, pad : pad + n].clone() for layer in past.layers],
+                )
+            )
+
+    def _completion_length(self, generated: list[int]) -> int:
+        """Tokens up to and including the first end-of-turn token (all of them if none)."""
+        for i, tok in enumerate(generated):
+            if tok in self.stop_ids:
+                return i + 1
+        return len(generated)
+
     def _drain(self) -> None:
-        """Worker thread: run every queued call that can share a batch with the oldest one."""
+        """Worker thread: run the queued calls that can share a batch with the first in line.
+
+        First in line is the call whose prompt the prefix cache holds furthest (then the oldest):
+        a run's next turn goes before other runs' first turns, so the runs in flight finish and
+        their entries are reused before eviction, instead of every run starting at once.
+        A left-padded batch prefills, in every row, as many positions as its row with the most
+        new tokens needs, so the batch takes the calls whose new-token counts are closest to the
+        first's (`_close_in_new_tokens`): one call the cache misses no longer makes 24 calls
+        with hits prefill in full.
+        """
         with self._pending_lock:
             if not self._pending:
                 return
-            key = _batch_key(self._pending[0].sampling)
-            batch = [p for p in self._pending if _batch_key(p.sampling) == key][: self.max_batch_size]
+            key = None
+            if self.prefix_cache is not None:
+                new, held = {}, {}
+                for p in self._pending:
+                    ids = p.encode(self)[1]
+                    held[id(p)] = self.prefix_cache.reusable(ids)
+                    new[id(p)] = int(ids.numel()) - held[id(p)]
+                first = max(self._pending, key=lambda p: held[id(p)])  # the oldest among equals
+                key = _batch_key(first.sampling)
+                same = [p for p in self._pending if _batch_key(p.sampling) == key]
+                batch = _close_in_new_tokens(first, same, new, self.max_batch_size)
+            else:
+                key = _batch_key(self._pending[0].sampling)
+                batch = [p for p in self._pending if _batch_key(p.sampling) == key][: self.max_batch_size]
             self._pending = [p for p in self._pending if not any(p is b for b in batch)]
         try:
-            results = self.generate_batch_sync([(p.messages, p.tools) for p in batch], batch[0].sampling)
+            encoded = [p.encoded for p in batch] if all(p.encoded for p in batch) else None
+            results = self._run([(p.messages, p.tools) for p in batch], batch[0].sampling, encoded)
         except BaseException as exc:  # deliver the failure to every waiting caller
             for p in batch:
                 p.loop.call_soon_threadsafe(_set_exception, p.future, exc)
@@ -276,6 +407,36 @@ class TransformersChatModel:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+NEW_TOKEN_SLACK = 64
+"""A call joins a batch if its new tokens are at most twice the first call's, plus this many."""
+
+
+def _close_in_new_tokens(
+    first: _Pending, candidates: list[_Pending], new: dict[int, int], size: int
+) -> list[_Pending]:
+    """`first` and the candidates whose new-token counts are nearest its own, at most `size` calls.
+
+    Only calls within twice the first's count (plus `NEW_TOKEN_SLACK`) join: the batch's prefill
+    costs its rows times its largest new-token count, so a far larger one would cost more than
+    running it in a batch of its own.
+    """
+    limit = 2 * new[id(first)] + NEW_TOKEN_SLACK
+    others = sorted(
+        (p for p in candidates if p is not first and new[id(p)] <= limit),
+        key=lambda p: abs(new[id(p)] - new[id(first)]),
+    )
+    return [first, *others[: size - 1]]
+
+
+def _left_pad(t: Any, pad: int) -> Any:
+    """`t` ([heads, len, dim]) with `pad` zero positions before it (masked in attention)."""
+    if pad == 0:
+        return t
+    import torch
+
+    return torch.cat([t.new_zeros(t.shape[0], pad, t.shape[2]), t], dim=1)
 
 
 def _set_result(future: asyncio.Future, result: ChatResult) -> None:

@@ -12,9 +12,11 @@ from executor_sft.metrics.answer import (
 )
 from executor_sft.metrics.table import (
     AtK,
+    ColumnRule,
     Table,
     TableScores,
     at_k,
+    judged_table_scores,
     parse_markdown_table,
     render_markdown_table,
     table_scores,
@@ -22,6 +24,7 @@ from executor_sft.metrics.table import (
 
 __all__ = [
     "AtK",
+    "ColumnRule",
     "NORMALIZATIONS",
     "MeanAtK",
     "Normalization",
@@ -31,6 +34,7 @@ __all__ = [
     "cover_exact_match",
     "exact_match",
     "f1_score",
+    "judged_table_scores",
     "mean_at_k",
     "normalize_answer",
     "parse_markdown_table",

@@ -5,8 +5,13 @@ question's gold passages has been retrieved so far; the score is the mean of tha
 curve over `N` buckets (the area under the step curve, not a trapezoid), so a system that
 finds the evidence early and cheaply scores higher than one that finds it late.
 
-Context tokens are the cumulative prompt+completion tokens of the episode's executor calls
-in the order the calls started. A passage retrieved by a search counts at the cumulative
+What a token of context is (`token_count`):
+- `calls` (ours, the default): the cumulative prompt+completion tokens of the episode's executor
+  calls in the order the calls started, so each call's prompt is counted again (the compute spent).
+- `context` (the blog's reading: "per token of context consumed", its Setup section): each call
+  adds only what its context grew by (its prompt+completion less the previous call's of the same
+  run), so a run's count is the length of its context, and the episode's is the sum over runs.
+- `completion` (ours): only the tokens the executors generated. A passage retrieved by a search counts at the cumulative
 count *including* the call that issued the search, and a count of exactly `i*B` belongs to
 bucket `i`.
 
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from executor_sft.metrics.answer import Normalization, cover_exact_match
 from executor_sft.metrics.tokens import call_usages, search_turns, system_runs
@@ -30,6 +35,39 @@ from executor_sft.schema import Episode
 
 CerEvent = tuple[int, Sequence[str]]
 """(context tokens consumed so far, doc ids retrieved at that point)."""
+
+TokenCount = Literal["calls", "context", "completion"]
+TOKEN_COUNTS: tuple[str, ...] = ("calls", "context", "completion")
+
+
+def _completion_usages(run: Any, totals: list[int]) -> list[int]:
+    """Completion tokens of each call: recorded per call, else the run's completion total split
+    like its call totals (an estimate), else each call's total."""
+    calls = run.calls
+    if isinstance(calls, list) and calls and all(isinstance(c, dict) and "usage" in c for c in calls):
+        return [int(c["usage"].get("completion_tokens", 0)) for c in calls]
+    completion = int(run.usage.completion_tokens)
+    if completion > 0 and sum(totals) > 0:
+        shares = [int(t * completion / sum(totals)) for t in totals]
+        shares[-1] += completion - sum(shares)
+        return shares
+    return totals
+
+
+def call_tokens(run: Any, tokenizer: Any | None = None, token_count: TokenCount = "calls") -> list[int]:
+    """What each executor call of a run adds to CER-C's token axis (module docstring)."""
+    totals = call_usages(run, tokenizer)
+    if token_count == "calls":
+        return totals
+    if token_count == "context":
+        grown, previous = [], 0
+        for total in totals:
+            grown.append(max(0, total - previous))
+            previous = max(previous, total)
+        return grown
+    if token_count == "completion":
+        return _completion_usages(run, totals)
+    raise ValueError(f"token_count must be one of {', '.join(TOKEN_COUNTS)}, got {token_count!r}")
 
 
 def cer_c(
@@ -62,7 +100,10 @@ def cer_c(
 
 
 def cer_events_from_episode(
-    episode: Episode, roles: Sequence[str] | None = None, tokenizer: Any | None = None
+    episode: Episode,
+    roles: Sequence[str] | None = None,
+    tokenizer: Any | None = None,
+    token_count: TokenCount = "calls",
 ) -> list[CerEvent]:
     """The (cumulative tokens, doc ids) events of an episode's executor searches.
 
@@ -78,7 +119,7 @@ def cer_events_from_episode(
     for r_pos, run in enumerate(runs):
         starts = _call_starts(run)
         timed = timed and starts is not None
-        for turn, tokens in enumerate(call_usages(run, tokenizer)):
+        for turn, tokens in enumerate(call_tokens(run, tokenizer, token_count)):
             start = starts[turn] if starts is not None and turn < len(starts) else None
             entries.append((start, (run.round, run.sub_query_index, turn), tokens, r_pos, turn))
     entries.sort(key=lambda e: (e[0], e[1]) if timed else e[1])
@@ -111,12 +152,14 @@ def episode_cer_c(
     bucket_tokens: int = 10_000,
     n_buckets: int = 10,
     roles: Sequence[str] | None = None,
+    token_count: TokenCount = "calls",
 ) -> tuple[list[float], float] | None:
     """CER-C of one episode, or None when its question carries no gold passage ids."""
     gold = episode.question.positive_doc_ids
     if not gold:
         return None
-    return cer_c(cer_events_from_episode(episode, roles), gold, bucket_tokens, n_buckets)
+    events = cer_events_from_episode(episode, roles, token_count=token_count)
+    return cer_c(events, gold, bucket_tokens, n_buckets)
 
 
 ANSWER_BEARING = "answer-bearing"
@@ -131,6 +174,7 @@ def answer_bearing_cer_c(
     n_buckets: int = 10,
     roles: Sequence[str] | None = None,
     normalization: Normalization = "squad",
+    token_count: TokenCount = "calls",
 ) -> tuple[list[float], float] | None:
     """CER-C with "contains a gold answer alias" in place of gold passage ids (see the module
     docstring); `passage_text(doc_id)` is a retrieved passage's text (None: unknown, not evidence).
@@ -148,6 +192,6 @@ def answer_bearing_cer_c(
 
     events = [
         (tokens, [_ANSWER] if any(bearing(d) for d in doc_ids) else [])
-        for tokens, doc_ids in cer_events_from_episode(episode, roles)
+        for tokens, doc_ids in cer_events_from_episode(episode, roles, token_count=token_count)
     ]
     return cer_c(events, [_ANSWER], bucket_tokens, n_buckets)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.metrics.judge import LLMJudge
-from executor_sft.metrics.table import table_scores
+from executor_sft.metrics.table import ColumnRule, judged_table_scores, table_scores
 from executor_sft.schema import EpisodeMetrics, Question
 
 
@@ -12,11 +12,24 @@ async def score_answer(question: Question, answer: str | None, judge: LLMJudge |
     """EM, F1 and the judge's verdict; a table question is scored by its cells instead.
 
     Table questions (`question.unique_columns`): em = success, f1 = item F1, and the verdict, when
-    a judge is configured, is success itself, compared cell by cell without a model call (a model
-    judging a whole table would be a coarser, costlier copy of the same comparison).
+    a judge is configured, is success itself. The configured judge (the config's `judge` role) grades
+    only the cells of the question's `llm_judge` columns (`column_rules`, WideSeek-R1 App. E.1);
+    without a judge those columns are compared like exact-match ones.
     """
     if question.unique_columns:
-        scores = table_scores(answer, question.golden_answers[0], question.unique_columns)
+        rules = question.column_rules
+        judged = any(ColumnRule.from_dict(r).metric == "llm_judge" for r in (rules or {}).values())
+        if judged and judge is not None:
+            scores = await judged_table_scores(
+                answer,
+                question.golden_answers[0],
+                question.unique_columns,
+                judge,
+                rules=rules or {},
+                question=question.question,
+            )
+        else:
+            scores = table_scores(answer, question.golden_answers[0], question.unique_columns, rules=rules)
         return EpisodeMetrics(
             em=scores.success,
             f1=scores.item_f1,

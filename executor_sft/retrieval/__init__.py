@@ -17,7 +17,7 @@ from executor_sft.retrieval.encoders import Encoder, EncoderConfig
 from executor_sft.retrieval.fusion import HybridRetriever, fuse
 from executor_sft.retrieval.kinds import RETRIEVERS, IndexDir, RetrieverKind
 from executor_sft.retrieval.manifest import IndexMismatchError, Manifest
-from executor_sft.retrieval.remote import RemoteRetriever, RetrievalError
+from executor_sft.retrieval.remote import RemoteRetriever, RetrievalError, RetrievalRefused
 from executor_sft.retrieval.rerank import RerankRetriever, RerankSettings
 from executor_sft.retrieval.scorers import Scorer
 
@@ -43,6 +43,7 @@ __all__ = [
     "RerankRetriever",
     "RerankSettings",
     "RetrievalError",
+    "RetrievalRefused",
     "Retriever",
     "RetrieverConfig",
     "RetrieverKind",

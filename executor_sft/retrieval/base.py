@@ -9,8 +9,12 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from executor_sft.retrieval.corpus import Corpus
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +57,44 @@ class Retriever(ABC):
         return await asyncio.to_thread(self.documents, doc_ids)
 
 
-def corpus_documents(corpus, doc_ids: list[str]) -> list[Hit | None]:
-    """`Retriever.documents` over a `Corpus` (docs.arrow)."""
-    out: list[Hit | None] = []
-    for doc_id in doc_ids:
-        doc = corpus.document(doc_id)
-        out.append(None if doc is None else Hit(doc.id, doc.title, doc.text, 0.0))
-    return out
+class CorpusRetriever(Retriever):
+    """A retriever over a `Corpus`'s passages, in one search shape: an empty batch has no hits,
+    k is clamped to the corpus, and each query's (rows, scores) from `top_rows` become hits.
+
+    `top_rows` returns, per query, the corpus rows best first with their scores, already
+    without the rows that are no hit (BM25: no query term matched; FAISS: padding rows).
+    """
+
+    corpus: Corpus
+
+    @abstractmethod
+    def top_rows(self, queries: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """For each query, (rows, scores) of at most k hits, best first."""
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        if not queries:
+            return []
+        k = max(1, min(k, len(self.corpus)))
+        out = []
+        for rows, scores in self.top_rows(list(queries), k):
+            hits = []
+            for r, s in zip(rows.tolist(), scores.tolist(), strict=True):
+                p = self.corpus[int(r)]
+                hits.append(Hit(p.id, p.title, p.text, float(s)))
+            out.append(hits)
+        return out
+
+    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
+        """Each passage's whole document from the corpus (docs.arrow)."""
+        out: list[Hit | None] = []
+        for doc_id in doc_ids:
+            doc = self.corpus.document(doc_id)
+            out.append(None if doc is None else Hit(doc.id, doc.title, doc.text, 0.0))
+        return out
+
+
+NO_ROWS = (np.empty(0, dtype=np.int64), np.empty(0))
+"""`top_rows` for a query without hits."""
 
 
 def top_k_rows(scores: np.ndarray, k: int) -> np.ndarray:

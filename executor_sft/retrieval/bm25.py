@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from executor_sft.retrieval.base import Hit, Retriever, corpus_documents, top_k_rows
+from executor_sft.retrieval.base import NO_ROWS, CorpusRetriever, top_k_rows
 from executor_sft.retrieval.corpus import Corpus
 from executor_sft.retrieval.manifest import BM25Info
 
@@ -45,17 +45,15 @@ def tokenize(texts: list[str], info: BM25Info, show_progress: bool = False) -> l
     )
 
 
-def _hits(corpus: Corpus, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
-    out = []
-    for r, s in zip(rows.tolist(), scores.tolist(), strict=True):
-        if s <= 0:  # no query term matched: not a hit
-            continue
-        p = corpus[int(r)]
-        out.append(Hit(p.id, p.title, p.text, float(s)))
-    return out
+def _matched(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top k rows with a positive score (a row no query term matched is no hit)."""
+    rows = top_k_rows(scores, k)
+    top = scores[rows]
+    keep = top > 0
+    return rows[keep], top[keep]
 
 
-class BM25Retriever(Retriever):
+class BM25Retriever(CorpusRetriever):
     """bm25s over an index directory's `bm25/` folder (memory-mapped by default)."""
 
     batch_invariant = True
@@ -87,26 +85,15 @@ class BM25Retriever(Retriever):
         model = bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False)
         return cls(model, corpus, info, index_id)
 
-    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
-        return corpus_documents(self.corpus, doc_ids)
-
-    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if not queries:
-            return []
-        k = max(1, min(k, len(self.corpus)))
-        results: list[list[Hit]] = []
-        for tokens in tokenize(list(queries), self.info):
+    def top_rows(self, queries: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        out = []
+        for tokens in tokenize(queries, self.info):
             ids = self.model.get_tokens_ids(tokens)
-            if not ids:
-                results.append([])
-                continue
-            scores = self.model.get_scores_from_ids(ids)
-            rows = top_k_rows(scores, k)
-            results.append(_hits(self.corpus, rows, scores[rows]))
-        return results
+            out.append(_matched(self.model.get_scores_from_ids(ids), k) if ids else NO_ROWS)
+        return out
 
 
-class RankBM25Retriever(Retriever):
+class RankBM25Retriever(CorpusRetriever):
     """rank-bm25 (BM25Okapi): dense per-query scoring over every document; for compatibility."""
 
     batch_invariant = True
@@ -117,17 +104,6 @@ class RankBM25Retriever(Retriever):
         self.corpus, self.info, self.index_id = corpus, info or BM25Info(backend="rank_bm25"), index_id
         self.model = BM25Okapi(tokenize(corpus.index_texts(), self.info), k1=self.info.k1, b=self.info.b)
 
-    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
-        return corpus_documents(self.corpus, doc_ids)
-
-    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        k = max(1, min(k, len(self.corpus)))
-        out = []
-        for tokens in tokenize(list(queries), self.info):
-            if not tokens:
-                out.append([])
-                continue
-            scores = self.model.get_scores(tokens)
-            top = top_k_rows(scores, k)
-            out.append(_hits(self.corpus, top, scores[top]))
-        return out
+    def top_rows(self, queries: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        tokenized = tokenize(queries, self.info)
+        return [_matched(self.model.get_scores(tokens), k) if tokens else NO_ROWS for tokens in tokenized]

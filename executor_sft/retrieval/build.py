@@ -451,20 +451,19 @@ def _swap_into_place(stage: Path, out: Path) -> None:
 
 
 def _dense_info(cfg: EncoderConfig, enc: Encoder, index_type: str, shard_size: int) -> DenseInfo:
+    loaded = {f: getattr(enc, f) for f in ENCODER_FIELDS}
     return DenseInfo(
         model=cfg.model,
-        model_path=enc.model_path,
-        backend=enc.backend,
-        pooling=enc.pooling,
-        query_prefix=enc.query_prefix,
-        passage_prefix=enc.passage_prefix,
-        dim=enc.dim,
-        full_dim=enc.full_dim,
         max_length=cfg.max_length,
         index_type=index_type,
         shard_size=shard_size,
         versions=library_versions(DENSE_LIBRARIES),
+        **loaded,
     )
+
+
+ENCODER_FIELDS = ("model_path", "backend", "pooling", "query_prefix", "passage_prefix", "dim", "full_dim")
+"""What a dense index records of the encoder as loaded (so a query is encoded the same way)."""
 
 
 def _check_resume(prior: DenseInfo | None, new: DenseInfo, out: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from executor_sft.retrieval.base import Hit, Retriever, corpus_documents
+from executor_sft.retrieval.base import CorpusRetriever
 from executor_sft.retrieval.corpus import Corpus
 from executor_sft.retrieval.encoders import Encoder
 
@@ -71,7 +71,7 @@ def apply_search_params(index, index_type: str, params: dict[str, Any]) -> None:
         faiss.extract_index_ivf(index).nprobe = int(params.get("nprobe", 32))
 
 
-class DenseRetriever(Retriever):
+class DenseRetriever(CorpusRetriever):
     def __init__(
         self, encoder: Encoder, index, corpus: Corpus, index_id: str = "dense", batch_size: int = 64
     ):
@@ -100,22 +100,6 @@ class DenseRetriever(Retriever):
         except RuntimeError:  # not every index type supports mmap
             return faiss.read_index(str(path))
 
-    def documents(self, doc_ids: list[str]) -> list[Hit | None]:
-        return corpus_documents(self.corpus, doc_ids)
-
-    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if not queries:
-            return []
-        k = max(1, min(k, len(self.corpus)))
-        q = self.encoder.encode_queries(list(queries), self.batch_size)
-        scores, rows = self.index.search(q, k)
-        out = []
-        for srow, rrow in zip(scores.tolist(), rows.tolist(), strict=True):
-            hits = []
-            for s, r in zip(srow, rrow, strict=True):
-                if r < 0:
-                    continue
-                p = self.corpus[r]
-                hits.append(Hit(p.id, p.title, p.text, float(s)))
-            out.append(hits)
-        return out
+    def top_rows(self, queries: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        scores, rows = self.index.search(self.encoder.encode_queries(queries, self.batch_size), k)
+        return [(r[r >= 0], s[r >= 0]) for s, r in zip(scores, rows, strict=True)]  # FAISS pads with -1

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from executor_sft.errors import ConfigError
 from executor_sft.registry import Registry
 from executor_sft.retrieval.base import Retriever
 from executor_sft.retrieval.bm25 import BM25Retriever, RankBM25Retriever
@@ -86,13 +85,9 @@ RETRIEVERS: Registry[RetrieverKind] = Registry("retriever kind")
 
 def retriever_kind(name: str) -> RetrieverKind:
     """The kind `name` (a registered name or `package.module:attr`); else a one-line user error."""
-    entry = RETRIEVERS.get(name)
-    if not isinstance(entry, RetrieverKind):
-        raise ConfigError(
-            f"retriever kind {name!r} is a {type(entry).__name__}, not an "
-            "executor_sft.retrieval.RetrieverKind(load=..., needs=...)"
-        )
-    return entry
+    return RETRIEVERS.get_instance(
+        name, RetrieverKind, "executor_sft.retrieval.RetrieverKind(load=..., needs=...)"
+    )
 
 
 def kinds_served(parts: Iterable[str]) -> list[str]:

@@ -1,9 +1,12 @@
 """HTTP client for a retrieval server speaking the Search-R1 wire format (ours or theirs).
 
 `POST {url}/retrieve {"queries", "topk", "return_scores": true}`; the access tool's
-`POST {url}/documents {"ids"}` is ours only. Connection errors,
-timeouts and 5xx answers are retried with exponential backoff; 4xx answers are not (the
-request itself is wrong) and raise `RetrievalError` with the server's message.
+`POST {url}/documents {"ids"}` is ours only. Failures are classified as everywhere else
+(`executor_sft.failures`): connection errors, timeouts, 5xx/429 answers and 200s that are not
+a result are retried with exponential backoff, then raise `RetrievalError` (infrastructure: the
+episode is retried on resume), as does any other 4xx but 400/413/414/422 at once (a wrong URL);
+those are this request's own fault, are not retried, and raise `RetrievalRefused` with the
+server's message (the tool records it as the run's finish).
 """
 
 from __future__ import annotations
@@ -14,14 +17,21 @@ from typing import Any
 
 import httpx
 
+from executor_sft.failures import TRANSPORT_ERRORS, InfrastructureError, RequestRefused, status_kind
 from executor_sft.retrieval.base import Hit, Retriever
 from executor_sft.retrieval.corpus import split_contents
 
-RETRYABLE = (httpx.TransportError,)
+
+class RetrievalError(InfrastructureError):
+    """The retrieval server failed past its retries (down, timing out, answering 5xx or garbage)."""
 
 
-class RetrievalError(RuntimeError):
-    pass
+class RetrievalRefused(RequestRefused):
+    """The retrieval server refused this request (a 4xx such as 413): the episode's own outcome."""
+
+
+class _Malformed(Exception):
+    """A 200 whose body is not the expected result: retried like a 5xx."""
 
 
 def _parse(result: list[list[Any]]) -> list[list[Hit]]:
@@ -75,82 +85,110 @@ class RemoteRetriever(Retriever):
         return {"queries": list(queries), "topk": k, "return_scores": True}
 
     def _handle(self, r: httpx.Response) -> list[list[Hit]] | None:
-        """Parsed hits, None to retry (5xx), or raise on a client error."""
-        if r.status_code >= 500:
+        """Parsed hits, None to retry, or raise on a refused request."""
+        if self._retry(r, "retrieve"):
             return None
-        if r.status_code >= 400:
-            raise RetrievalError(f"{self.url}/retrieve answered {r.status_code}: {r.text[:500]}")
-        return _parse(r.json()["result"])
+        try:
+            return _parse(r.json()["result"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise _Malformed(
+                f"HTTP 200 that is not a result: {type(exc).__name__}: {r.text[:200]!r}"
+            ) from None
 
-    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if not queries:
-            return []
+    def _retry(self, r: httpx.Response, endpoint: str) -> bool:
+        """True for an answer worth another attempt; raises for a refused request or a wrong set-up."""
+        kind = status_kind(r.status_code)
+        detail = f"{self.url}/{endpoint} answered {r.status_code}: {r.text[:500]}"
+        if kind == "outcome":
+            raise RetrievalRefused(detail)
+        if kind == "setup":
+            raise RetrievalError(detail)
+        return kind == "retry"
+
+    def _sync_client(self) -> httpx.Client:
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout)
-        last = "no attempt"
-        for attempt in range(self.max_retries + 1):
-            try:
-                r = self._client.post(f"{self.url}/retrieve", json=self._body(queries, k))
-                hits = self._handle(r)
-                if hits is not None:
-                    return hits
-                last = f"HTTP {r.status_code}: {r.text[:200]}"
-            except RETRYABLE as e:
-                last = f"{type(e).__name__}: {e}"
-            if attempt < self.max_retries:
-                time.sleep(self._delay(attempt))
-        raise RetrievalError(f"{self.url}/retrieve failed after {self.max_retries + 1} attempts: {last}")
+        return self._client
 
-    async def asearch(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if not queries:
-            return []
+    def _async_client(self) -> httpx.AsyncClient:
         # One client per event loop: an httpx.AsyncClient must not cross loops.
         loop_id = id(asyncio.get_running_loop())
         client = self._aclients.get(loop_id)
         if client is None:
             client = self._aclients[loop_id] = httpx.AsyncClient(timeout=self.timeout)
+        return client
+
+    def _failed(self, endpoint: str, last: str) -> RetrievalError:
+        return RetrievalError(f"{self.url}/{endpoint} failed after {self.max_retries + 1} attempts: {last}")
+
+    def _post(self, endpoint: str, body: dict[str, Any], read):
+        """POST with retries on infrastructure failures; `read(response)` -> value, or None to retry."""
         last = "no attempt"
         for attempt in range(self.max_retries + 1):
             try:
-                r = await client.post(f"{self.url}/retrieve", json=self._body(queries, k))
-                hits = self._handle(r)
-                if hits is not None:
-                    return hits
+                r = self._sync_client().post(f"{self.url}/{endpoint}", json=body)
+                value = read(r)
+                if value is not None:
+                    return value
                 last = f"HTTP {r.status_code}: {r.text[:200]}"
-            except RETRYABLE as e:
+            except (*TRANSPORT_ERRORS, _Malformed) as e:
+                last = f"{type(e).__name__}: {e}"
+            if attempt < self.max_retries:
+                time.sleep(self._delay(attempt))
+        raise self._failed(endpoint, last)
+
+    async def _apost(self, endpoint: str, body: dict[str, Any], read):
+        last = "no attempt"
+        for attempt in range(self.max_retries + 1):
+            try:
+                r = await self._async_client().post(f"{self.url}/{endpoint}", json=body)
+                value = read(r)
+                if value is not None:
+                    return value
+                last = f"HTTP {r.status_code}: {r.text[:200]}"
+            except (*TRANSPORT_ERRORS, _Malformed) as e:
                 last = f"{type(e).__name__}: {e}"
             if attempt < self.max_retries:
                 await asyncio.sleep(self._delay(attempt))
-        raise RetrievalError(f"{self.url}/retrieve failed after {self.max_retries + 1} attempts: {last}")
+        raise self._failed(endpoint, last)
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        if not queries:
+            return []
+        return self._post("retrieve", self._body(queries, k), self._handle)
+
+    async def asearch(self, queries: list[str], k: int) -> list[list[Hit]]:
+        if not queries:
+            return []
+        return await self._apost("retrieve", self._body(queries, k), self._handle)
 
     def documents(self, doc_ids: list[str]) -> list[Hit | None]:
         if not doc_ids:
             return []
-        if self._client is None:
-            self._client = httpx.Client(timeout=self.timeout)
-        return self._documents(self._client.post(f"{self.url}/documents", json={"ids": list(doc_ids)}))
+        return self._post("documents", {"ids": list(doc_ids)}, self._documents)
 
     async def adocuments(self, doc_ids: list[str]) -> list[Hit | None]:
         if not doc_ids:
             return []
-        loop_id = id(asyncio.get_running_loop())
-        client = self._aclients.get(loop_id)
-        if client is None:
-            client = self._aclients[loop_id] = httpx.AsyncClient(timeout=self.timeout)
-        return self._documents(await client.post(f"{self.url}/documents", json={"ids": list(doc_ids)}))
+        return await self._apost("documents", {"ids": list(doc_ids)}, self._documents)
 
-    def _documents(self, r: httpx.Response) -> list[Hit | None]:
-        """No retries: a document lookup is one cheap read. A server without `/documents`
-        (Search-R1's: 404) or without passages (501) has no document access, as a local retriever
-        without passages has none: `NotImplementedError`, not an outage."""
+    def _documents(self, r: httpx.Response) -> list[Hit | None] | None:
+        """A server without `/documents` (Search-R1's: 404) or without passages (501) has no
+        document access, as a local retriever without passages has none: `NotImplementedError`,
+        not an outage."""
         if r.status_code in (404, 501):
             raise NotImplementedError(f"{self.url} has no document access ({r.status_code}: {r.text[:200]})")
-        if r.status_code >= 400:
-            raise RetrievalError(f"{self.url}/documents answered {r.status_code}: {r.text[:500]}")
-        return [
-            None if d is None else Hit(str(d["id"]), d.get("title", ""), d.get("text", ""), 0.0)
-            for d in r.json()["documents"]
-        ]
+        if self._retry(r, "documents"):
+            return None
+        try:
+            return [
+                None if d is None else Hit(str(d["id"]), d.get("title", ""), d.get("text", ""), 0.0)
+                for d in r.json()["documents"]
+            ]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise _Malformed(
+                f"HTTP 200 that is not documents: {type(exc).__name__}: {r.text[:200]!r}"
+            ) from None
 
     def close(self) -> None:
         if self._client is not None:

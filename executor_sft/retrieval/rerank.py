@@ -99,13 +99,15 @@ def rerank_settings(options: dict[str, Any], kind: str) -> RerankSettings:
         raise ConfigError(f"{kind} retriever: options.rerank.{where}: {err['msg']}") from None
 
 
+def _require_model(s: RerankSettings, kind: str, example: str) -> None:
+    if s.model is None:
+        raise ConfigError(f"{kind} retriever: options.rerank.model is required (e.g. {example})")
+
+
 def cross_encoder_scorer(s: RerankSettings) -> Scorer:
     from executor_sft.retrieval.scorers import CrossEncoderScorer, RemoteRerankScorer
 
-    if s.model is None:
-        raise ConfigError(
-            "cross_encoder retriever: options.rerank.model is required (e.g. BAAI/bge-reranker-v2-m3)"
-        )
+    _require_model(s, "cross_encoder", "BAAI/bge-reranker-v2-m3")
     if s.url:
         return RemoteRerankScorer(s.url, s.model, "plain", tokenizer=s.tokenizer, api_key_env=s.api_key_env,
                                   **s.scorer_kwargs())  # fmt: skip
@@ -115,10 +117,7 @@ def cross_encoder_scorer(s: RerankSettings) -> Scorer:
 def llm_yes_no_scorer(s: RerankSettings) -> Scorer:
     from executor_sft.retrieval.scorers import RemoteRerankScorer, YesNoLLMScorer
 
-    if s.model is None:
-        raise ConfigError(
-            "llm_rerank retriever: options.rerank.model is required (e.g. Qwen/Qwen3-Reranker-4B)"
-        )
+    _require_model(s, "llm_rerank", "Qwen/Qwen3-Reranker-4B")
     if s.url:
         return RemoteRerankScorer(s.url, s.model, "yes_no", tokenizer=s.tokenizer, instruction=s.instruction,
                                   api_key_env=s.api_key_env, **s.scorer_kwargs())  # fmt: skip

@@ -12,6 +12,11 @@ Concurrent requests are queued and a single worker runs them as one retriever ca
 pass over 64 queries costs far less than 64 passes of one. `batching=False` calls the
 retriever per request instead.
 
+Search-R1's client sends every active trajectory's query in one request (a training batch of
+512 and more) and may send `"topk": null`: the defaults take both (`max_queries` 4096, a null
+topk is `default_k`, 3, as Search-R1's server), and a request larger than `max_batch` is split
+into `max_batch`-sized retriever calls.
+
 Limits (ServerConfig): a body over `max_body_bytes` gets 413 "Content Too Large" (FastAPI's own
 limit, checked as the body arrives, before it is parsed); more than `max_queries` queries, a
 query over `max_query_chars` characters or a topk over `max_k` get 422.
@@ -40,10 +45,11 @@ class ServerConfig:
     batching: bool = True
     max_batch: int = 128  # queries per retriever call
     max_wait_ms: float = 2.0
-    max_queries: int = 256  # per request
+    max_queries: int = 4096  # per request: Search-R1's client sends a whole training batch in one
     max_k: int = 100
+    default_k: int = 3  # for a request whose topk is null or absent, as Search-R1's server (its --topk)
     max_query_chars: int = 4096  # a search query, not a document
-    max_body_bytes: int = 4 << 20  # room for max_queries queries of max_query_chars characters
+    max_body_bytes: int = 4 << 20  # 4096 queries of ~1 KB (search queries are short); counted as they arrive
 
 
 class DocumentsRequest(BaseModel):
@@ -52,7 +58,8 @@ class DocumentsRequest(BaseModel):
 
 class RetrieveRequest(BaseModel):
     queries: list[str] = Field(min_length=1)
-    topk: int = Field(3, ge=1)
+    topk: int | None = Field(None, ge=1)
+    """None (or absent): the server's `default_k`."""
     return_scores: bool = False
 
 
@@ -91,6 +98,15 @@ class MicroBatcher:
                 await self._task
 
     async def submit(self, queries: list[str], k: int) -> list[list[Hit]]:
+        """Hits per query; a request larger than `max_batch` goes in as `max_batch`-sized jobs,
+        so one retriever call never holds more than `max_batch` queries (an encoder's memory)."""
+        if len(queries) > self.max_batch:
+            chunks = [queries[i : i + self.max_batch] for i in range(0, len(queries), self.max_batch)]
+            parts = await asyncio.gather(*(self._submit(chunk, k) for chunk in chunks))
+            return [hits for part in parts for hits in part]
+        return await self._submit(queries, k)
+
+    async def _submit(self, queries: list[str], k: int) -> list[list[Hit]]:
         fut = asyncio.get_running_loop().create_future()
         self.pending.append(_Job(queries, k, fut))
         self.pending_queries += len(queries)
@@ -209,6 +225,8 @@ def _add_retrieve(
 ) -> None:
     @app.post("/retrieve")
     async def retrieve(req: RetrieveRequest):
+        if req.topk is None:
+            req.topk = config.default_k
         if problem := _over_limit(req, config):
             return JSONResponse(status_code=422, content={"detail": problem})
         app.state.requests += 1

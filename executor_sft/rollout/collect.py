@@ -10,7 +10,10 @@ from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig
 from executor_sft.rollout.engine import (
+    CollectInputs,
     CollectResult,
+    ModelsFactory,
+    RetrieverFactory,
     add_counterfactuals,
     collect_in_process,
     collection_models,
@@ -19,8 +22,7 @@ from executor_sft.rollout.engine import (
     merge_rollouts,
     select_questions,
 )
-from executor_sft.rollout.engines import ENGINES, CollectInputs
-from executor_sft.rollout.parallel import ModelsFactory, RetrieverFactory
+from executor_sft.rollout.engines import ENGINES
 from executor_sft.schema import Question
 
 __all__ = [

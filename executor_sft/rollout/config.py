@@ -208,7 +208,12 @@ def check_inputs(config: CollectConfig) -> None:
 
 def check_outputs(config: CollectConfig) -> None:
     """The rollouts file (and the request cache) can be appended to where the config puts them."""
-    for path, field in ((config.rollouts_path, "output_dir"), (config.llm_cache_file(), "llm_cache_path")):
+    outputs = (
+        (config.rollouts_path, "output_dir"),
+        (config.llm_cache_file(), "llm_cache_path"),
+        (config.attempts_file(), "attempts_path"),
+    )
+    for path, field in outputs:
         if path is None:
             continue
         if path.is_dir():

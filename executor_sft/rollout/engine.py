@@ -28,7 +28,7 @@ from executor_sft.agents.pipeline import (
     run_episode,
 )
 from executor_sft.data import select_questions as select_sources
-from executor_sft.episode_runner import WorkItem, gave_up_episode, run_episodes
+from executor_sft.episode_runner import RunReport, WorkItem, gave_up_episode, run_episodes
 from executor_sft.errors import ConfigError
 from executor_sft.jsonl import InputError, write_text
 from executor_sft.llm.base import ChatModel
@@ -148,6 +148,25 @@ def _postfix(stats: CollectionStats, failed: int) -> dict[str, str]:
     return {"runs": str(runs), **shown, "errors": str(stats.episode_errors + failed)}
 
 
+def build_models_and_retriever(
+    config: CollectConfig,
+    questions: list[Question],
+    models_factory: ModelsFactory | None,
+    retriever_factory: RetrieverFactory | None,
+) -> tuple[Mapping[str, ChatModel], Retriever]:
+    """What an engine that runs elsewhere (a worker process, a Ray actor) builds where it runs: the
+    models (`models_factory(questions)`, else the config's) and the retriever (`retriever_factory()`,
+    else the config's)."""
+    models = models_factory(questions) if models_factory else collection_models(config)
+    if retriever_factory is not None:
+        retriever = retriever_factory()
+    else:
+        from executor_sft.retrieval.config import build_retriever
+
+        retriever = build_retriever(config.retriever)
+    return models, retriever
+
+
 def collection_judge(config: CollectConfig, models: Mapping[str, ChatModel]) -> LLMJudge | None:
     if Role.JUDGE not in models:
         return None
@@ -164,22 +183,46 @@ def prior_stats(store: EpisodeStore) -> CollectionStats:
     return collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))
 
 
-async def collect_in_process(
-    config: CollectConfig,
-    *,
-    models: Mapping[str, ChatModel] | None = None,
-    retriever: Retriever | None = None,
-    judge: LLMJudge | None = None,
-    questions: Sequence[Question] | None = None,
-    show_progress: bool = True,
-    skip_ids: Collection[str] = (),
-    progress: Mapping[str, Any] | None = None,
-) -> CollectResult:
-    """`collect` in this process (what each worker of `collect_parallel` runs).
+ModelsFactory = Callable[[list[Question]], Mapping[str, ChatModel]]
+"""Builds a worker's role -> model map from the worker's questions (must be picklable)."""
+RetrieverFactory = Callable[[], Retriever]
+
+
+@dataclass
+class CollectInputs:
+    """What a caller of `collect` may hand an engine instead of what the config describes.
+
+    Objects (`models`, `retriever`, `judge`) serve one process; engines that run elsewhere take
+    picklable factories (`models_factory(questions)`, `retriever_factory()`) instead."""
+
+    models: Mapping[str, ChatModel] | None = None
+    retriever: Retriever | None = None
+    judge: LLMJudge | None = None
+    questions: Sequence[Question] | None = None
+    models_factory: ModelsFactory | None = None
+    retriever_factory: RetrieverFactory | None = None
+    show_progress: bool = True
+    skip_ids: Collection[str] = ()
+    progress: Mapping[str, Any] | None = None
+
+    def objects_given(self) -> bool:
+        return self.models is not None or self.retriever is not None or self.judge is not None
+
+
+async def collect_in_process(config: CollectConfig, inputs: CollectInputs) -> CollectResult:
+    """`collect` in this process (the `in_process` engine, and what each worker of `collect_parallel` runs).
 
     The rollouts file is opened first, so a second writer or a changed system is refused before
-    any model or index loads.
+    any model or index loads; models and retriever are `inputs`' objects, else built by its
+    factories, else from the config.
     """
+    models = inputs.models
+    if models is None and inputs.models_factory is not None:
+        models = inputs.models_factory(list(inputs.questions) if inputs.questions is not None else [])
+    retriever = inputs.retriever
+    if retriever is None and inputs.retriever_factory is not None:
+        retriever = inputs.retriever_factory()
+    judge, questions, progress = inputs.judge, inputs.questions, inputs.progress
     start = time.perf_counter()
     with config.open_store() as store:
         questions = (
@@ -196,14 +239,16 @@ async def collect_in_process(
         judge = judge if judge is not None else collection_judge(config, models)
         run_one, give_up = episode_work(config, models, retriever, judge)
 
-        bar = {"desc": "episodes", "dynamic_ncols": True, **(progress or {})} if show_progress else None
+        bar = (
+            {"desc": "episodes", "dynamic_ncols": True, **(progress or {})} if inputs.show_progress else None
+        )
         stats = prior_stats(store)
         report = await run_episodes(
             config.work_items(questions),
             run_one,
             store,
             concurrency=config.concurrency,
-            skip_ids=skip_ids,
+            skip_ids=inputs.skip_ids,
             on_written=stats.add,
             progress=bar,
             postfix=lambda failed: _postfix(stats, failed),
@@ -212,16 +257,12 @@ async def collect_in_process(
             attempts_file=config.attempts_file(),
             expected_failures=INFRASTRUCTURE_ERRORS,
         )
-        return finish_collection(
+        return finish_run(
             config,
             stats,
-            report.written,
-            report.skipped,
-            report.failed,
-            elapsed_s=time.perf_counter() - start,
+            report,
+            start=start,
             summary_extra={"replicas": replicas} if (replicas := replica_counts(models)) else None,
-            gave_up=report.gave_up,
-            not_started=report.not_started,
         )
 
 
@@ -284,6 +325,31 @@ def finish_collection(
         summary=summary,
         elapsed_s=elapsed_s,
         stats=stats,
+        **result_fields,
+    )
+
+
+def finish_run(
+    config: CollectConfig,
+    stats: CollectionStats,
+    report: RunReport,
+    *,
+    start: float,
+    summary_extra: dict[str, Any] | None = None,
+    **result_fields: Any,
+) -> CollectResult:
+    """`finish_collection` for one episode-runner run the driver wrote (in this process or on Ray):
+    its counts, failures, gave-up and not-started episodes, timed from `start` (`time.perf_counter()`)."""
+    return finish_collection(
+        config,
+        stats,
+        report.written,
+        report.skipped,
+        report.failed,
+        elapsed_s=time.perf_counter() - start,
+        summary_extra=summary_extra,
+        gave_up=report.gave_up,
+        not_started=report.not_started,
         **result_fields,
     )
 

@@ -11,64 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-from executor_sft.llm.base import ChatModel
-from executor_sft.metrics.judge import LLMJudge
 from executor_sft.registry import Registry
-from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig
-from executor_sft.rollout.engine import CollectResult, collect_in_process
-from executor_sft.rollout.parallel import ModelsFactory, RetrieverFactory, collect_parallel
-from executor_sft.schema import Question
-
-
-@dataclass
-class CollectInputs:
-    """What a caller of `collect` may hand an engine instead of what the config describes.
-
-    Objects (`models`, `retriever`, `judge`) serve one process; engines that run elsewhere take
-    picklable factories (`models_factory(questions)`, `retriever_factory()`) instead."""
-
-    models: Mapping[str, ChatModel] | None = None
-    retriever: Retriever | None = None
-    judge: LLMJudge | None = None
-    questions: Sequence[Question] | None = None
-    models_factory: ModelsFactory | None = None
-    retriever_factory: RetrieverFactory | None = None
-    show_progress: bool = True
-    skip_ids: Collection[str] = ()
-    progress: Mapping[str, Any] | None = None
-
-    def objects_given(self) -> bool:
-        return self.models is not None or self.retriever is not None or self.judge is not None
-
+from executor_sft.rollout.engine import CollectInputs, CollectResult, collect_in_process
+from executor_sft.rollout.parallel import collect_parallel
 
 Engine = Callable[[CollectConfig, CollectInputs], Awaitable[CollectResult]]
 ENGINES: Registry[Engine] = Registry("collection engine")
 
 
-@ENGINES.register("in_process")
-async def in_process(config: CollectConfig, inputs: CollectInputs) -> CollectResult:
-    models = inputs.models
-    if models is None and inputs.models_factory is not None:
-        questions = list(inputs.questions) if inputs.questions is not None else []
-        models = inputs.models_factory(questions)
-    retriever = inputs.retriever
-    if retriever is None and inputs.retriever_factory is not None:
-        retriever = inputs.retriever_factory()
-    return await collect_in_process(
-        config,
-        models=models,
-        retriever=retriever,
-        judge=inputs.judge,
-        questions=inputs.questions,
-        show_progress=inputs.show_progress,
-        skip_ids=inputs.skip_ids,
-        progress=inputs.progress,
-    )
+ENGINES.register("in_process", collect_in_process)
 
 
 def _objects_refused(engine: str, inputs: CollectInputs) -> None:

@@ -24,16 +24,18 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from executor_sft.llm.base import ChatModel
-from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig
 from executor_sft.rollout.engine import (
+    CollectInputs,
+    ModelsFactory,
+    RetrieverFactory,
+    build_models_and_retriever,
     collect_in_process,
-    collection_models,
     finish_collection,
     merge_into,
     select_questions,
@@ -42,9 +44,6 @@ from executor_sft.rollout.summary import CollectionStats, collection_stats
 from executor_sft.schema import EPISODE_SCHEMA, Episode, Question
 from executor_sft.store import EpisodeStore, SystemChangedError, read_episodes, read_system, system_changes
 
-ModelsFactory = Callable[[list[Question]], Mapping[str, ChatModel]]
-"""Builds a worker's role -> model map from the worker's questions (must be picklable)."""
-RetrieverFactory = Callable[[], Retriever]
 PARENT_POLL_S = 0.2
 """How often a worker checks that its parent is alive."""
 STOP_POLL_S = 0.2
@@ -76,18 +75,21 @@ def _worker_config(config: CollectConfig, index: int, workers: int) -> CollectCo
     )
 
 
-def _worker_main(
-    parent: int,
-    config_json: str,
-    questions: list[Question],
-    skip_ids: set[str],
-    models_factory: ModelsFactory | None,
-    retriever_factory: RetrieverFactory | None,
-    barrier: Any,
-    results: Any,
-    index: int,
-    show_progress: bool,
-) -> None:
+@dataclass
+class _Part:
+    """One worker's share of a collection, as the spawned process receives it."""
+
+    config_json: str
+    questions: list[Question]
+    skip_ids: set[str]
+    models_factory: ModelsFactory | None
+    retriever_factory: RetrieverFactory | None
+    barrier: Any
+    index: int
+    show_progress: bool
+
+
+def _worker_main(parent: int, part: _Part, results: Any) -> None:
     """Runs in a spawned process: build models and retriever, wait for the others, collect.
 
     The worker ends with its parent (`_exit_with_parent`); on SIGINT (Ctrl-C reaches the whole
@@ -96,26 +98,15 @@ def _worker_main(
     """
     _exit_with_parent(parent)
     try:
-        results.put(
-            _collect_part(
-                config_json,
-                questions,
-                skip_ids,
-                models_factory,
-                retriever_factory,
-                barrier,
-                index,
-                show_progress,
-            )
-        )
+        results.put(_collect_part(part))
     except KeyboardInterrupt:
-        barrier.abort()
-        results.put({"index": index, "interrupted": True})
+        part.barrier.abort()
+        results.put({"index": part.index, "interrupted": True})
         sys.exit(130)
     except BaseException as exc:
-        barrier.abort()
+        part.barrier.abort()
         error = str(exc) if isinstance(exc, _StartUpError) else f"{type(exc).__name__}: {exc}"
-        results.put({"index": index, "error": error})
+        results.put({"index": part.index, "error": error})
         raise
 
 
@@ -136,40 +127,30 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def _collect_part(
-    config_json: str,
-    questions: list[Question],
-    skip_ids: set[str],
-    models_factory: ModelsFactory | None,
-    retriever_factory: RetrieverFactory | None,
-    barrier: Any,
-    index: int,
-    show_progress: bool,
-) -> dict[str, Any]:
+def _collect_part(part: _Part) -> dict[str, Any]:
     """One worker's collection into its part file, and the report the parent merges it by."""
-    config = CollectConfig.model_validate_json(config_json)
+    config = CollectConfig.model_validate_json(part.config_json)
+    questions, skip_ids = part.questions, part.skip_ids
     try:
-        models = models_factory(questions) if models_factory else collection_models(config)
-        if retriever_factory is not None:
-            retriever = retriever_factory()
-        else:
-            from executor_sft.retrieval.config import build_retriever
-
-            retriever = build_retriever(config.retriever)
+        models, retriever = build_models_and_retriever(
+            config, questions, part.models_factory, part.retriever_factory
+        )
     except Exception as exc:
         raise _StartUpError(f"start-up: {type(exc).__name__}: {exc}") from exc
-    barrier.wait()  # loading is start-up cost; the timed window starts when every worker is ready
+    part.barrier.wait()  # loading is start-up cost; the timed window starts when every worker is ready
     t0 = time.time()
     cpu0 = time.process_time()
     result = asyncio.run(
         collect_in_process(
             config,
-            models=models,
-            retriever=retriever,
-            questions=questions,
-            skip_ids=skip_ids,
-            show_progress=show_progress,
-            progress={"desc": f"worker {index}", "position": index},
+            CollectInputs(
+                models=models,
+                retriever=retriever,
+                questions=questions,
+                skip_ids=skip_ids,
+                show_progress=part.show_progress,
+                progress={"desc": f"worker {part.index}", "position": part.index},
+            ),
         )
     )
     # The part file was created by this run, so it holds exactly the episodes written now.
@@ -177,7 +158,7 @@ def _collect_part(
     keys = {item.episode_id for item in config.work_items(questions)}
     keys -= skip_ids | failed | set(result.not_started)
     return {
-        "index": index,
+        "index": part.index,
         "written": result.written,
         "skipped": result.skipped,
         "failed": result.failed,
@@ -296,18 +277,17 @@ def _run_workers(
     for i in range(workers):
         mine = questions[i::workers]
         ids = {item.episode_id for item in config.work_items(mine)} & done
-        args = (
-            os.getpid(),
+        part = _Part(
             _worker_config(config, i, workers).model_dump_json(),
             mine,
             ids,
             models_factory,
             retriever_factory,
             barrier,
-            results,
             i,
             show_progress,
         )
+        args = (os.getpid(), part, results)
         proc = ctx.Process(target=_worker_main, args=args, name=f"collect-worker-{i}", daemon=True)
         proc.start()
         procs.append(proc)

@@ -22,14 +22,15 @@ from executor_sft.ray_runner import ActorWork, run_episodes_ray
 from executor_sft.rollout.config import CollectConfig
 from executor_sft.rollout.engine import (
     CollectResult,
+    ModelsFactory,
+    RetrieverFactory,
+    build_models_and_retriever,
     collection_judge,
-    collection_models,
     episode_work,
-    finish_collection,
+    finish_run,
     prior_stats,
     select_questions,
 )
-from executor_sft.rollout.parallel import ModelsFactory, RetrieverFactory
 from executor_sft.rollout.summary import CollectionStats, collection_stats
 from executor_sft.schema import Episode, Question
 
@@ -49,13 +50,7 @@ def actor_work(
     config = CollectConfig.model_validate_json(config_json).model_copy(
         update={"output_dir": scratch, "llm_cache": False, "num_shards": 1, "shard_index": 0}
     )
-    models = models_factory(questions) if models_factory else collection_models(config)
-    if retriever_factory is not None:
-        retriever = retriever_factory()
-    else:
-        from executor_sft.retrieval.config import build_retriever
-
-        retriever = build_retriever(config.retriever)
+    models, retriever = build_models_and_retriever(config, questions, models_factory, retriever_factory)
     run_one, give_up = episode_work(config, models, retriever, collection_judge(config, models))
     return ActorWork(
         run_one,
@@ -100,15 +95,11 @@ async def collect_on_ray(
             extra.update(lost_actors=report.lost_actors, requeued=report.requeued)
         if replicas := merge_replica_counts(report.snapshots.values()):
             extra["replicas"] = replicas  # each actor routes over its own pools: their counts summed
-        return finish_collection(
+        return finish_run(
             config,
             stats,
-            report.written,
-            report.skipped,
-            report.failed,
-            elapsed_s=time.perf_counter() - start,
+            report,
+            start=start,
             summary_extra=extra,
             timings={"per_node": report.per_node, "window_s": report.finished_at - report.started_at},
-            gave_up=report.gave_up,
-            not_started=report.not_started,
         )

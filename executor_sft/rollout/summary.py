@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from executor_sft.agents.tools import OPEN_DOCUMENT_TOOL_NAME
 from executor_sft.llm.parsing import parse_tool_call
 from executor_sft.schema import Episode
 
@@ -38,6 +39,8 @@ class InvocationStats:
     turns: int = 0
     parallel_turns: int = 0
     """Turns that made several tool calls (or one `search` with several queries)."""
+    access_calls: int = 0
+    """Calls of the access tool (`open_document`), WideSeek-R1's second tool beside search."""
 
     def to_dict(self) -> dict[str, Any]:
         """Turns are reported once some turn ran several searches (docs/agents.md, "Parallel tool
@@ -54,6 +57,12 @@ class InvocationStats:
             out["turns"] = self.turns
             out["turns_per_invocation"] = self.turns / n if n else 0.0
             out["parallel_tool_turns"] = self.parallel_turns
+        if self.access_calls:
+            # Reported once the access tool was used, so summaries without it stay as they were.
+            # The share: access calls / (access calls + searches), a search counting once per query.
+            calls = self.access_calls + self.searches
+            out["access_calls"] = self.access_calls
+            out["access_call_share"] = self.access_calls / calls if calls else 0.0
         return out
 
 
@@ -95,6 +104,7 @@ class CollectionStats:
                 inv.two_plus += run.n_searches >= 2
                 inv.turns += run.n_turns
                 inv.parallel_turns += _parallel_turns(run.messages)
+                inv.access_calls += _access_calls(run.messages)
 
     def merge(self, other: CollectionStats) -> None:
         """Add the stats of disjoint episodes (another worker's file) to these."""
@@ -112,6 +122,7 @@ class CollectionStats:
             ours.two_plus += inv.two_plus
             ours.turns += inv.turns
             ours.parallel_turns += inv.parallel_turns
+            ours.access_calls += inv.access_calls
         for role, theirs in other.roles.items():
             ours = self.roles[role]
             ours.prompt_tokens += theirs.prompt_tokens
@@ -168,6 +179,18 @@ def _parallel_turns(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant" and several(m))
 
 
+def _access_calls(messages: list[dict[str, Any]]) -> int:
+    """The access-tool calls of a run's assistant turns."""
+    n = 0
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        for call in m.get("tool_calls") or []:
+            parsed = parse_tool_call(call) if isinstance(call, dict) else None
+            n += parsed is not None and parsed.name == OPEN_DOCUMENT_TOOL_NAME
+    return n
+
+
 def collection_stats(episodes: Iterable[Episode]) -> CollectionStats:
     stats = CollectionStats()
     for episode in episodes:
@@ -195,16 +218,21 @@ def render_summary(summary: dict[str, Any]) -> str:
     invocations = summary.get("executor_invocations")
     if invocations:
         tab4 = Table(title="executor invocations (paper Tab. 4; counterfactual re-runs excluded)")
-        for col in ("role", "invocations", "searches/invocation", "1 search", ">=2 searches"):
+        access = any("access_call_share" in r for r in invocations.values())
+        columns = ["role", "invocations", "searches/invocation", "1 search", ">=2 searches"]
+        for col in columns + (["access calls"] if access else []):
             tab4.add_column(col, justify="left" if col == "role" else "right")
         for role, r in invocations.items():
-            tab4.add_row(
+            cells = [
                 role,
                 str(r["invocations"]),
                 f"{r['searches_per_invocation']:.2f}",
                 f"{r['share_1_search']:.1%}",
                 f"{r['share_2plus_searches']:.1%}",
-            )
+            ]
+            if access:
+                cells.append(f"{r.get('access_calls', 0)} ({r.get('access_call_share', 0.0):.1%})")
+            tab4.add_row(*cells)
         console.print(tab4)
     if summary.get("episodes_per_driver"):
         console.print(f"episodes per driver (separate collection): {summary['episodes_per_driver']}")

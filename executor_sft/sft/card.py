@@ -339,6 +339,8 @@ def config_record(script_args, training_args, model_args) -> dict[str, Any]:
         "gradient_checkpointing": training_args.gradient_checkpointing,
         "attn_implementation": model_args.attn_implementation,
         "compile_layers": script_args.compile_layers,
+        "gathered_loss": script_args.gathered_loss,
+        "trainable_layers": script_args.trainable_layers,
         "use_liger_kernel": training_args.use_liger_kernel,
         "enable_thinking": script_args.enable_thinking,
         "overflow": script_args.overflow,

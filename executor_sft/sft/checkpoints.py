@@ -13,7 +13,11 @@ import logging
 import re
 import struct
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from executor_sft.jsonl import InputError, MissingFileError
 
 logger = logging.getLogger(__name__)
 
@@ -117,3 +121,72 @@ def _whole_safetensors(path: Path) -> bool:
         return False
     ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
     return 8 + header_len + max(ends, default=0) <= size
+
+
+def finished_run(output_dir: str | Path, max_steps: int, num_train_epochs: float) -> dict[str, Any] | None:
+    """The saved state of a run in `output_dir` that reached the requested length, else None."""
+    state_path = Path(output_dir) / "trainer_state.json"
+    if not state_path.is_file():
+        return None
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        logger.warning(
+            "%s is unreadable (a process stopped while writing it): the run is not finished", state_path
+        )
+        return None
+    step, epoch = state.get("global_step", 0), state.get("epoch") or 0.0
+    done = step >= max_steps if max_steps > 0 else epoch >= num_train_epochs
+    return state if done and step > 0 else None
+
+
+@dataclass(frozen=True)
+class StageStart:
+    """Where a training stage starts: a finished run to report, a checkpoint to resume, or the start."""
+
+    finished: dict[str, Any] | None = None
+    resume: str | None = None
+
+
+def check_resume_checkpoint(path: str | Path, *, with_optimizer: bool) -> None:
+    """An explicit `--resume_from_checkpoint` must be a complete checkpoint folder."""
+    if not Path(path).is_dir():
+        raise MissingFileError(f"{path}: checkpoint folder not found (--resume_from_checkpoint)")
+    if problems := checkpoint_problems(path, with_optimizer=with_optimizer):
+        raise InputError(
+            f"{path}: incomplete checkpoint (missing or damaged: {', '.join(problems)}); "
+            "pass a complete one to --resume_from_checkpoint"
+        )
+
+
+def begin_stage(training_args: Any, *, fresh: bool) -> StageStart:
+    """Where a post-SFT stage (GRPO, distillation) starts, decided before any model loads: a
+    finished run in `output_dir` is reported (printed on rank 0), not retrained; else the explicit
+    `resume_from_checkpoint` or the last complete checkpoint there resumes. `fresh` starts over."""
+    explicit = training_args.resume_from_checkpoint
+    with_optimizer = not training_args.save_only_model
+    out = training_args.output_dir
+    if explicit:
+        check_resume_checkpoint(explicit, with_optimizer=with_optimizer)
+        start = StageStart(resume=str(explicit))
+    elif fresh:
+        start = StageStart()
+    elif done := finished_run(out, training_args.max_steps, training_args.num_train_epochs):
+        if training_args.process_index == 0:
+            print(finished_message(out, done))
+        return StageStart(finished=done)
+    else:
+        start = StageStart(resume=last_complete_checkpoint(out, with_optimizer=with_optimizer))
+    if start.resume:
+        logger.warning("resuming from %s", start.resume)
+    return start
+
+
+def finished_message(output_dir: str | Path, state: dict[str, Any], loss_key: str = "train_loss") -> str:
+    """The one line a relaunched finished run prints."""
+    loss = next((h[loss_key] for h in reversed(state.get("log_history", [])) if loss_key in h), None)
+    shown = "unknown" if loss is None else f"{loss:.4g}"
+    return (
+        f"[executor_sft] {output_dir} already holds a finished run (step {state['global_step']}, "
+        f"{loss_key}={shown}); nothing to do. Pass --fresh true to train again."
+    )

@@ -9,6 +9,7 @@ from typing import Any
 
 from executor_sft.jsonl import MalformedLineError, MissingFileError, RowError, iter_records
 from executor_sft.llm.parsing import parse_tool_call
+from executor_sft.tool_protocol import first_problem
 
 # The embedded default's data: the project's own sample, produced by its synthetic pipeline.
 DEFAULT_SFT_DATA = Path(__file__).resolve().parents[2] / "data" / "sft.jsonl"
@@ -72,39 +73,17 @@ def _check_message(m: Any, field: str) -> None:
 
 
 def _check_chat_protocol(messages: list[dict[str, Any]], where: str) -> None:
-    """Every tool message answers a call of the assistant turn before it, and the row ends on an
-    assistant turn: otherwise the model learns from results nobody asked for, or from a turn it
-    never completes."""
-    pending: list[Any] = []  # ids of the last assistant turn's calls not yet answered (None: no id)
-    for i, m in enumerate(messages):
-        if m["role"] == "assistant":
-            pending = [call.get("id") for call in m.get("tool_calls") or []]
-        elif m["role"] == "tool":
-            _answer_call(pending, m.get("tool_call_id"), f"{where}: field messages[{i}]")
-        else:
-            pending = []
+    """The tool protocol every stage checks (`executor_sft.tool_protocol`), and the row ends on an
+    assistant turn: otherwise the model learns from results nobody asked for, from calls nobody
+    answered, or from a turn it never completes."""
+    problem = first_problem(messages)
+    if problem is not None:
+        raise RowError(f"{where}: field {problem}")
     last = messages[-1]["role"]
     if last != "assistant":
         raise RowError(
             f"{where}: field messages[{len(messages) - 1}] is a {last} turn: "
             "a row must end on an assistant turn (remove the trailing turns or complete the row)"
-        )
-
-
-def _answer_call(pending: list[Any], call_id: Any, field: str) -> None:
-    """Mark the call a tool message answers; raise `RowError` when it answers none."""
-    if not pending:
-        raise RowError(f"{field} is a tool message with no assistant tool call before it to answer")
-    if call_id is None:
-        pending.pop(0)
-    elif call_id in pending:
-        pending.remove(call_id)
-    elif None in pending:
-        pending.remove(None)
-    else:
-        open_ids = ", ".join(repr(p) for p in pending)
-        raise RowError(
-            f"{field}.tool_call_id {call_id!r} answers no call of the turn before it (open: {open_ids})"
         )
 
 

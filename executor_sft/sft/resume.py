@@ -44,7 +44,7 @@ _TRAINING_FIELDS = (
     "seed",
     "data_seed",
 )
-_SCRIPT_FIELDS = ("enable_thinking", "overflow", "min_passage_tokens", "token_drift")
+_SCRIPT_FIELDS = ("enable_thinking", "overflow", "min_passage_tokens", "token_drift", "trainable_layers")
 
 
 class ResumeChangedError(ConfigError):

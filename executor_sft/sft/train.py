@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -27,13 +26,27 @@ from executor_sft.errors import ConfigError
 from executor_sft.jsonl import InputError, MissingFileError
 from executor_sft.llm.response_template import ensure_response_template
 from executor_sft.sft.card import config_record, executor_card_section, model_card
-from executor_sft.sft.checkpoints import checkpoint_problems, last_complete_checkpoint
+from executor_sft.sft.checkpoints import (
+    check_resume_checkpoint,
+    finished_message,
+    finished_run,
+    last_complete_checkpoint,
+)
 from executor_sft.sft.compile import compile_decoder_layers
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
 from executor_sft.sft.fidelity import FidelityReport, check_row, train_on_recorded
+from executor_sft.sft.gathered_loss import add_gathered_lm_head
 from executor_sft.sft.length import LengthReport, RowTooLongError, fit_row
 from executor_sft.sft.models import DEFAULT_MODEL, load_tokenizer_and_model
 from executor_sft.sft.output_dir import claim_output_dir
+from executor_sft.sft.partial import (
+    TrainedPart,
+    decoder_layers,
+    freeze_below_top_layers,
+    layer_limited_peft_config,
+    top_layer_indices,
+    trained_part,
+)
 from executor_sft.sft.resume import RunRecord, check_finished, continue_run, run_identity
 from executor_sft.sft.templates import inference_chat_template
 from executor_sft.sft.varlen import VARLEN_ATTENTION
@@ -101,6 +114,24 @@ class SFTScriptArguments(ScriptArguments):
             "help": "torch.compile each decoder layer before training (GPU fast path; see docs/sft.md)."
         },
     )
+    gathered_loss: bool = field(
+        default=False,
+        metadata={
+            "help": "Project only the trained positions through the LM head (the same loss; TRL does "
+            "this on CUDA only). The CPU fast path; see docs/sft.md."
+        },
+    )
+    trainable_layers: int | None = field(
+        default=None,
+        metadata={
+            "help": "Train only the top N decoder layers (and the final norm); with --use_peft, put "
+            "LoRA on those layers only. Default: every layer."
+        },
+    )
+
+    def __post_init__(self):
+        if self.trainable_layers is not None and self.trainable_layers < 1:
+            raise ConfigError(f"trainable_layers={self.trainable_layers}: give at least 1, or leave it unset")
 
 
 @dataclass
@@ -203,7 +234,11 @@ class ExecutorSFTTrainer(SFTTrainer):
     """SFTTrainer whose model card carries the executor data record, which never builds a KV
     cache in training (with a cache, packed sequences attend to each other), and whose
     checkpoints carry the run record (`executor_sft.sft.resume`): what they were trained with,
-    and the loss sum that lets `train_loss` span every process of a resumed run."""
+    and the loss sum that lets `train_loss` span every process of a resumed run.
+
+    The fast path's options: `gathered_loss` (the LM head only at trained positions) and
+    `trainable_layers` (the top N decoder layers train; under PEFT the adapter is placed on
+    them by `layer_limited_peft_config` before this trainer wraps the model)."""
 
     def __init__(
         self,
@@ -211,12 +246,27 @@ class ExecutorSFTTrainer(SFTTrainer):
         card_section: str | None = None,
         compile_layers: bool = False,
         run_record: RunRecord | None = None,
+        gathered_loss: bool = False,
+        trainable_layers: int | None = None,
         **kwargs,
     ):
         self.card_section = card_section
         self.run_record = run_record
         super().__init__(*args, **kwargs)
         self.add_callback(_ContinueLossSum(self))
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        self.trained_part: TrainedPart | None = None
+        if trainable_layers is not None:
+            if base is self.model:
+                self.trained_part = freeze_below_top_layers(self.model, trainable_layers)
+            else:
+                total = len(decoder_layers(base)[1])
+                self.trained_part = trained_part(
+                    self.model, top_layer_indices(total, trainable_layers), total
+                )
+            logger.warning("training %s", self.trained_part.summary())
+        if gathered_loss:
+            add_gathered_lm_head(base)
         if compile_layers:
             count = compile_decoder_layers(self.model)
             logger.info("compiled %d decoder layers", count)
@@ -319,23 +369,6 @@ def name_the_cpu_accelerator() -> None:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
-def finished_run(output_dir: str, max_steps: int, num_train_epochs: float) -> dict[str, Any] | None:
-    """The saved state of a run in `output_dir` that reached the requested length, else None."""
-    state_path = Path(output_dir) / "trainer_state.json"
-    if not state_path.is_file():
-        return None
-    try:
-        state = json.loads(state_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        logger.warning(
-            "%s is unreadable (a process stopped while writing it): the run is not finished", state_path
-        )
-        return None
-    step, epoch = state.get("global_step", 0), state.get("epoch") or 0.0
-    done = step >= max_steps if max_steps > 0 else epoch >= num_train_epochs
-    return state if done and step > 0 else None
-
-
 def _finished(script_args: SFTScriptArguments, training_args, record: RunRecord) -> TrainResult | None:
     """The result of a finished run already in `output_dir` (said once, on rank 0), or None;
     refused when that run was trained with other data or settings."""
@@ -345,11 +378,7 @@ def _finished(script_args: SFTScriptArguments, training_args, record: RunRecord)
     check_finished(training_args.output_dir, record)
     loss = next((h["train_loss"] for h in reversed(done.get("log_history", [])) if "train_loss" in h), None)
     if training_args.process_index == 0:
-        print(
-            f"[executor_sft] {training_args.output_dir} already holds a finished run "
-            f"(step {done['global_step']}, train_loss={'unknown' if loss is None else f'{loss:.4g}'}); nothing to do. "
-            "Pass --fresh true to train again."
-        )
+        print(finished_message(training_args.output_dir, done))
     report = LengthReport(max_length=training_args.max_length, policy=script_args.overflow)
     return TrainResult(training_args.output_dir, {"train_loss": loss}, report, None)
 
@@ -362,13 +391,7 @@ def _resume_point(
     with_optimizer = not training_args.save_only_model
     resume = training_args.resume_from_checkpoint
     if resume:
-        if not Path(resume).is_dir():
-            raise MissingFileError(f"{resume}: checkpoint folder not found (--resume_from_checkpoint)")
-        if problems := checkpoint_problems(resume, with_optimizer=with_optimizer):
-            raise InputError(
-                f"{resume}: incomplete checkpoint (missing or damaged: {', '.join(problems)}); "
-                "pass a complete one to --resume_from_checkpoint"
-            )
+        check_resume_checkpoint(resume, with_optimizer=with_optimizer)
     elif script_args.auto_resume and not script_args.fresh:
         resume = last_complete_checkpoint(training_args.output_dir, with_optimizer=with_optimizer)
     if not resume:
@@ -400,9 +423,15 @@ def _push(
         Dataset.from_list(rows).push_to_hub(repo, private=bool(training_args.hub_private_repo))
 
 
-def train_executor(script_args: SFTScriptArguments, training_args, model_args) -> TrainResult:
+def train_executor(
+    script_args: SFTScriptArguments,
+    training_args,
+    model_args,
+    *,
+    callbacks: list[TrainerCallback] | None = None,
+) -> TrainResult:
     """Load rows, check what a resume would continue, tokenise with passage masks, train, save
-    (model, inference-template tokenizer, card, run record)."""
+    (model, inference-template tokenizer, card, run record). `callbacks` go to the Trainer."""
     from transformers import set_seed
     from trl import get_peft_config
 
@@ -461,16 +490,24 @@ def train_executor(script_args: SFTScriptArguments, training_args, model_args) -
         config=record.config,
         earlier=record.earlier,
     )
+    peft_config = layer_limited_peft_config(get_peft_config(model_args), model, script_args.trainable_layers)
+    if script_args.trainable_layers is not None and training_args.gradient_checkpointing:
+        # Reentrant checkpointing gives no gradient to layers whose inputs need none (the frozen ones below).
+        kwargs = {**(training_args.gradient_checkpointing_kwargs or {}), "use_reentrant": False}
+        training_args = dataclasses.replace(training_args, gradient_checkpointing_kwargs=kwargs)
     with _quiet_library_output(training_args):
         trainer = ExecutorSFTTrainer(
             model=model,
             args=training_args,
             train_dataset=dataset,
             processing_class=tokenizer,
-            peft_config=get_peft_config(model_args),
+            peft_config=peft_config,
             card_section=card,
             compile_layers=script_args.compile_layers,
             run_record=record,
+            gathered_loss=script_args.gathered_loss,
+            trainable_layers=script_args.trainable_layers,
+            callbacks=callbacks,
         )
     result = trainer.train(resume_from_checkpoint=resume)
     with _quiet_library_output(training_args):

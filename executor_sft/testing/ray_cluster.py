@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,11 +45,17 @@ def free_port() -> int:
 
 
 class LocalRayCluster:
-    """A head node and worker nodes, one CPU each, under `root` (their temp dir and logs)."""
+    """A head node and worker nodes, one CPU each; their logs under `root`.
+
+    Ray's own temp dir is a short one under the system temp dir, not `root`: its sockets must fit
+    AF_UNIX's 107 bytes, and pytest's per-worker paths under xdist do not leave room for Ray's
+    session and socket names.
+    """
 
     def __init__(self, root: Path, env: dict[str, str] | None = None):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.ray_temp = Path(tempfile.mkdtemp(prefix="ray-"))
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         # Node death is noticed in about a second instead of Ray's default half a minute.
@@ -70,7 +78,7 @@ class LocalRayCluster:
             "--num-cpus",
             "1",
             "--temp-dir",
-            str(self.root),
+            str(self.ray_temp),
         ]
         # Each node its own ports: Ray's defaults for these are fixed, so two nodes on one host would
         # bind the same one.
@@ -159,6 +167,7 @@ class LocalRayCluster:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
         self.nodes.clear()
+        shutil.rmtree(self.ray_temp, ignore_errors=True)
 
 
 class Slowed:
@@ -181,3 +190,39 @@ def world_models(world_dir: str, questions: Any = None, *, delay_s: float = 0.0,
 
 def world_retriever(world_dir: str) -> CachedRetriever:
     return CachedRetriever(BM25Retriever.build(load_corpus(Path(world_dir) / "corpus.jsonl")))
+
+
+class BackgroundCollection:
+    """`collect(config)` with the world's scripted models (slowed) on a thread, for tests that
+    break the cluster while it runs."""
+
+    def __init__(self, config: Any, world_dir: str, delay_s: float = 0.05, **script: Any):
+        import functools
+        import threading
+
+        from executor_sft.rollout import collect
+
+        models = functools.partial(world_models, world_dir, delay_s=delay_s, **script)
+        retriever = functools.partial(world_retriever, world_dir)
+        self.config = config
+        self.result: Any = None
+
+        def run() -> None:
+            self.result = asyncio.run(
+                collect(config, models_factory=models, retriever_factory=retriever, show_progress=False)
+            )
+
+        self.thread = threading.Thread(target=run)
+        self.thread.start()
+
+    def written(self) -> int:
+        path = self.config.rollouts_path
+        return len(path.read_bytes().splitlines()) if path.exists() else 0
+
+    def wait_until(self, condition: Any, timeout_s: float = 120.0) -> None:
+        """Until `condition()` holds; fails if the run ends first or time runs out."""
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise AssertionError(f"the collection ended or stalled first ({self.written()} written)")
+            time.sleep(0.05)

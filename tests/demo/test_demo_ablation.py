@@ -213,3 +213,66 @@ def test_two_search_rows_count_what_the_second_query_does(tmp_path):
     path = tmp_path / "sft.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     assert bench.two_search_rows(path) == {"rows": 3, "repeat_first_query": 1, "add_descriptor": 1}
+
+
+def _curve(*diffs):
+    return [
+        {"step": 4 * (i + 1), "epoch": 0.5 * (i + 1), "p_plain": 0.2, "p_ambiguous": 0.2 + d, "diff": d,
+         "ci95": [d - 0.125, d + 0.125], "loss": 1.0, "heldout_loss": 1.2}
+        for i, d in enumerate(diffs)
+    ]  # fmt: skip
+
+
+def test_probe_entry_and_lines_come_from_the_final_checkpoint():
+    bench = _bench()
+    from executor_sft.demos.convergence import ConvergenceConfig
+
+    cfg = load_config(TINY, {}).model_dump()
+    c = {"eval": {}, "probe_curve": _curve(0.0, 0.125, 0.25), "stopped": "plateau", "sft_rows": {}}
+    seed = {"seed": 0, "config": cfg, "convergence": ConvergenceConfig().model_dump(), "variants": {"c": c}}
+    assert bench.seed_verdict(seed) == {"probe": {"diff": 0.25, "ci95": [0.125, 0.375], "step": 12}}
+    lines = bench.probe_lines([seed])
+    assert "| 0 | (c) | 12 | 1.50 | plateau | 20.0 | 45.0 | +25.0 [+12.5, +37.5] | 1.000 | 1.200 |" in lines
+    assert any("3 epochs, probe and checkpoint every 8 steps" in line for line in lines)
+    assert bench.probe_lines([{**seed, "variants": {"c": {**c, "probe_curve": []}}}]) == []
+
+
+@pytest.mark.slow
+def test_convergence_mode_records_the_probe_curve_and_resumes_from_done_dir(tmp_path, monkeypatch):
+    bench = _bench()
+    from executor_sft.demos.convergence import ConvergenceConfig
+
+    cfg = load_config(TINY, {"out": str(tmp_path / "seed0")})
+    conv = ConvergenceConfig(epochs=1, probe_every=3, heldout_rows=2)
+    done = tmp_path / "done"
+    result = bench.run_seed(
+        cfg, ["c"], per_type=2, modes=("greedy",), references=(), convergence=conv, done_dir=done,
+        show_progress=False,
+    )  # fmt: skip
+    c = result["variants"]["c"]
+    steps = [r["step"] for r in c["probe_curve"]]
+    assert steps == sorted(set(steps)) and steps[0] == 3 and c["stopped"] in ("epochs", "plateau")
+    assert c["heldout_rows"] == 2 and all(r["heldout_loss"] > 0 for r in c["probe_curve"])
+    assert result["probe"]["step"] == steps[-1] and "mechanism" in result
+    assert result["references"].keys() == {"teacher"}  # the probe's prompts are the teacher's
+    assert result["probe_prompts"] == {bench.PLAIN: 2, bench.AMBIGUOUS: 2}
+    saved = json.loads((done / "seed0-c.json").read_text(encoding="utf-8"))
+    assert saved["result"] == c and "out" not in saved["key"]["config"]
+    png = bench.plot_seed(result, tmp_path / "img")
+    assert png.name == "demo_ablation_probe_seed0.png" and png.stat().st_size > 0
+
+    # Another machine (another --out) with the committed result: nothing is trained or evaluated.
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished (variant, seed) was redone")
+
+    monkeypatch.setattr(bench, "train_demo", refuse)
+    monkeypatch.setattr(bench, "evaluate", refuse)
+    other = cfg.model_copy(update={"out": str(tmp_path / "elsewhere" / "seed0")})
+    monkeypatch.setattr(bench, "run_reference", lambda *a, **k: {"eval": result["references"]["teacher"]})
+    prompts = bench.turn2_prompts(tmp_path / "seed0" / "ref-teacher" / "eval.jsonl", bench.TYPES)
+    monkeypatch.setattr(bench, "turn2_prompts", lambda *a, **k: prompts)
+    again = bench.run_seed(
+        other, ["c"], per_type=2, modes=("greedy",), references=(), convergence=conv, done_dir=done,
+        show_progress=False,
+    )  # fmt: skip
+    assert again["variants"]["c"] == c and again["probe"] == result["probe"]

@@ -1,12 +1,10 @@
-"""bench/demo_second_search.py: two-search rows by sub-query type, and P(search again) from a real model."""
+"""bench/demo_second_search.py: two-search rows by sub-query type (its probe is tested in test_probe.py)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,32 +41,3 @@ def test_row_counts_put_two_search_rows_under_their_sub_query_type(tmp_path):
         f"2:{bench.AMBIGUOUS}": 1,
         "2:untyped": 1,
     }
-
-
-@pytest.mark.slow
-def test_p_search_is_a_probability_per_type_from_a_real_model():
-    from executor_sft.agents.tools import SEARCH_TOOL
-    from executor_sft.llm.transformers_backend import load_model
-
-    bench = _bench()
-    model, tokenizer = load_model("offline:smollm2")
-    messages = [
-        {"role": "system", "content": "Answer with the search tool."},
-        {"role": "user", "content": "Who directed Paszund?"},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {
-                    "id": "c0",
-                    "type": "function",
-                    "function": {"name": "search", "arguments": '{"query": "Paszund"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "c0", "content": "Doc 1 (Title: Paszund) Paszund is a film."},
-    ]
-    prompts = [(bench.PLAIN, messages, [SEARCH_TOOL]), (bench.AMBIGUOUS, messages, None)]
-    got = bench.p_search(model, tokenizer, prompts)
-    assert set(got) == {bench.PLAIN, bench.AMBIGUOUS}
-    assert all(0.0 < p < 1.0 for p in got.values())

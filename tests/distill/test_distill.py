@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from grpo_helpers import NUM_GENERATIONS, ROOT, Script, install_script, run_recipe
+from post_training import NUM_GENERATIONS, ROOT, Script, install_script, run_recipe
 
 from executor_sft.agents.executor_text import SEARCH_BUDGET_SPENT
 from executor_sft.distill import (
@@ -57,21 +57,13 @@ def test_a_teacher_with_another_vocabulary_is_one_line_and_exit_2_before_anythin
 
 
 @pytest.mark.slow
-def test_distill_recipe_runs_on_cpu(tiny_teacher, world_index, tmp_path):
-    out = tmp_path / "distilled"
-    proc = run_recipe(
-        "distill_executor",
-        "--config", str(CONFIG),
-        "--teacher_model_name_or_path", str(tiny_teacher),
-        "--retriever", json.dumps({"index": str(world_index)}),
-        "--max_completion_length", "32",
-        "--output_dir", str(out),
-    )  # fmt: skip
-    assert "distillation done: 2 steps; teacher KL" in proc.stdout
+def test_distill_recipe_runs_on_cpu(distilled_output, sft_output, tiny_teacher):
+    out, stdout = distilled_output
+    assert "distillation done: 2 steps; teacher KL" in stdout
     assert (out / "model.safetensors").exists() and (out / "tokenizer_config.json").exists()
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "tags: [executor_sft, distillation, trl, search-agent]" in card
-    assert "(on-policy distillation) from `offline:tiny-qwen3`" in card and "- teacher KL " in card
+    assert f"(on-policy distillation) from `{sft_output}`" in card and "- teacher KL " in card
     assert '"name": "search"' in card and f'"teacher_model_name_or_path": "{tiny_teacher}"' in card
 
 
@@ -160,7 +152,7 @@ def test_tool_result_tokens_carry_no_loss_on_a_real_batch(max_searches, tiny_tea
 
 
 def test_the_qwen3_config_parses():
-    from grpo_helpers import load_recipe
+    from post_training import load_recipe
 
     script, training, model = load_recipe("distill_executor").parse_args(
         [

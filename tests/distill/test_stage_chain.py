@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from grpo_helpers import ROOT, run_recipe
+from post_training import ROOT, run_recipe
 
 from executor_sft.llm.response_template import EXECUTOR_RESPONSE_TEMPLATE
 
@@ -18,19 +18,9 @@ pytestmark = pytest.mark.slow
 CONFIGS = ROOT / "recipes" / "configs"
 
 
-def test_sft_then_distillation_then_grpo(sft_output, tiny_teacher, world_index, tmp_path):
-    retriever = json.dumps({"index": str(world_index)})
-    distilled = tmp_path / "distilled"
-    proc = run_recipe(
-        "distill_executor",
-        "--config", str(CONFIGS / "distill_tiny.yaml"),
-        "--model_name_or_path", str(sft_output),
-        "--teacher_model_name_or_path", str(tiny_teacher),
-        "--retriever", retriever,
-        "--max_completion_length", "32",
-        "--output_dir", str(distilled),
-    )  # fmt: skip
-    assert "distillation done: 2 steps" in proc.stdout
+def test_sft_then_distillation_then_grpo(sft_output, distilled_output, world_index, tmp_path):
+    distilled, stdout = distilled_output  # recipes/distill_executor.py run on the SFT recipe's output
+    assert "distillation done: 2 steps" in stdout
     saved = json.loads((distilled / "tokenizer_config.json").read_text())
     assert saved["response_template"] == EXECUTOR_RESPONSE_TEMPLATE  # the executor template travels on
     assert (distilled / "chat_template.jinja").read_text() == (sft_output / "chat_template.jinja").read_text()
@@ -40,7 +30,7 @@ def test_sft_then_distillation_then_grpo(sft_output, tiny_teacher, world_index, 
         "grpo_executor",
         "--config", str(CONFIGS / "grpo_cpu.yaml"),
         "--model_name_or_path", str(distilled),
-        "--retriever", retriever,
+        "--retriever", json.dumps({"index": str(world_index)}),
         "--max_completion_length", "32",
         "--output_dir", str(tuned),
     )  # fmt: skip

@@ -233,3 +233,17 @@ def test_how_a_model_is_reached_is_not_part_of_the_evaluated_system(
     )
     assert moved == base
     assert with_executor(base_urls=["http://127.0.0.1:8000/v1"], model="Qwen/Qwen3-8B") != base
+
+
+def test_the_judge_model_is_part_of_the_system(tmp_path, minibench_questions_path, minibench_bm25_dir):
+    """The judge's verdicts are stored with the episodes, so another judge is another system."""
+    cfg = _config(tmp_path, minibench_questions_path, minibench_bm25_dir)
+
+    def with_judge(name: str) -> dict:
+        models = {k: v.model_dump() for k, v in cfg.models.items()}
+        models["judge"] = scripted(name)
+        return system_record(EvalConfig.model_validate({**cfg.model_dump(), "models": models}))
+
+    assert with_judge("judge") == system_record(cfg)
+    assert with_judge("judge-strict")["models"]["judge"]["model"] == "scripted:judge-strict"
+    assert with_judge("judge-strict") != system_record(cfg)

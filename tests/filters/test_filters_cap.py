@@ -109,12 +109,10 @@ def test_cap_keeps_student_then_fewest_searches_and_counts_the_rest():
         ),
         episode("e2", [run("s2", "student", 1)], qid="q"),
     )
-    result = filter_episodes(
-        eps, FilterConfig(teacher_single_search="all", max_records_per_question_stratum=1)
-    )
+    result = filter_episodes(eps, FilterConfig(teacher_single="all", max_records_per_question_stratum=1))
     assert [r["source_run_id"] for r in result.rows] == ["s1"]
     assert result.report["exclusions"][CAPPED] == 2
-    two = filter_episodes(eps, FilterConfig(teacher_single_search="all", max_records_per_question_stratum=2))
+    two = filter_episodes(eps, FilterConfig(teacher_single="all", max_records_per_question_stratum=2))
     assert [r["source_run_id"] for r in two.rows] == ["s1", "s2"]  # file order
 
 

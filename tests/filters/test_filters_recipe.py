@@ -57,12 +57,12 @@ def test_recipe_round_trip(tmp_path):
         "--output", str(out),
         "--report", str(report),
         "--no_require_judge",
-        "--teacher_single_search", "all",
+        "--teacher_single", "all",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     expected = filter_episodes(
         iter_jsonl(rollouts),
-        FilterConfig(require_judge=False, teacher_single_search="all", tool_arguments="json"),
+        FilterConfig(require_judge=False, teacher_single="all", tool_arguments="json"),
     )
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert rows == json.loads(json.dumps(expected.rows))
@@ -70,7 +70,7 @@ def test_recipe_round_trip(tmp_path):
     assert isinstance(rows[2]["messages"][2]["tool_calls"][0]["function"]["arguments"], str)
     written = json.loads(report.read_text(encoding="utf-8"))
     assert written == json.loads(json.dumps(expected.report))
-    assert written["config"]["require_judge"] is False and written["config"]["teacher_single_search"] == "all"
+    assert written["config"]["require_judge"] is False and written["config"]["teacher_single"] == "all"
     assert written["exclusions"] == {"counterfactual_role": 1, "student_multi_search": 1}
     assert "SFT composition" in proc.stderr and "2 episodes, 6 runs -> 4 rows (2 questions)" in proc.stderr
     assert sorted(p.name for p in out.parent.iterdir()) == ["report.json", "sft.jsonl"]

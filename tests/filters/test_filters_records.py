@@ -66,9 +66,10 @@ def test_minimal_foreign_records():
         "unknown",
         "single_search",
     )
-    assert row["messages"][2]["tool_calls"] == [
-        {"type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}
+    assert row["messages"][2]["tool_calls"] == [  # a lone call without an id gets one, as its answer does
+        {"id": "call_2", "type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}
     ]
+    assert row["messages"][3]["tool_call_id"] == "call_2"
     assert result.report["exclusions"] == {"no_outcome": 1}
 
 

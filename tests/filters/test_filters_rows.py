@@ -105,7 +105,7 @@ def test_rows_load_into_datasets():
             "e9", [run("t9", "teacher", 2), run("b9", "teacher_budget1", 1, em=0.0, counterfactual_of="t9")]
         )
     )
-    rows = filter_episodes(as_dicts(*eps), FilterConfig(teacher_single_search="all")).rows
+    rows = filter_episodes(as_dicts(*eps), FilterConfig(teacher_single="all")).rows
     assert len(rows) == 3
     ds = Dataset.from_list(rows)
     assert ds.column_names == ["messages", "tools", "stratum", "source_run_id", "question_id", "dataset"]

@@ -35,19 +35,19 @@ def test_student_multi_search_excluded_with_reason():
     assert decide([run("s", "student", 2)]) == {"s": "student_multi_search"}
 
 
-def test_teacher_single_search_uncovered_kept():
+def test_teacher_single_uncovered_kept():
     out = decide([run("s", "student", 1, em=0.0), run("t", "teacher", 1)])
     assert out == {"s": "wrong_em", "t": SINGLE_SEARCH}
 
 
 @pytest.mark.parametrize("student_searches", [1, 2])
-def test_teacher_single_search_covered_by_any_correct_student(student_searches):
+def test_teacher_single_covered_by_any_correct_student(student_searches):
     out = decide([run("s", "student", student_searches), run("t", "teacher", 1)])
     assert out["t"] == "teacher_single_covered"
 
 
-def test_teacher_single_search_all_mode_keeps_covered():
-    out = decide([run("s", "student", 1), run("t", "teacher", 1)], teacher_single_search="all")
+def test_teacher_single_all_mode_keeps_covered():
+    out = decide([run("s", "student", 1), run("t", "teacher", 1)], teacher_single="all")
     assert out == {"s": SINGLE_SEARCH, "t": SINGLE_SEARCH}
 
 
@@ -280,11 +280,22 @@ def test_every_run_gets_exactly_one_outcome():
 
 
 def test_config_validation():
-    with pytest.raises(ValueError, match="teacher_single_search"):
-        FilterConfig(teacher_single_search="some")
+    with pytest.raises(ValueError, match="teacher_single"):
+        FilterConfig(teacher_single="some")
     with pytest.raises(ValueError, match="unknown filter stratum 'multi'"):
         FilterConfig(strata=["multi"])
     with pytest.raises(ValueError, match="min_searches"):
         FilterConfig(min_searches=1)
     with pytest.raises(ValueError, match="must differ"):
         FilterConfig(student_role="teacher")
+
+
+def test_the_paper_filter_config_keeps_every_correct_teacher_single_search_run():
+    # Sec. 3.4 keeps correct single-search runs of either model: the paper config reads it literally.
+    from pathlib import Path
+
+    import yaml
+
+    raw = yaml.safe_load(Path("recipes/configs/filter_paper.yaml").read_text())
+    assert FilterConfig(**raw).teacher_single == "all"
+    assert FilterConfig().teacher_single == "uncovered"  # ours, the default (docs/filters.md)

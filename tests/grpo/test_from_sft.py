@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from grpo_helpers import ROOT, run_recipe
+from post_training import ROOT, run_recipe
 
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.policy import load_policy, load_tokenizer
@@ -87,7 +87,7 @@ def test_grpo_recipe_runs_two_steps_on_the_sft_recipes_output(sft_output, world_
         "--config", str(CPU_CONFIG),
         "--model_name_or_path", str(sft_output),
         "--retriever", json.dumps({"index": str(world_index)}),
-        "--max_completion_length", "48",
+        "--max_completion_length", "32",
         "--output_dir", str(out),
     )  # fmt: skip
     assert "GRPO done: 2 steps" in proc.stdout

@@ -2,7 +2,7 @@
 
 The docs' example is saved as the user's module `my_rewards.py`, the docs' YAML names it by its
 import path next to the built-in `clp_em` with weights, and two GRPO steps run on CPU with the
-scripted tiny Qwen3 (`grpo_helpers`). Rows 0 and 1 of each group quote the passage their search
+scripted tiny Qwen3 (`post_training`). Rows 0 and 1 of each group quote the passage their search
 returned in the report's evidence, row 2 does not, row 3 never searches.
 """
 
@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from grpo_helpers import NUM_GENERATIONS, ROOT, SUB_QUERIES, Script, install_script, load_recipe
+from post_training import NUM_GENERATIONS, ROOT, SUB_QUERIES, Script, install_script, load_recipe
 
 from executor_sft.grpo import build_grpo_trainer, clp_reward, to_dataset
 from executor_sft.grpo.data import build_prompt
@@ -128,7 +128,7 @@ def run_grpo_recipe(*args: str) -> subprocess.CompletedProcess[str]:
         ),
         (
             ["--reward_weights", "1.0", "0.5", "0.2"],
-            "reward_weights: 3 weight(s) for 2 reward(s) ['outcome', 'clp_em']",
+            "reward_weights: 3 weight(s) for 2 reward(s) ['outcome', 'clp_em_grounded']",
         ),
     ],
     ids=["unknown-name", "unknown-path", "weights-mismatch"],

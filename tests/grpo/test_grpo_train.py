@@ -1,6 +1,6 @@
 """A real 2-step GRPO run on CPU: tiny random Qwen3, BM25 over minibench, multi-turn search.
 
-The model emits scripted turns (`grpo_helpers`: a `LogitsProcessor` on the model's own
+The model emits scripted turns (`post_training`: a `LogitsProcessor` on the model's own
 `generate`; one rollout per group is left free). The batch the trainer computes the loss on is
 captured in `compute_loss` and its loss mask checked token by token.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from grpo_helpers import NUM_GENERATIONS, SUB_QUERIES, Script, install_script
+from post_training import NUM_GENERATIONS, SUB_QUERIES, Script, install_script
 
 from executor_sft.grpo import GRPOScriptArguments, build_grpo_trainer, clp_reward, to_dataset
 from executor_sft.grpo.data import build_prompt

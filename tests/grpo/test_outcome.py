@@ -10,7 +10,7 @@ import functools
 import json
 
 import pytest
-from grpo_helpers import NUM_GENERATIONS, ROOT, Script, install_script
+from post_training import NUM_GENERATIONS, ROOT, Script, install_script
 
 from executor_sft.errors import ConfigError
 from executor_sft.grpo import OUTCOME_COLUMNS, GRPOScriptArguments, build_grpo_trainer, build_reward_funcs

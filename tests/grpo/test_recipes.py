@@ -10,7 +10,7 @@ import itertools
 import json
 
 import pytest
-from grpo_helpers import ROOT, load_recipe
+from post_training import ROOT, load_recipe
 
 from executor_sft.schema import Episode, ExecutorRun, Outcome, Question, Report
 from executor_sft.testing import tiny_qwen3
@@ -79,7 +79,7 @@ def test_reference_config_parses():
     assert training.chat_template_kwargs == {"enable_thinking": False}
     assert (script.retriever_top_k, script.max_searches) == (3, 2)
     assert (script.reward_funcs, training.reward_weights, script.reward_kwargs) == (
-        ["outcome", "clp_em"],
+        ["outcome", "clp_em_grounded"],
         [1.0, 0.5],
         {},
     )

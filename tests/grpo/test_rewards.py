@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.rewards import (
+    REWARDS,
     CLPReward,
     JudgeCLPReward,
     clp_judge,
@@ -166,10 +167,13 @@ def test_em_reward_scores_and_logs():
         reference=[["Paris"], ["Paris"], ["Paris"], ["Paris"], "Paris"],
         log_metric=lambda k, v: logged.setdefault(k, []).append(v),
     )
-    # the last is right without a search: the grounding rule (default 0) scores it 0, not CLP's 1.0
-    assert out == pytest.approx([clp_reward(1, 1), clp_reward(1, 2), 0.0, 0.0, 0.0])
+    # the last is right without a search: the blog's CLP gives it 1.0 (clp_em_grounded: 0)
+    assert out == pytest.approx([clp_reward(1, 1), clp_reward(1, 2), 0.0, 0.0, 1.0])
     assert reward.__name__ == "clp_em"
     assert logged["executor/tool_calls"] == [pytest.approx(1.0)]
+    grounded_reward = REWARDS.get("clp_em_grounded")()
+    assert grounded_reward.__name__ == "clp_em_grounded"
+    assert grounded_reward(completions=comps, reference=[["Paris"]] * 5)[4] == 0.0
     assert logged["executor/correct"] == [pytest.approx(3 / 5)]
     assert logged["executor/format_ok"] == [pytest.approx(4 / 5)]
     assert logged["executor/answer_score"] == [pytest.approx(3 / 5)]
@@ -320,3 +324,31 @@ def test_count_tool_calls_skips_calls_refused_over_budget():
     reward = CLPReward()
     got = reward(completions=[[*over, report_turn("Paris")]], reference=[["Paris"]])
     assert got == [pytest.approx(clp_reward(1.0, 2))]
+
+
+@pytest.mark.parametrize(
+    ("name", "calls", "expected"),
+    [
+        ("clp_em", 0, 1.0),  # a correct zero-search answer: the blog's formula gives 1.0
+        ("clp_em_grounded", 0, 0.0),
+        ("clp_em", 4, 1 - 0.15 * math.log(5)),
+        ("additive", 0, 1.0 + 0.15),
+        ("additive", 3, 1.0 + 0.15 / 4),
+        ("linear", 2, 1.0 - 0.25 * 2),
+        ("linear", 5, 1.0 - 0.25 * 5),  # the blog's example: below 0, worse than a wrong answer
+    ],
+)
+def test_the_blogs_rewards_on_a_correct_answer(name, calls, expected):
+    reward = REWARDS.get(name)()
+    assert reward(completions=[completion("Paris", calls)], reference=[["Paris"]]) == [
+        pytest.approx(expected)
+    ]
+
+
+def test_additive_pays_a_fast_wrong_answer_and_linear_does_not():
+    wrong = [completion("Lyon", 0)]
+    assert REWARDS.get("additive")(alpha=0.2)(completions=wrong, reference=[["Paris"]]) == [
+        pytest.approx(0.2)
+    ]
+    assert REWARDS.get("linear")()(completions=wrong, reference=[["Paris"]]) == [0.0]
+    assert REWARDS.get("linear")().__name__ == "linear"

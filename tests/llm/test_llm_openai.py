@@ -68,7 +68,7 @@ def test_tool_calls_and_settings_round_trip():
         default=assistant("<answer>Spielberg</answer>"),
     )
     with BackgroundServer(create_app(scripted, "scripted")) as server:
-        model = OpenAIChatModel("scripted", server.base_url, extra_body={"top_k": 5})
+        model = OpenAIChatModel("scripted", server.base_url, extra_body={"user": "test-suite"})
         sampling = SamplingParams(
             temperature=0.7, top_p=0.9, max_tokens=33, seed=3, stop=["</x>"], enable_thinking=True
         )

@@ -47,6 +47,22 @@ def error_of(response: httpx.Response, status: int) -> dict:
         ({"messages": []}, "messages", "invalid_value", "at least 1 item"),
         ({"messages": USER, "temperature": -1}, "temperature", "invalid_value", "greater than or equal to 0"),
         ({"messages": USER, "max_tokens": "lots"}, "max_tokens", "invalid_value", "integer"),
+        ({"messages": USER, "temperature": 5}, "temperature", "invalid_value", "less than or equal to 2"),
+        ({"messages": USER, "logprobs": True}, "logprobs", "unsupported_value", "logprobs=true"),
+        ({"messages": USER, "top_logprobs": 3}, "top_logprobs", "unsupported_value", "not supported"),
+        (
+            {"messages": USER, "response_format": {"type": "json_object"}},
+            "response_format",
+            "unsupported_value",
+            "json_object",
+        ),
+        ({"messages": USER, "presence_penalty": 0.5}, "presence_penalty", "unsupported_value", "0.5"),
+        (
+            {"messages": USER, "temprature": 0.5},
+            "temprature",
+            "unknown_parameter",
+            "Unrecognized request argument",
+        ),
     ],
 )
 def test_invalid_bodies_get_openai_400(scripted, body, param, code, needle):
@@ -56,6 +72,21 @@ def test_invalid_bodies_get_openai_400(scripted, body, param, code, needle):
     assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", param, code)
     assert needle in error["message"]
     assert len(model.requests) == before
+
+
+def test_fields_at_their_defaults_and_fields_that_ask_nothing_are_accepted(scripted):
+    _, client = scripted
+    body = {
+        "messages": USER,
+        "logprobs": False,
+        "response_format": {"type": "text"},
+        "frequency_penalty": 0,
+        "user": "someone",
+        "parallel_tool_calls": True,
+        "stream_options": None,
+    }
+    r = client.post("/chat/completions", json=body)
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Spielberg"
 
 
 def test_body_that_is_not_json_gets_400(scripted):

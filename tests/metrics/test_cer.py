@@ -151,3 +151,24 @@ def test_answer_bearing_cer_c_counts_passages_that_contain_a_gold_alias():
     assert answer_bearing_cer_c(ep, PASSAGES.get, bucket_tokens=10_000, n_buckets=3) == ([0.0] * 3, 0.0)
     ep.question.golden_answers = [" "]
     assert answer_bearing_cer_c(ep, PASSAGES.get) is None
+
+
+def test_token_count_readings_of_one_run():
+    # Three calls whose prompt+completion grow 100 -> 250 -> 400 (the context), completions 20/30/40.
+    from types import SimpleNamespace
+
+    from executor_sft.metrics.cer import call_tokens
+
+    calls = [
+        {"usage": {"prompt_tokens": 80, "completion_tokens": 20}},
+        {"usage": {"prompt_tokens": 220, "completion_tokens": 30}},
+        {"usage": {"prompt_tokens": 360, "completion_tokens": 40}},
+    ]
+    run = SimpleNamespace(
+        calls=calls, messages=[], usage=SimpleNamespace(prompt_tokens=660, completion_tokens=90)
+    )
+    assert call_tokens(run, token_count="calls") == [100, 250, 400]  # every prompt counted again
+    assert call_tokens(run, token_count="context") == [100, 150, 150]  # sums to the context, 400
+    assert call_tokens(run, token_count="completion") == [20, 30, 40]
+    with pytest.raises(ValueError, match="token_count"):
+        call_tokens(run, token_count="prompt")

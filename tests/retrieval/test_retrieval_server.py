@@ -12,7 +12,14 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from retrieval_helpers import free_port, serve
 
-from executor_sft.retrieval import Hit, RemoteRetriever, RetrievalError, Retriever, load_retriever
+from executor_sft.retrieval import (
+    Hit,
+    RemoteRetriever,
+    RetrievalError,
+    RetrievalRefused,
+    Retriever,
+    load_retriever,
+)
 from executor_sft.retrieval.server import MicroBatcher, ServerConfig, create_app
 
 
@@ -89,7 +96,7 @@ async def test_remote_retriever_matches_local(server, bm25, dev_questions):
         assert [[h.doc_id for h in x] for x in got] == [[h.doc_id for h in x] for x in local]
         assert got[0][0].title == local[0][0].title and got[0][0].text == local[0][0].text
         assert got[0][0].score == pytest.approx(local[0][0].score)
-    with pytest.raises(RetrievalError, match="422"):
+    with pytest.raises(RetrievalRefused, match="422"):  # this request's own fault: not an outage
         remote.search(["x"] * 9, 3)
     remote.close()
 
@@ -196,8 +203,17 @@ async def test_batcher_caps_batches_and_wakes_when_full(bm25, dev_questions):
         assert [[h.doc_id for h in r[0]] for r in results] == [
             [h.doc_id for h in x] for x in bm25.search(qs[:8], 2)
         ]
-        big = await asyncio.gather(batcher.submit(qs[:6], 3))  # one job over max_batch still runs, alone
-        assert rec.sizes == [4, 4, 6] and len(big[0]) == 6
+    finally:
+        await batcher.stop()
+    rec.sizes.clear()
+    batcher = MicroBatcher(rec, max_batch=4, max_wait_ms=0)
+    batcher.start()
+    try:  # a request over max_batch is split: no retriever call holds more than max_batch queries
+        big = await batcher.submit(qs[:10], 3)
+        assert sorted(rec.sizes) == [2, 4, 4] and len(big) == 10
+        assert [[h.doc_id for h in hits] for hits in big] == [
+            [h.doc_id for h in x] for x in bm25.search(qs[:10], 3)
+        ]
     finally:
         await batcher.stop()
 
@@ -212,3 +228,18 @@ async def test_batcher_runs_a_lone_request_after_max_wait(bm25):
         assert rec.sizes == [1, 1] and [h.doc_id for h in hits] == [h.doc_id for h in again]
     finally:
         await batcher.stop()
+
+
+def test_a_search_r1_training_batch_with_a_null_topk_in_one_request(bm25):
+    """Search-R1's client posts every active trajectory's query at once (its training batch of 512)
+    and may leave topk null: the default server takes it, in retriever calls of max_batch queries."""
+    queries = [f"drummer of a Canadian rock band {i}" for i in range(512)]
+    app = create_app(bm25, ServerConfig(max_wait_ms=0), kind="bm25")
+    with serve(app) as url:
+        body = httpx.post(f"{url}/retrieve", json={"queries": queries, "topk": None}, timeout=120).json()
+        health = httpx.get(f"{url}/health").json()
+    assert len(body["result"]) == 512 and all(len(hits) == 3 for hits in body["result"])
+    assert body["result"][7] == [
+        {"id": h.doc_id, "contents": h.contents} for h in bm25.search([queries[7]], 3)[0]
+    ]
+    assert health["retriever_calls"] == 512 // ServerConfig.max_batch

@@ -34,12 +34,20 @@ class Control:
     down: set[str] = field(default_factory=set)
     """Roles whose chat calls answer 500."""
     delay_s: float = 0.0
+    refuse: dict[str, tuple[int, dict]] = field(default_factory=dict)
+    """Text -> (status, error body): a chat request whose body holds the text is refused so."""
     served: Counter = field(default_factory=Counter)
 
     async def __call__(self, request: Request, call_next):
         if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
             return await call_next(request)
         role = request.url.path.strip("/").split("/")[0]
+        if self.refuse:
+            body = (await request.body()).decode("utf-8", "replace")
+            for text, (status, error) in self.refuse.items():
+                if json.dumps(text)[1:-1] in body:
+                    self.served[f"{role}:{status}"] += 1
+                    return JSONResponse(status_code=status, content={"error": error})
         if role in self.down:
             self.served[f"{role}:500"] += 1
             return JSONResponse(status_code=500, content={"error": {"message": "upstream down", "code": 500}})
@@ -52,11 +60,12 @@ class Control:
 class Endpoints:
     """Every role of the synthetic world on one OpenAI-compatible server."""
 
-    def __init__(self, world):
+    def __init__(self, world, replace: dict | None = None):
+        """`replace`: role -> a `ChatModel` served in place of that role's scripted model."""
         self.control = Control()
         root = FastAPI()
         root.middleware("http")(self.control)
-        for role, model in scripted_models(world).items():
+        for role, model in {**scripted_models(world), **(replace or {})}.items():
             root.mount(f"/{role}", create_app(model, served_name=role))
         self.server = BackgroundServer(root)
 
@@ -91,7 +100,18 @@ class RetrievalServer:
     def __init__(self, retriever, port: int = 0):
         self.retriever = retriever
         self.app = retrieval_server.create_app(retriever, retrieval_server.ServerConfig(batching=False))
+        self.app.middleware("http")(self._slow_documents)
+        self.documents_delays: list[float] = []
+        """Seconds to hold each next `POST /documents` before answering (one entry per request)."""
+        self.documents_requests = 0
         self.server = BackgroundServer(self.app, port=port)
+
+    async def _slow_documents(self, request: Request, call_next):
+        if request.method == "POST" and request.url.path == "/documents":
+            self.documents_requests += 1
+            if self.documents_delays:
+                await asyncio.sleep(self.documents_delays.pop(0))
+        return await call_next(request)
 
     def start(self) -> RetrievalServer:
         self.server.start()

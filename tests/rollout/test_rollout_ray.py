@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from executor_sft.testing.recipes import filter_recipe_output
 
 pytest.importorskip("ray")
 
-from executor_sft.testing.ray_cluster import world_models, world_retriever  # noqa: E402
+from executor_sft.testing.ray_cluster import BackgroundCollection, world_models, world_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -125,28 +123,14 @@ def test_replica_counts_of_every_actor_reach_the_summary(ray_cluster, world, wor
 
 def test_a_node_killed_mid_run_loses_and_duplicates_nothing(ray_cluster, world_dir, tmp_path):
     config = _config(world_dir, tmp_path / "kill", engine="ray", concurrency=4)
-    models = functools.partial(world_models, str(world_dir), delay_s=0.05, **SCRIPT)
-    retriever = functools.partial(world_retriever, str(world_dir))
     cluster = ray_cluster
-    victim = cluster.nodes[-1]
-    done: dict = {}
-
-    def run() -> None:
-        done["result"] = asyncio.run(
-            collect(config, models_factory=models, retriever_factory=retriever, show_progress=False)
-        )
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while len(_lines(config.rollouts_path)) < 8:  # both actors are under way
-        assert time.monotonic() < deadline and thread.is_alive()
-        time.sleep(0.05)
-    cluster.kill(victim)
-    thread.join(timeout=240)
+    run = BackgroundCollection(config, str(world_dir), **SCRIPT)
+    run.wait_until(lambda: run.written() >= 8)  # both actors are under way
+    cluster.kill(cluster.nodes[-1])
+    run.thread.join(timeout=240)
     cluster.add_node()  # the cluster has two nodes again for the tests after this one
-    assert not thread.is_alive()
-    result = done["result"]
+    assert not run.thread.is_alive()
+    result = run.result
     cluster.connect(nodes=2)
 
     ids = _ids(config.rollouts_path)

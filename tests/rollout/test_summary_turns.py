@@ -40,3 +40,37 @@ def test_turns_are_reported_with_parallel_calls_only():
     ]
     assert after["searches"] == 3 and after["turns"] == 4 and after["turns_per_invocation"] == 2.0
     assert after["parallel_tool_turns"] == 1
+
+
+class EchoWithDocuments(Echo):
+    def documents(self, doc_ids):
+        return [Hit(d, d, f"the whole of {d}", 0.0) for d in doc_ids]
+
+
+def test_the_access_call_share_is_reported_once_the_access_tool_ran():
+    searched = _run([assistant(tool_calls=[tool_call("search", {"query": "a"}, "c1")]), REPORT])
+    opened = asyncio.run(
+        run_executor(
+            ScriptedChatModel(
+                [
+                    assistant(tool_calls=[tool_call("search", {"query": "a"}, "c1")]),
+                    assistant(tool_calls=[tool_call("open_document", {"doc_id": "a"}, "o1")]),
+                    REPORT,
+                ]
+            ),
+            EchoWithDocuments(),
+            "sq",
+            role="teacher",
+            max_turns=4,
+            tools=("search", "open_document"),
+        )
+    )
+    before = collection_stats([_episode(searched)]).to_dict()["executor_invocations"]["teacher"]
+    assert "access_call_share" not in before
+    after = collection_stats([_episode(searched), _episode(opened)])
+    row = after.to_dict()["executor_invocations"]["teacher"]
+    # 1 access call beside 2 searches: a third of the tool calls.
+    assert (row["searches"], row["access_calls"], row["access_call_share"]) == (2, 1, 1 / 3)
+    from executor_sft.rollout.summary import render_summary
+
+    assert "access calls" in render_summary(after.to_dict())

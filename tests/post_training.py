@@ -1,6 +1,10 @@
-"""Scripted generation for real GRPO runs on CPU with a tiny random Qwen3.
+"""Helpers of the post-training tests (distillation and GRPO): recipes as commands, the saved
+outputs those tests start from, and scripted generation.
 
-The random model almost never writes a valid `<tool_call>` by itself, so the runs make it emit
+The session fixtures over the saved outputs (`world_index`, `sft_output`, `tiny_checkpoint`,
+`tiny_teacher`) are in tests/conftest.py, so every directory shares one build of each.
+
+Scripted generation, for real GRPO and distillation runs on CPU with a tiny random Qwen3: the random model almost never writes a valid `<tool_call>` by itself, so the runs make it emit
 scripted turns with a transformers `LogitsProcessor` added to the model's own `generate` (the
 least invasive hook: TRL's tool loop, parsing, tool execution, masking, rewards and loss run
 unchanged; only which token gets sampled is decided by the script). One rollout per group is
@@ -11,7 +15,9 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +25,7 @@ from pathlib import Path
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 SUB_QUERIES = [
     ("Which river flows through the city of Lyon?", "Rhône"),
@@ -114,9 +120,6 @@ def load_recipe(name: str):
 
 def run_recipe(name: str, *args: str, expect: int = 0, timeout: int = 1200):
     """`python recipes/<name>.py ARGS` in a subprocess from the repository root; checks its exit status."""
-    import os
-    import subprocess
-
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRL_EXPERIMENTAL_SILENCE": "1", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "recipes" / f"{name}.py"), *args],

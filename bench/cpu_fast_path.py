@@ -1,0 +1,378 @@
+"""The CPU fast path, measured side by side in one run: an SFT step and executor generation.
+
+    python bench/cpu_fast_path.py                      # everything (~45 min on 2 idle cores)
+    python bench/cpu_fast_path.py --print_fast_flags   # the recipe flags of the fast path, one line
+    accelerate launch recipes/sft_executor.py $(python bench/cpu_fast_path.py --print_fast_flags)
+
+Data: the demo's world and collection for seed 0 (`recipes/configs/demo.yaml`, 300 questions as
+the ablation uses), made once into `--work` and reused; its SFT rows are the full filter's.
+
+SFT: each configuration trains SmolLM2-135M through the recipe's own `train_executor`
+(`recipes/sft_executor.py`'s `main`) on those rows with the demo's settings (batch 2, lr 2e-4,
+cosine, warmup 0.1, max_length 1024, seed 0, random order), 16 steps, into its own folder.
+Reported: seconds per step (train_runtime / steps) and the loss at every step.
+
+Generation: the student trained by the last configuration, evaluated as the ablation does
+(the first 16 held-out sub-queries of each type, mean@4 at T=0.6: 128 runs, 24 at once, 64 new
+tokens a turn) with prefix reuse off and on; and one executor run of 3 turns (the first
+evaluated sub-query whose greedy run takes 3 turns), alone, greedy, off and on. Reported: wall
+seconds, prompt tokens asked for, tokens prefilled.
+
+Configurations run in the order given, on one machine; the load average before and after each
+is recorded, since a second job on 2 cores slows torch 2-3x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "recipes"))
+
+FAST_FLAGS = ["--gathered_loss", "true"]
+"""The fast path: the same training (TRL's per-step losses), fewer FLOPs. `trainable_layers` and LoRA
+are faster still but train another model (their loss curves are in the table)."""
+DEMO_FLAGS = [
+    "--learning_rate",
+    "2e-4",
+    "--lr_scheduler_type",
+    "cosine",
+    "--warmup_steps",
+    "0.1",
+    "--max_length",
+    "1024",
+    "--train_sampling_strategy",
+    "random",
+    "--gradient_checkpointing",
+    "false",
+    "--seed",
+    "0",
+    "--data_seed",
+    "0",
+]
+CONFIGS: dict[str, list[str]] = {
+    "trl_default": [],
+    "gathered_loss": ["--gathered_loss", "true"],
+    "trainable_layers_8": ["--trainable_layers", "8"],
+    "lora_r16": [
+        "--use_peft",
+        "true",
+        "--lora_r",
+        "16",
+        "--lora_alpha",
+        "32",
+        "--lora_target_modules",
+        "all-linear",
+    ],
+    "gathered + top 16": ["--gathered_loss", "true", "--trainable_layers", "16"],
+    "fast (gathered + top 8)": ["--gathered_loss", "true", "--trainable_layers", "8"],
+}
+PER_TYPE, SAMPLES, TEMPERATURE = 16, 4, 0.6
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def log(msg: str) -> None:
+    print(f"[cpu_fast_path] {msg}", file=sys.stderr, flush=True)
+
+
+def demo_data(work: Path, per_type: int = PER_TYPE):
+    """The demo's config, world, retriever, SFT rows and held-out sample for seed 0 (made once)."""
+    import demo_ablation
+
+    from executor_sft.demos.demo import load_config
+
+    cfg = load_config(REPO / "recipes" / "configs" / "demo.yaml", {"questions": 300, "out": str(work)})
+    _, retriever, _, _ = demo_ablation.prepare_seed(cfg, work, show_progress=False)
+    sft = work / "sft-c.jsonl"
+    if not sft.exists():
+        from executor_sft.filters import FilterConfig, filter_episodes, iter_episodes_by_id, write_jsonl
+
+        write_jsonl(sft, filter_episodes(iter_episodes_by_id(work / "rollouts.jsonl"), FilterConfig()).rows)
+    sub_queries = demo_ablation.balanced_subqueries(work / "world" / "subqueries_test.jsonl", per_type)
+    return cfg, retriever, sft, sub_queries
+
+
+def run_config(name: str, flags: list[str], steps: int, sft: Path, out: Path) -> dict:
+    import sft_executor
+
+    argv = [
+        "--dataset_name",
+        str(sft),
+        "--output_dir",
+        str(out),
+        "--max_steps",
+        str(steps),
+        "--per_device_train_batch_size",
+        "2",
+        "--fresh",
+        "true",
+        "--disable_tqdm",
+        "true",
+        "--logging_steps",
+        "1",
+        *DEMO_FLAGS,
+        *flags,
+    ]
+    before = load()
+    start = time.perf_counter()
+    result = sft_executor.main(argv)
+    wall = time.perf_counter() - start
+    state = json.loads((out / "trainer_state.json").read_text(encoding="utf-8"))
+    losses = [h["loss"] for h in state["log_history"] if "loss" in h]
+    return {
+        "config": name,
+        "flags": " ".join(flags),
+        "s_per_step": float(result.metrics["train_runtime"]) / steps,
+        "wall_s": wall,
+        "last_loss": losses[-1],
+        "mean_loss": sum(losses) / len(losses),
+        "losses": losses,
+        "load": [before, load()],
+    }
+
+
+def student(path: Path, cfg, reuse: bool):
+    from executor_sft.llm import TransformersChatModel
+
+    return TransformersChatModel(
+        str(path),
+        name=str(path),
+        max_batch_size=cfg.eval_concurrency,
+        prefix_cache_tokens=cfg.eval_prefix_cache_tokens if reuse else 0,
+    )
+
+
+def evaluation(cfg, checkpoint: Path, retriever, sub_queries, out: Path, reuse: bool) -> dict:
+    """The ablation's mean@4 evaluation (128 runs at the default --per_type) of `checkpoint`,
+    prefix reuse off or on."""
+    import torch
+
+    from executor_sft.demos.demo import evaluate
+
+    mode = cfg.model_copy(update={"eval_samples": SAMPLES, "eval_temperature": TEMPERATURE})
+    model = student(checkpoint, cfg, reuse)
+    runs = out / f"eval-reuse-{'on' if reuse else 'off'}.jsonl"
+    runs.unlink(missing_ok=True)
+    torch.manual_seed(0)
+    before = load()
+    start = time.perf_counter()
+    result = evaluate(mode, model, retriever, sub_queries, "fast-path student", runs, show_progress=True)
+    wall = time.perf_counter() - start
+    model.close()
+    return {
+        "reuse": reuse,
+        "runs": result.n,
+        "wall_s": wall,
+        "em": result.em,
+        "tokens_per_subquery": result.tokens_per_subquery,
+        "share_2plus_searches": result.share_2plus_searches,
+        "prefix_stats": model.prefix_stats.to_dict(),
+        "load": [before, load()],
+    }
+
+
+def three_turn_run(cfg, checkpoint: Path, retriever, sub_queries, reuse: bool, question=None) -> dict:
+    """One executor run alone, greedy, of `question`; without one, the first held-out sub-query
+    whose run takes 3 turns (else the one whose run took most, its turns recorded)."""
+    from executor_sft.agents.executor import run_executor
+    from executor_sft.demos.demo import eval_settings
+    from executor_sft.llm.prefix_cache import PrefixStats
+
+    settings = eval_settings(cfg.model_copy(update={"eval_temperature": 0.0}))
+    model = student(checkpoint, cfg, reuse)
+    best: dict | None = None
+    for q in [question] if question is not None else sub_queries:
+        if model.prefix_cache is not None:
+            model.prefix_cache.clear()
+        model.prefix_stats = PrefixStats()
+        before = load()
+        start = time.perf_counter()
+        run = asyncio.run(run_executor(model, retriever, q.question, settings))
+        record = {
+            "reuse": reuse,
+            "question": q,
+            "turns": len(run.calls),
+            "wall_s": time.perf_counter() - start,
+            "prefix_stats": model.prefix_stats.to_dict(),
+            "replies": [m.get("content") for m in run.messages if m.get("role") == "assistant"],
+            "load": [before, load()],
+        }
+        if best is None or record["turns"] > best["turns"]:
+            best = record
+        if record["turns"] >= 3:
+            break
+    model.close()
+    return best
+
+
+def write_markdown(result: dict[str, Any], path: Path) -> None:
+    sft, gen = result["sft"], result["generation"]
+    base = sft[0]["s_per_step"] if sft else None
+    commands = " and ".join(f"`{c}`" for c in result["commands"])
+    lines = [
+        "# CPU fast path, measured side by side",
+        "",
+        f"{commands}, on {result['machine']}, one row after the other; "
+        f"commit {result['commit']}.",
+        "Load average (1, 5, 15 min) before and after each row is in the JSON; before the first row: "
+        f"{result['load_start']}, after the last: {result['load_end']}.",
+        "",
+    ]
+    if sft:
+        lines += [
+            "## An SFT step (SmolLM2-135M, fp32, the demo's rows and settings, batch 2)",
+            "",
+            "| configuration | flags | s/step | speed-up vs TRL defaults | loss at the last step | mean loss "
+            "| largest per-step loss difference from TRL's |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in sft:
+            diff = max(abs(a - b) for a, b in zip(r["losses"], sft[0]["losses"], strict=True))
+            lines.append(
+                f"| {r['config']} | `{r['flags'] or '(none)'}` | {r['s_per_step']:.2f} | "
+                f"{base / r['s_per_step']:.2f}x | {r['last_loss']:.4f} | {r['mean_loss']:.4f} | {diff:.1e} |"
+            )
+        lines += ["", "Per-step losses:", ""]
+        lines += [f"- {r['config']}: " + ", ".join(f"{x:.3f}" for x in r["losses"]) for r in sft]
+        lines.append("")
+    if gen:
+        lines += [
+            "## Generation (the student of the last configuration, SmolLM2-135M, fp32)",
+            "",
+            "| what | prefix reuse | wall s | speed-up | prompt tokens | tokens prefilled | EM |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for what in ("three_turns", "evaluation"):
+            rows = gen.get(what) or []
+            off = next((r for r in rows if not r["reuse"]), None)
+            for r in rows:
+                asked, filled = r["prefix_stats"]["prompt_tokens"], r["prefix_stats"]["prefilled_tokens"]
+                label = (
+                    f"one executor run, {r['turns']} turns, greedy"
+                    if what == "three_turns"
+                    else f"{r['runs']} runs (mean@4, T=0.6)"
+                )
+                speed = f"{off['wall_s'] / r['wall_s']:.2f}x" if off else ""
+                em = f"{100 * r['em']:.1f}%" if "em" in r else ""
+                lines.append(
+                    f"| {label} | {'on' if r['reuse'] else 'off'} | {r['wall_s']:.1f} | {speed} | "
+                    f"{asked} | {filled} | {em} |"
+                )
+        lines.append("")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def render(paths: list[str], out: Path) -> None:
+    """`out` (.md and .json) from saved runs, each part from the first run that has it."""
+    runs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
+    sft = next((r for r in runs if r["sft"]), runs[0])
+    gen = next((r for r in runs if r["generation"]), runs[0])
+    merged = {
+        **sft,
+        "commands": [c for r in runs for c in r.get("commands") or [r["command"]]],
+        "commit": " / ".join(dict.fromkeys(r["commit"] for r in runs)),
+        "load_start": runs[0]["load_start"],
+        "load_end": runs[-1]["load_end"],
+        "sft": sft["sft"],
+        "generation": gen["generation"],
+    }
+    write_markdown(merged, out)
+    out.with_suffix(".json").write_text(json.dumps(merged, indent=1, default=str) + "\n", encoding="utf-8")
+
+
+def _commit() -> str:
+    import subprocess
+
+    out = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return out.stdout.strip() or "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
+    parser.add_argument("--print_fast_flags", action="store_true", help="Print the fast path's recipe flags.")
+    parser.add_argument("--steps", type=int, default=16, help="Training steps per configuration.")
+    parser.add_argument("--configs", nargs="*", default=list(CONFIGS), help="SFT configurations, in order.")
+    parser.add_argument("--generation", choices=["all", "three_turns", "none"], default="all")
+    parser.add_argument("--work", default="outputs/cpu-fast-path", help="World, rows and checkpoints.")
+    parser.add_argument(
+        "--per_type",
+        type=int,
+        default=PER_TYPE,
+        help="Held-out sub-queries of each type in the generation part's evaluation (x2 types x4 samples runs).",
+    )
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "cpu_fast_path.md"))
+    parser.add_argument(
+        "--render",
+        nargs="+",
+        metavar="JSON",
+        help="Only write --out from saved results: the SFT rows of the first file that has them, "
+        "the generation of the first that has it (two runs, e.g. one per part).",
+    )
+    args = parser.parse_args()
+    if args.print_fast_flags:
+        print(" ".join(FAST_FLAGS))
+        return
+    if args.render:
+        render(args.render, Path(args.out))
+        return
+    unknown = [c for c in args.configs if c not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown configuration(s) {unknown}; choose from {list(CONFIGS)}")
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {
+        "commands": ["python bench/cpu_fast_path.py " + " ".join(sys.argv[1:])],
+        "machine": f"{os.cpu_count()} CPU cores",
+        "commit": _commit(),
+        "load_start": load(),
+        "sft": [],
+        "generation": {},
+    }
+    cfg, retriever, sft, sub_queries = demo_data(work, args.per_type)
+    checkpoint = None
+    for name in args.configs:
+        out = work / ("sft-" + "".join(ch if ch.isalnum() else "_" for ch in name))
+        result["sft"].append(run_config(name, CONFIGS[name], args.steps, sft, out))
+        log(json.dumps({k: v for k, v in result["sft"][-1].items() if k != "losses"}))
+        checkpoint = out
+    checkpoint = checkpoint or work / "sft-fast__gathered___top_8_"
+    if args.generation != "none":
+        off = three_turn_run(cfg, checkpoint, retriever, sub_queries, reuse=False)
+        on = three_turn_run(cfg, checkpoint, retriever, sub_queries, reuse=True, question=off["question"])
+        for r in (off, on):
+            r["question"] = r["question"].id
+        result["generation"]["three_turns"] = [off, on]
+        result["generation"]["same_replies"] = off["replies"] == on["replies"]
+        log(
+            f"three turns: off {off['wall_s']:.1f}s, on {on['wall_s']:.1f}s; same replies: "
+            f"{result['generation']['same_replies']}"
+        )
+    if args.generation == "all":
+        result["generation"]["evaluation"] = [
+            evaluation(cfg, checkpoint, retriever, sub_queries, work, reuse) for reuse in (False, True)
+        ]
+    result["load_end"] = load()
+    out = Path(args.out)
+    write_markdown(result, out)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+    print(out.read_text(encoding="utf-8"))
+
+
+if __name__ == "__main__":
+    main()
