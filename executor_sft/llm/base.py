@@ -19,6 +19,11 @@ call cannot be dispatched; agents apply it before running a tool.
 `sampled_tokens` carries the completion's token ids where the backend has them (the
 transformers and in-process vLLM backends always; an OpenAI-compatible vLLM server when asked
 with `return_token_ids`), so training can check it trains on what was sampled.
+
+`logprobs` carries each sampled token's log-probability (and the `SamplingParams.logprobs` most
+likely alternatives) where the call asked for them and the backend has them: the transformers
+backend computes them, an OpenAI-compatible server returns them. They are the model's raw
+distribution, before temperature and top-p, as vLLM reports by default.
 """
 
 from __future__ import annotations
@@ -40,6 +45,21 @@ class SamplingParams:
     enable_thinking: bool = False
     """Passed to the chat template (`chat_template_kwargs.enable_thinking` on vLLM/SGLang)."""
     extra_body: dict[str, Any] = field(default_factory=dict)
+    logprobs: int | None = None
+    """None: no log-probabilities; 0: each sampled token's; k (at most 20, OpenAI's limit): also
+    the k most likely tokens at each step (`ChatResult.logprobs`)."""
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One completion token in OpenAI's `choices[].logprobs.content[]` terms."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+    """The most likely tokens at this step with their log-probabilities, most likely first."""
+    token_id: int | None = None
+    """Where the backend knows it (in process; OpenAI's shape carries only the text)."""
 
 
 @dataclass
@@ -52,6 +72,9 @@ class ChatResult:
     """"stop", "length" or "tool_calls" when the backend knows; None otherwise."""
     sampled_tokens: SampledTokens | None = None
     """The ids the model sampled for `message`, where the backend returns them."""
+    logprobs: list[TokenLogprob] | None = None
+    """One entry per completion token when the call asked (`SamplingParams.logprobs`) and the
+    backend has them; None otherwise."""
 
     def record(self, messages: list[Message], tools: list[dict] | None = None) -> LLMCallRecord:
         return LLMCallRecord(

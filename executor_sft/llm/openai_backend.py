@@ -33,7 +33,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from executor_sft.failures import status_kind
-from executor_sft.llm.base import ChatError, ChatRefused, ChatResult, SamplingParams
+from executor_sft.llm.base import ChatError, ChatRefused, ChatResult, SamplingParams, TokenLogprob
 from executor_sft.llm.parsing import THINK_CLOSE, TOOL_OPEN, parse_assistant_text
 from executor_sft.llm.routing import EndpointPool, Replica, route_key
 from executor_sft.llm.usage import count_usage
@@ -221,6 +221,10 @@ class OpenAIChatModel:
             request["seed"] = sampling.seed
         if sampling.stop:
             request["stop"] = sampling.stop
+        if sampling.logprobs is not None:
+            request["logprobs"] = True
+            if sampling.logprobs:
+                request["top_logprobs"] = sampling.logprobs
         if body:
             request["extra_body"] = body
         return request
@@ -341,6 +345,7 @@ class OpenAIChatModel:
             model=response.model or self.model,
             finish_reason=choice.finish_reason,
             sampled_tokens=self._sampled_tokens(choice),
+            logprobs=_logprobs(choice) if request.get("logprobs") else None,
         )
 
     def _sampled_tokens(self, choice: Any) -> SampledTokens | None:
@@ -403,3 +408,18 @@ def _scrubber(key: str | None):
         return text.replace(key, "***") if key else text
 
     return scrub
+
+
+def _logprobs(choice: Any) -> list[TokenLogprob] | None:
+    """The choice's `logprobs.content` as `TokenLogprob`s (None where the server sent none)."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if content is None:
+        return None
+    return [
+        TokenLogprob(
+            token=entry.token,
+            logprob=entry.logprob,
+            top=tuple((alt.token, alt.logprob) for alt in entry.top_logprobs or []),
+        )
+        for entry in content
+    ]

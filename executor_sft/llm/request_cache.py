@@ -14,6 +14,8 @@ call passes none), every field included: `seed`, `top_p`, `max_tokens`, `stop`,
   output, but a request is cached as sent, never normalised.
 - `n` / `best_of` (which only an `extra_body` can set: the protocol returns one message) other
   than 1 bypass the cache: such a request asks for alternatives, not a replay.
+- A request asking for log-probabilities (`SamplingParams.logprobs`) bypasses it too: the cache
+  does not keep them.
 - Transport failures (`ChatError`) are not cached, so a rerun retries them.
 - A hit returns the stored result as it was first returned (message, usage, latency, model,
   finish reason, sampled token ids where they were returned), so a resumed collection writes the same records as an uninterrupted one
@@ -66,9 +68,14 @@ def request_key(
 
 
 def cacheable(sampling: SamplingParams) -> bool:
-    """Greedy and asking for one completion: the requests this cache answers."""
+    """Greedy, asking for one completion and no log-probabilities (which the cache does not keep):
+    the requests this cache answers."""
     extra = sampling.extra_body or {}
-    return sampling.temperature == 0 and all(extra.get(k, 1) in (1, None) for k in ("n", "best_of"))
+    return (
+        sampling.temperature == 0
+        and sampling.logprobs is None
+        and all(extra.get(k, 1) in (1, None) for k in ("n", "best_of"))
+    )
 
 
 class RequestCache:

@@ -12,7 +12,12 @@ invalid field (unknown message role, tool calls that are not a list of calls, a 
 prompt never reaches the tokenizer); 400 with code `context_length_exceeded` for a prompt the
 model's context cannot hold; 404 with code `model_not_found` for a model name this server does
 not serve. `tool_choice` "auto" and "none" are honoured; "required" and a named function are
-refused (400), since no backend here can force a tool call.
+refused (400), since no backend here can force a tool call. `logprobs` / `top_logprobs` (0-20)
+are answered in OpenAI's `choices[].logprobs.content` shape where the model computes them
+(`supports_logprobs`: the transformers backend does) and refused with a 400 naming `logprobs`
+otherwise; other OpenAI fields this server cannot honour (`response_format`, penalties,
+`logit_bias`) are refused unless at the value that asks nothing, and unknown fields are refused
+with code `unknown_parameter`, as OpenAI refuses them.
 
 The prompt is rendered and counted on a worker thread, so /health answers while a long
 prompt is tokenised.
@@ -38,7 +43,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
-from executor_sft.llm.base import ChatError, ChatModel, ChatResult, SamplingParams
+from executor_sft.llm.base import ChatError, ChatModel, ChatResult, SamplingParams, TokenLogprob
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +125,8 @@ class ChatCompletionRequest(BaseModel):
     chat_template_kwargs: dict[str, Any] | None = None
     return_token_ids: bool | None = None
     """vLLM's flag: the choice also carries the sampled `token_ids` (where the model returns them)."""
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)  # OpenAI's range
 
     def sampling(self, default: SamplingParams) -> SamplingParams:
         kwargs = self.chat_template_kwargs or {}
@@ -131,6 +138,7 @@ class ChatCompletionRequest(BaseModel):
             seed=self.seed if self.seed is not None else default.seed,
             stop=stop or default.stop,
             enable_thinking=bool(kwargs.get("enable_thinking", default.enable_thinking)),
+            logprobs=(self.top_logprobs or 0) if self.logprobs else None,
         )
 
 
@@ -291,8 +299,6 @@ IGNORED_FIELDS = frozenset(
 )
 """OpenAI fields that ask nothing of the generation: taken and ignored, as vLLM does."""
 UNSUPPORTED_FIELDS: dict[str, tuple[Any, ...]] = {
-    "logprobs": (None, False),
-    "top_logprobs": (None, 0),
     "response_format": (None, {"type": "text"}),
     "frequency_penalty": (None, 0, 0.0),
     "presence_penalty": (None, 0, 0.0),
@@ -303,8 +309,9 @@ UNSUPPORTED_FIELDS: dict[str, tuple[Any, ...]] = {
 value is a 400 naming the field, never a silent answer without it."""
 
 
-def _refusal(request: ChatCompletionRequest, name: str) -> JSONResponse | None:
-    """The error for a request this server does not take (another model, streaming, n > 1, a forced tool)."""
+def _refusal(request: ChatCompletionRequest, name: str, logprobs: bool) -> JSONResponse | None:
+    """The error for a request this server does not take (another model, streaming, n > 1, a forced
+    tool, log-probabilities from a model without them)."""
     if request.model is not None and request.model != name:
         return _error(
             404,
@@ -331,6 +338,21 @@ def _refusal(request: ChatCompletionRequest, name: str) -> JSONResponse | None:
         return _error(
             400, f"Unrecognized request argument supplied: {key}", param=key, code="unknown_parameter"
         )
+    if request.top_logprobs and not request.logprobs:
+        return _error(
+            400,
+            f"top_logprobs={request.top_logprobs} needs logprobs=true",
+            param="top_logprobs",
+            code="invalid_value",
+        )
+    if request.logprobs and not logprobs:
+        return _error(
+            400,
+            f"logprobs=true is not supported by this server: its model ({name}) does not return "
+            "log-probabilities",
+            param="logprobs",
+            code="unsupported_value",
+        )
     if request.tool_choice not in (None, "auto", "none"):
         return _error(
             400,
@@ -354,6 +376,8 @@ def _completion(result: ChatResult, name: str, token_ids: bool = False) -> dict[
     choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
     if token_ids and result.sampled_tokens is not None:
         choice["token_ids"] = list(result.sampled_tokens.ids)
+    if result.logprobs is not None:
+        choice["logprobs"] = {"content": [_token_logprob(t) for t in result.logprobs], "refusal": None}
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
@@ -365,6 +389,19 @@ def _completion(result: ChatResult, name: str, token_ids: bool = False) -> dict[
             "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.prompt_tokens + usage.completion_tokens,
         },
+    }
+
+
+def _token_logprob(token: TokenLogprob) -> dict[str, Any]:
+    """One `logprobs.content` entry; `bytes` are the UTF-8 of the token's decoded text."""
+    return {
+        "token": token.token,
+        "logprob": token.logprob,
+        "bytes": list(token.token.encode("utf-8")),
+        "top_logprobs": [
+            {"token": text, "logprob": value, "bytes": list(text.encode("utf-8"))}
+            for text, value in token.top
+        ],
     }
 
 
@@ -425,7 +462,7 @@ def create_app(
             request = ChatCompletionRequest.model_validate(body)
         except ValidationError as exc:
             return _validation_error(exc)
-        refused = _refusal(request, name)
+        refused = _refusal(request, name, logprobs=getattr(model, "supports_logprobs", False))
         if refused is not None:
             return refused
         result = await _complete(model, limit, request, default)

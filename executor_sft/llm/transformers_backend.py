@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from executor_sft.llm.base import ChatResult, SamplingParams
+from executor_sft.llm.base import ChatResult, SamplingParams, TokenLogprob
 from executor_sft.llm.offline import is_offline, load_offline
 from executor_sft.llm.parsing import (
     THINK_CLOSE,
@@ -118,8 +118,8 @@ def _batch_key(sampling: SamplingParams) -> tuple | None:
     if sampling.seed is not None or sampling.stop:
         return None
     if sampling.temperature > 0:
-        return (sampling.max_tokens, sampling.temperature, sampling.top_p)
-    return (sampling.max_tokens,)
+        return (sampling.max_tokens, sampling.logprobs, sampling.temperature, sampling.top_p)
+    return (sampling.max_tokens, sampling.logprobs)
 
 
 class TransformersChatModel:
@@ -137,6 +137,9 @@ class TransformersChatModel:
             (`executor_sft.llm.prefix_cache`; 0 = none). A token costs
             2 x layers x kv_heads x head_dim x dtype bytes: 46 KB for SmolLM2-135M in fp32.
     """
+
+    supports_logprobs = True
+    """Computes `SamplingParams.logprobs` from the generation's raw logits (the server reads this)."""
 
     def __init__(
         self,
@@ -202,6 +205,7 @@ class TransformersChatModel:
         tools: list[dict] | None,
         sampling: SamplingParams,
         start: float,
+        logits: list[Any] | None = None,
     ) -> ChatResult:
         text, n_completion, stopped = decode_completion(self.tokenizer, generated, self.stop_ids)
         finish = "stop" if stopped else "length"
@@ -221,7 +225,25 @@ class TransformersChatModel:
             sampled_tokens=SampledTokens(
                 ids=generated[:n_completion], vocabulary=vocabulary_id(self.tokenizer)
             ),
+            logprobs=None if logits is None else self._logprobs(generated[:n_completion], logits, sampling),
         )
+
+    def _logprobs(self, ids: list[int], logits: list[Any], sampling: SamplingParams) -> list[TokenLogprob]:
+        """Each sampled token's log-probability under the raw logits of its step (and the top k)."""
+        import torch
+
+        out = []
+        for tok, step in zip(ids, logits, strict=False):
+            logp = torch.log_softmax(step.float(), dim=-1)
+            top: tuple[tuple[str, float], ...] = ()
+            if sampling.logprobs:
+                values, indices = logp.topk(sampling.logprobs)
+                top = tuple(
+                    (self.tokenizer.decode([i]), v)
+                    for i, v in zip(indices.tolist(), values.tolist(), strict=True)
+                )
+            out.append(TokenLogprob(self.tokenizer.decode([tok]), float(logp[tok]), top, tok))
+        return out
 
     def _encode(self, messages: list[Message], tools: list[dict] | None, sampling: SamplingParams):
         """(prompt text, its token ids as a 1-D tensor)."""
@@ -233,30 +255,33 @@ class TransformersChatModel:
         self, messages: list[Message], tools: list[dict] | None = None, sampling: SamplingParams | None = None
     ) -> ChatResult:
         """Blocking generation of one call; `chat` runs this on the model's worker thread."""
-        return self._run([(messages, tools)], sampling or self.sampling)[0]
+        return self.generate_batch_sync([(messages, tools)], sampling or self.sampling)[0]
 
     def generate_batch_sync(
-        self, requests: list[tuple[list[Message], list[dict] | None]], sampling: SamplingParams
-    ) -> list[ChatResult]:
-        """One generate() for calls with the same sampling settings, left-padded."""
-        return self._run(requests, sampling)
-
-    def _run(
         self,
         requests: list[tuple[list[Message], list[dict] | None]],
         sampling: SamplingParams,
         encoded: list[tuple[str, Any]] | None = None,
     ) -> list[ChatResult]:
+        """One generate() for calls with the same sampling settings, left-padded (`encoded`: their
+        prompts already rendered and tokenised, as `_encode` returns them)."""
         start = time.perf_counter()
         encoded = encoded or [self._encode(m, t, sampling) for m, t in requests]
-        generated = self._generate([ids for _, ids in encoded], sampling)
+        generated, logits = self._generate([ids for _, ids in encoded], sampling)
         return [
-            self._result(prompt, int(ids.numel()), gen, tools, sampling, start)
-            for (prompt, ids), gen, (_, tools) in zip(encoded, generated, requests, strict=True)
+            self._result(
+                prompt, int(ids.numel()), gen, tools, sampling, start, None if logits is None else logits[row]
+            )
+            for row, ((prompt, ids), gen, (_, tools)) in enumerate(
+                zip(encoded, generated, requests, strict=True)
+            )
         ]
 
-    def _generate(self, prompts: list[Any], sampling: SamplingParams) -> list[list[int]]:
-        """The generated ids of each prompt (1-D id tensors), its cached prefix reused if any."""
+    def _generate(
+        self, prompts: list[Any], sampling: SamplingParams
+    ) -> tuple[list[list[int]], list[Any] | None]:
+        """The generated ids of each prompt (1-D id tensors), its cached prefix reused if any, and
+        each row's raw logits per step when the call asks for log-probabilities."""
         import torch
 
         width = max(int(ids.numel()) for ids in prompts)
@@ -278,11 +303,15 @@ class TransformersChatModel:
                 attention_mask=attention_mask.to(device),
                 past_key_values=past,
                 return_dict_in_generate=True,
+                output_logits=sampling.logprobs is not None,
                 **self._generate_kwargs(sampling),
             )
             generated = [out.sequences[row, width:].tolist() for row in range(len(prompts))]
             self._keep_prefixes(out.past_key_values, prompts, pads, generated)
-        return generated
+        logits = None
+        if sampling.logprobs is not None:
+            logits = [[step[row] for step in out.logits] for row in range(len(prompts))]
+        return generated, logits
 
     def _cached_prefix(self, prompts: list[Any], pads: list[int], width: int) -> Any:
         """A cache holding the longest prefix every row of the padded batch can reuse, or None.
@@ -381,7 +410,9 @@ class TransformersChatModel:
             self._pending = [p for p in self._pending if not any(p is b for b in batch)]
         try:
             encoded = [p.encoded for p in batch] if all(p.encoded for p in batch) else None
-            results = self._run([(p.messages, p.tools) for p in batch], batch[0].sampling, encoded)
+            results = self.generate_batch_sync(
+                [(p.messages, p.tools) for p in batch], batch[0].sampling, encoded
+            )
         except BaseException as exc:  # deliver the failure to every waiting caller
             for p in batch:
                 p.loop.call_soon_threadsafe(_set_exception, p.future, exc)

@@ -21,9 +21,9 @@ def test_concurrent_greedy_calls_share_a_batch_and_match_serial_outputs():
     calls = []
     original = batched.generate_batch_sync
 
-    def spy(requests, sampling):
+    def spy(requests, sampling, encoded=None):
         calls.append(len(requests))
-        return original(requests, sampling)
+        return original(requests, sampling, encoded)
 
     batched.generate_batch_sync = spy
 
@@ -44,14 +44,14 @@ def test_seeded_calls_run_alone():
     chat_model = TransformersChatModel(model, tokenizer, max_batch_size=8)
     sizes = []
     original = chat_model.generate_batch_sync
-    chat_model.generate_batch_sync = lambda r, s: sizes.append(len(r)) or original(r, s)
+    chat_model.generate_batch_sync = lambda r, s, e=None: sizes.append(len(r)) or original(r, s, e)
     seeded = SamplingParams(temperature=0.7, max_tokens=6, seed=1)
 
     async def run():
         return await asyncio.gather(*(chat_model.chat(_messages(q), sampling=seeded) for q in QUESTIONS))
 
     first, second = asyncio.run(run()), asyncio.run(run())
-    assert sizes == []  # never routed through the batcher
+    assert sizes == [1] * (2 * len(QUESTIONS))  # each call its own generate(), never merged
     assert [r.message for r in first] == [r.message for r in second]
 
 
@@ -61,9 +61,9 @@ def test_unseeded_sampled_calls_share_a_batch_per_temperature():
     batches = []
     original = chat_model.generate_batch_sync
 
-    def spy(requests, sampling):
+    def spy(requests, sampling, encoded=None):
         batches.append((len(requests), sampling.temperature))
-        return original(requests, sampling)
+        return original(requests, sampling, encoded)
 
     chat_model.generate_batch_sync = spy
     warm, hot = SamplingParams(temperature=0.6, max_tokens=6), SamplingParams(temperature=1.0, max_tokens=6)

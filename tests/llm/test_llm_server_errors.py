@@ -49,7 +49,7 @@ def error_of(response: httpx.Response, status: int) -> dict:
         ({"messages": USER, "max_tokens": "lots"}, "max_tokens", "invalid_value", "integer"),
         ({"messages": USER, "temperature": 5}, "temperature", "invalid_value", "less than or equal to 2"),
         ({"messages": USER, "logprobs": True}, "logprobs", "unsupported_value", "logprobs=true"),
-        ({"messages": USER, "top_logprobs": 3}, "top_logprobs", "unsupported_value", "not supported"),
+        ({"messages": USER, "top_logprobs": 3}, "top_logprobs", "invalid_value", "needs logprobs=true"),
         (
             {"messages": USER, "response_format": {"type": "json_object"}},
             "response_format",

@@ -168,13 +168,13 @@ def test_a_call_the_cache_misses_runs_apart_from_later_turns_that_hit():
     serial = TransformersChatModel(model, tokenizer, max_batch_size=1, prefix_cache_tokens=0)
     batched = TransformersChatModel(model, tokenizer, max_batch_size=4, prefix_cache_tokens=4096)
     batches = []
-    original = batched._run
+    original = batched.generate_batch_sync
 
     def watch(requests, sampling, encoded=None):
         batches.append(len(requests))
         return original(requests, sampling, encoded)
 
-    batched._run = watch
+    batched.generate_batch_sync = watch
     firsts = [
         [{"role": "user", "content": q}] for q in ("Who founded the city?", "Where was Ilsa Moro born?")
     ]
