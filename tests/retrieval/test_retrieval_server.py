@@ -243,3 +243,44 @@ def test_a_search_r1_training_batch_with_a_null_topk_in_one_request(bm25):
         {"id": h.doc_id, "contents": h.contents} for h in bm25.search([queries[7]], 3)[0]
     ]
     assert health["retriever_calls"] == 512 // ServerConfig.max_batch
+
+
+def test_search_r1_request_shape_with_512_queries_against_the_served_recipe(bm25, bm25_index):
+    """`recipes/serve_retriever.py` as a subprocess, sent what Search-R1's client sends for a
+    training batch: 512 queries in one `POST /retrieve` with `topk` and `return_scores: true`, then
+    read the way it reads them (`result[i][j]["document"]["contents"]`)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "serve_retriever.py"
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [sys.executable, str(recipe), "--index", str(bm25_index), "--kind", "bm25", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve_retriever.py did not answer /health in 180 s"
+            time.sleep(0.5)
+        queries = [f"who played drums for the Canadian rock band, take {i}" for i in range(512)]
+        response = httpx.post(
+            f"{url}/retrieve", json={"queries": queries, "topk": 3, "return_scores": True}, timeout=300
+        )
+        assert response.status_code == 200, response.text
+        result = response.json()["result"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert len(result) == 512 and all(len(hits) == 3 for hits in result)
+    expected = bm25.search([queries[300]], 3)[0]
+    assert [hit["document"]["contents"] for hit in result[300]] == [h.contents for h in expected]
+    assert [hit["score"] for hit in result[300]] == pytest.approx([h.score for h in expected])
