@@ -226,8 +226,11 @@ class RecipeDefaultsHelpFormatter(RecipeHelpFormatter, argparse.ArgumentDefaults
         return super()._get_help_string(action)
 
 
-def config_recipe_parser(description: str | None, config_help: str) -> argparse.ArgumentParser:
-    """The command line every YAML-config recipe shares: --config, --output_dir, --set, --no_progress, -v."""
+def config_recipe_parser(
+    description: str | None, config_help: str, preflight: bool = False
+) -> argparse.ArgumentParser:
+    """The command line every YAML-config recipe shares: --config, --output_dir, --set, --no_progress,
+    -v, and --preflight_only for a recipe that checks its endpoints, keys and indexes first."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=RecipeHelpFormatter, allow_abbrev=False
     )
@@ -237,6 +240,13 @@ def config_recipe_parser(description: str | None, config_help: str) -> argparse.
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (YAML value)"
     )
     add_option(parser, "no_progress", action="store_true")
+    if preflight:
+        add_option(
+            parser,
+            "preflight_only",
+            action="store_true",
+            help="check the config's endpoints, API keys, weights and indexes, print what is missing, and stop",
+        )
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -256,18 +266,27 @@ def run_config_recipe(
     load: Callable[..., Any],
     run: Callable[[Any, bool], str],
     argv: list[str] | None,
+    preflight: Callable[[Any, str], str] | None = None,
 ) -> int:
     """The whole `main` of a YAML-config recipe that runs one config and prints what it made.
 
     Parses the shared command line, loads the config with `load(path, sets=...)`, applies
-    --output_dir, prints `run(config, progress)`; a user error is one `error:` line and exit 2.
+    --output_dir, runs `preflight(config, path)` (`executor_sft.preflight.check_config`: raises
+    listing what is missing, else returns its line), prints `run(config, progress)`; a user
+    error is one `error:` line per problem and exit 2.
     """
-    args = parse_config_recipe_args(config_recipe_parser(doc, config_help), argv)
+    parser = config_recipe_parser(doc, config_help, preflight=preflight is not None)
+    args = parse_config_recipe_args(parser, argv)
 
     def body() -> int:
         config = load(args.config, sets=args.set)
         if args.output_dir:
             config.output_dir = args.output_dir
+        if preflight is not None:
+            passed = preflight(config, str(args.config))
+            if args.preflight_only:
+                print(passed)
+                return 0
         print(run(config, not args.no_progress))
         return 0
 

@@ -19,9 +19,24 @@ T = TypeVar("T")
 class UserError(Exception):
     """Input the user can get wrong; `str(exc)` is the one line to print."""
 
+    def lines(self) -> list[str]:
+        """The `error:` lines to print: one, unless the error lists several problems."""
+        return [str(self).replace("\n", " ")]
+
 
 class ConfigError(UserError, ValueError):
     """A config file or option that cannot be used as written (missing, malformed, unknown key)."""
+
+
+class PreflightError(ConfigError):
+    """Everything a run would fail on before its first episode, found at once (`executor_sft.preflight`)."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+    def lines(self) -> list[str]:
+        return list(self.problems)
 
 
 INTERRUPTED = (
@@ -33,12 +48,14 @@ atomically, stores keep whole episodes, index builds and SFT keep their staging 
 
 
 def report_user_errors(fn: Callable[[], T]) -> T | int:
-    """Run a recipe body; a `UserError` becomes `error: <message>` on stderr and exit status 2,
+    """Run a recipe body; a `UserError` becomes `error: <message>` on stderr (a line per problem
+    for a `PreflightError`) and exit status 2,
     Ctrl-C becomes `INTERRUPTED` and exit status 130 (no KeyboardInterrupt traceback)."""
     try:
         return fn()
     except UserError as exc:
-        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
+        for line in exc.lines():
+            print(f"error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)

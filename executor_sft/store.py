@@ -85,7 +85,8 @@ def recover_jsonl(path: Path) -> int:
 
 
 def check_jsonl(path: str | Path) -> int:
-    """Fail naming `file:line` on a bad line that is not the last; return the lines checked.
+    """Fail naming `file:line` on a bad line that is not the last, or on a record that is not an
+    episode (an SFT row given as rollouts); return the lines checked.
 
     Only the last line can be cut short by a killed writer (the store removes it on open); a
     bad line before it is damage a resume must not build on, so it stops the run before any
@@ -96,17 +97,21 @@ def check_jsonl(path: str | Path) -> int:
         return 0
     lines = path.read_bytes().split(b"\n")
     last = len(lines) - (1 if lines[-1] == b"" else 0)
-    for i, raw in enumerate(lines[: last - 1], start=1):
+    for i, raw in enumerate(lines[:last], start=1):
         if not raw.strip():
             continue
         try:
-            json.loads(raw.decode("utf-8"))
+            record = json.loads(raw.decode("utf-8"))
         except ValueError as exc:
+            if i == last:  # a killed writer's torn line: the store drops it on open
+                continue
             problem = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "invalid JSON"
             raise InputError(
                 f"{path}:{i}: {problem}; only a killed writer's last line can be cut short, so this "
                 "file is damaged: repair or delete that line, or move the file away to start over"
             ) from None
+        if isinstance(record, dict):
+            check_episode_record(path, i, record)
     return last
 
 

@@ -13,6 +13,7 @@ import sys
 
 from executor_sft.configfile import run_config_recipe
 from executor_sft.eval.budget_sweep import load_budget_sweep_config, run_budget_sweep
+from executor_sft.preflight import check_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         load_budget_sweep_config,
         lambda config, progress: run_budget_sweep(config, progress=progress).summary(),
         argv,
+        preflight=check_config,
     )
 
 

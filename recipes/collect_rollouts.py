@@ -23,6 +23,7 @@ from executor_sft.configfile import add_option
 from executor_sft.episode_runner import interrupted_line
 from executor_sft.errors import report_user_errors, say_on_sigterm
 from executor_sft.jsonl import output_errors
+from executor_sft.preflight import check_config
 from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts, select_questions
 from executor_sft.rollout.config import check_inputs
 from executor_sft.rollout.engine import unfinished_line
@@ -66,14 +67,24 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="resume a rollouts file written with another config or schema version",
     )
+    add_option(
+        parser,
+        "preflight_only",
+        action="store_true",
+        help="check the config's endpoints, API keys, weights and index, print what is missing, and stop",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    overrides = {k: v for k, v in vars(args).items() if k != "config"}
+    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "preflight_only")}
 
     def run() -> int:
         config = load_collect_config(args.config, overrides)
         check_inputs(config)
         questions = select_questions(config)  # a bad questions file stops the run before any model loads
+        passed = check_config(config, args.config)
+        if args.preflight_only:
+            print(passed)
+            return 0
         say_on_sigterm(lambda: interrupted_line(config.rollouts_path, "terminated (SIGTERM)"))
         try:
             with output_errors(config.output_dir):

@@ -17,12 +17,13 @@ import sys
 from executor_sft.configfile import config_recipe_parser, parse_config_recipe_args
 from executor_sft.episode_runner import interrupted_line
 from executor_sft.errors import report_user_errors
-from executor_sft.eval import load_eval_config, run_eval
+from executor_sft.eval import load_eval_config, run_eval, select_questions
 from executor_sft.eval.runner import EPISODES_FILE
+from executor_sft.preflight import check_config
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = config_recipe_parser(__doc__, "eval YAML (EvalConfig)")
+    parser = config_recipe_parser(__doc__, "eval YAML (EvalConfig)", preflight=True)
     parser.add_argument("--samples", type=int, help="override samples (k)")
     parser.add_argument(
         "--limit",
@@ -46,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         config = load_eval_config(args.config, overrides, sets=args.set)
         if args.limit is not None:
             config.questions = [q.model_copy(update={"limit": args.limit}) for q in config.questions]
+        select_questions(config.questions)  # a bad questions file is its own line, before the preflight
+        passed = check_config(config, args.config)
+        if args.preflight_only:
+            print(passed)
+            return 0
         try:
             run = run_eval(config, progress=not args.no_progress)
         except KeyboardInterrupt:

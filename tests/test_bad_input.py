@@ -230,7 +230,10 @@ COLLECT_CASES = [
         "collect_rollouts.py",
         lambda t: _collect_files(t, index="no-index"),
         _collect_args,
-        lambda t: f"{t / 'no-index' / 'manifest.json'}: index not found",
+        lambda t: (
+            f"retriever.index: {t / 'no-index'}: no index there (manifest.json missing); build it with "
+            f"recipes/build_index.py --corpus CORPUS --output {t / 'no-index'} --bm25"
+        ),
     ),
     Case(
         "collect-index-of-another-corpus",

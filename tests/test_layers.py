@@ -30,6 +30,7 @@ LAYERS = {
     "llm": 1,
     "metrics": 1,
     "agents": 2,
+    "preflight": 2,
     "rollout": 3,
     "filters": 3,
     "sft": 3,

@@ -63,7 +63,7 @@ RECIPES = {
         lambda t: ["--config", "recipes/configs/paper/eval_set.yaml", "--output_dir", str(t)],
     ),
     "collect_rollouts": (
-        "executor_sft.rollout.config:check_inputs",
+        "executor_sft.preflight:check_config",
         lambda t: ["--config", "recipes/configs/collect_minibench_offline.yaml", "--output_dir", str(t)],
     ),
     "build_grpo_data": (

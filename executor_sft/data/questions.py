@@ -250,6 +250,17 @@ def _names_a_file(name: str) -> bool:
     )
 
 
+def questions_file_problem(path_or_name: str | Path) -> str | None:
+    """What to do about a questions path that names a local file that is not there (else None)."""
+    path = Path(path_or_name)
+    if path.exists() or not _names_a_file(str(path_or_name)):
+        return None
+    return (
+        f"{path}: questions file not found; check the path (relative paths start where the "
+        "command runs: the repository root), or write a Hub dataset as hf://org/name"
+    )
+
+
 def load_questions(
     path_or_name: str | Path,
     split: str | None = None,
@@ -266,11 +277,9 @@ def load_questions(
     if duplicates not in ("keep", "drop"):
         raise ValueError(f"duplicates must be 'keep' or 'drop', got {duplicates!r}")
     path = Path(path_or_name)
-    if not path.exists() and _names_a_file(str(path_or_name)):
-        raise MissingFileError(
-            f"{path}: questions file not found; check the path (relative paths start where the "
-            "command runs: the repository root), or write a Hub dataset as hf://org/name"
-        )
+    problem = questions_file_problem(path_or_name)
+    if problem is not None:
+        raise MissingFileError(problem)
     if path.exists():
         stem = path.stem
         label = dataset or stem

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from executor_sft.jsonl import InputError
 from executor_sft.data.idlist import read_ids
-from executor_sft.data.questions import Duplicates, load_questions
+from executor_sft.data.questions import Duplicates, load_questions, questions_file_problem
 from executor_sft.schema import Question
 
 LimitPer = Literal["dataset", "source"]
@@ -72,6 +72,16 @@ class QuestionSource(BaseModel):
     ids_file: str | None = None
     """An evaluation set (`eval_set.json` from recipes/build_eval_set.py, or one id per line):
     use exactly these ids of this file, so every cell scores the same questions."""
+
+    def preflight(self) -> list[tuple[str, str]]:
+        """A local questions file or evaluation set that is not there (`executor_sft.preflight`)."""
+        problems = [("path", problem)] if (problem := questions_file_problem(self.path)) else []
+        if self.ids_file is not None and not Path(self.ids_file).is_file():
+            problems.append(("ids_file", f"{self.ids_file}: no such file; build it with recipes/build_eval_set.py"))
+        return problems
+
+    def endpoints(self) -> list[tuple[str, str]]:
+        return []
 
 
 def _restrict_to_ids(questions: list[Question], src: QuestionSource) -> list[Question]:

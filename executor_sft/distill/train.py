@@ -36,6 +36,7 @@ from executor_sft.grpo.policy import offline_dtype, trainer_policy
 from executor_sft.grpo.rewards import count_tool_calls, final_report
 from executor_sft.grpo.stage import run_stage, steps_text
 from executor_sft.llm.offline import is_offline, load_offline
+from executor_sft.llm.sources import check_source
 from executor_sft.retrieval.base import Retriever
 
 logger = logging.getLogger(__name__)
@@ -151,6 +152,8 @@ def check_distill_args(script_args: DistillScriptArguments, training_args: Any, 
         )
     if script_args.max_searches < 1:
         raise ConfigError(f"max_searches must be >= 1 for a search executor, got {script_args.max_searches}")
+    check_source(model_args.model_name_or_path, "model_name_or_path")
+    check_source(training_args.teacher_model_name_or_path, "teacher_model_name_or_path")
     check_same_tokenizer(
         model_args.model_name_or_path,
         training_args.teacher_model_name_or_path,

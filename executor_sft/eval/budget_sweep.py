@@ -31,6 +31,7 @@ from executor_sft.jsonl import write_json
 from executor_sft.llm.pool import ModelPool
 from executor_sft.metrics.table import at_k
 from executor_sft.metrics.tokens import subagent_tokens, system_runs
+from executor_sft.preflight import Part
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import Episode
 from executor_sft.store import read_episodes
@@ -74,6 +75,11 @@ class BudgetSweepConfig(BaseModel):
     axes: list[BudgetAxis] = Field(min_length=1)
     metric: Metric = "item_f1"
     """The plot's y axis (table questions: item_f1, row_f1, success; text questions: em)."""
+
+    def preflight_parts(self, where: str) -> list[Part]:
+        """The base's models and retriever (every point shares them), under the file that names them."""
+        base_where = self.base if isinstance(self.base, str) else f"{where} (base)"
+        return build_points(self)[0].config.preflight_parts(base_where)
 
 
 def load_budget_sweep_config(path: str | Path, sets: list[str] | None = None) -> BudgetSweepConfig:

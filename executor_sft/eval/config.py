@@ -21,6 +21,7 @@ from executor_sft.episode_runner import DEFAULT_MAX_ATTEMPTS
 from executor_sft.llm.base import SamplingParams
 from executor_sft.llm.config import ModelConfig
 from executor_sft.metrics.answer import Normalization
+from executor_sft.preflight import Part, model_parts
 from executor_sft.ray_runner import RayConfig
 from executor_sft.retrieval.config import RetrieverConfig
 
@@ -155,6 +156,15 @@ class EvalConfig(BaseModel):
     @property
     def needs_retriever(self) -> bool:
         return self.mode != "no_retrieval"
+
+    def preflight_parts(self, where: str) -> list[Part]:
+        """What `executor_sft.preflight` checks before this evaluation loads anything: its question
+        files, its models, and its retriever unless the mode has none or the run builds the index."""
+        parts = [Part(where, f"questions.{i}", source) for i, source in enumerate(self.questions)]
+        parts += model_parts(where, "models", self.models)
+        if self.needs_retriever and self.retriever is not None and self.build_index_from is None:
+            parts.append(Part(where, "retriever", self.retriever))
+        return parts
 
     @property
     def out(self) -> Path:

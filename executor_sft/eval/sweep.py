@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from executor_sft.configfile import load_config
 from executor_sft.data.idlist import ids_digest, read_ids
+from executor_sft.data.selection import QuestionSource
 from executor_sft.errors import ConfigError
 from executor_sft.eval.aggregate import EvalResults
 from executor_sft.eval.cells import cell_config, read_base
@@ -31,7 +32,9 @@ from executor_sft.eval.runner import RESULTS_JSON, WrittenFiles, run_eval
 from executor_sft.jsonl import write_json
 from executor_sft.llm.config import ModelConfig
 from executor_sft.llm.pool import ModelPool
+from executor_sft.preflight import Part, model_parts
 from executor_sft.retrieval.base import Retriever
+from executor_sft.retrieval.config import RetrieverConfig
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +122,34 @@ class SweepConfig(BaseModel):
         if self.cells is not None:
             return [tuple(c) for c in self.cells]
         return [(b, e) for b in self.backbones for e in self.executors]
+
+    def preflight_parts(self, where: str) -> list[Part]:
+        """Every model a cell calls and the base's retriever, each under the file that names it."""
+        grid = self.grid()
+        parts = model_parts(
+            where, "backbones", {b: self.backbones[b] for b in dict.fromkeys(b for b, _ in grid)}
+        )
+        parts += model_parts(
+            where, "executors", {e: self.executors[e] for e in dict.fromkeys(e for _, e in grid)}
+        )
+        parts += model_parts(where, "single_agents", self.single_agents)
+        parts += model_parts(where, "no_retrieval", self.no_retrieval)
+        if isinstance(self.answerer, ModelConfig):
+            parts.append(Part(where, "answerer", self.answerer))
+        base = _base_dict(self)
+        base_where = self.base if isinstance(self.base, str) else f"{where} (base)"
+        for i, source in enumerate(base.get("questions") or []):
+            parts.append(Part(base_where, f"questions.{i}", QuestionSource.model_validate(source)))
+        roles = [JUDGE_ROLE] + (["answerer"] if grid and self.answerer == "base" else [])
+        base_models = base.get("models") or {}
+        parts += model_parts(
+            base_where,
+            "models",
+            {r: ModelConfig.model_validate(base_models[r]) for r in roles if r in base_models},
+        )
+        if (grid or self.single_agents) and base.get("retriever") and not base.get("build_index_from"):
+            parts.append(Part(base_where, "retriever", RetrieverConfig.model_validate(base["retriever"])))
+        return parts
 
 
 def load_sweep_config(path: str | Path, sets: list[str] | None = None) -> SweepConfig:

@@ -12,6 +12,7 @@ from typing import Any
 from executor_sft.errors import ConfigError
 from executor_sft.llm.offline import OFFLINE_MODELS, is_offline, load_offline
 from executor_sft.llm.response_template import ensure_response_template
+from executor_sft.llm.sources import check_source
 
 
 def offline_dtype(dtype: str | None) -> str:
@@ -50,6 +51,7 @@ def load_policy(model_args: Any, trust_remote_code: bool = False) -> tuple[Any, 
         if model_args.attn_implementation:
             model.set_attn_implementation(model_args.attn_implementation)
         return model, ensure_response_template(tokenizer)
+    check_source(name, "model_name_or_path")
     return name, load_tokenizer(name, model_args.model_revision, trust_remote_code)
 
 

@@ -6,6 +6,7 @@ module loads none of them. A user's backend registers the same way (docs/archite
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -16,6 +17,7 @@ from executor_sft.llm.config import BACKENDS, Backend, ModelConfig
 from executor_sft.llm.oracle import DEFAULT_NAME as ORACLE_MODEL
 from executor_sft.llm.oracle import OracleMode
 from executor_sft.llm.prefix_cache import DEFAULT_PREFIX_CACHE_TOKENS
+from executor_sft.llm.sources import source_problem
 
 
 class OpenAIConfig(ModelConfig):
@@ -56,15 +58,44 @@ class OpenAIConfig(ModelConfig):
     def _one_url(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
 
+    def preflight(self) -> list[tuple[str, str]]:
+        problems = super().preflight()
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            problems.append(
+                (
+                    "api_key_env",
+                    f"${self.api_key_env} is not set; export it (keys are read from the environment only)",
+                )
+            )
+        if self.tokenizer and (problem := source_problem(self.tokenizer, "tokenizer")):
+            problems.append(("tokenizer", problem))
+        return problems
 
-class TransformersConfig(ModelConfig):
+    def endpoints(self) -> list[tuple[str, str]]:
+        return [("base_urls", f"{url.rstrip('/')}/models") for url in self.base_urls]
+
+
+class LocalWeights(ModelConfig):
+    """A backend that loads `model` (and an optional `tokenizer`) in this process."""
+
+    tokenizer: str | None = None
+    """Path / alias of a tokenizer that replaces the model's own."""
+
+    def preflight(self) -> list[tuple[str, str]]:
+        problems = super().preflight()
+        if problem := source_problem(self.model):
+            problems.append(("model", problem))
+        if self.tokenizer and (problem := source_problem(self.tokenizer, "tokenizer")):
+            problems.append(("tokenizer", problem))
+        return problems
+
+
+class TransformersConfig(LocalWeights):
     """A Hugging Face model generating in this process (CPU or one GPU)."""
 
     backend: str = "transformers"
     model: str
     """Path, hub id or offline alias (`offline:tiny-qwen3`)."""
-    tokenizer: str | None = None
-    """Path / alias of a tokenizer that replaces the model's own."""
     chat_template: str | None = None
     """Path to a Jinja chat template, or "chatml_tools" / "qwen3_executor" (this project's)."""
     dtype: str = "float32"
@@ -79,14 +110,12 @@ class TransformersConfig(ModelConfig):
     )
 
 
-class VLLMConfig(ModelConfig):
+class VLLMConfig(LocalWeights):
     """A vLLM engine in this process (the `gpu` extra)."""
 
     backend: str = "vllm"
     model: str
     """Path, hub id or offline alias."""
-    tokenizer: str | None = None
-    """Path / alias of a tokenizer that replaces the model's own."""
     chat_template: str | None = None
     """Path to a Jinja chat template, or "chatml_tools" / "qwen3_executor" (this project's)."""
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -103,6 +132,14 @@ class OracleConfig(ModelConfig):
     mode: OracleMode = "report"
     """Fill `#k` from the executor's report of hop k ("report") or from the gold answer of hop k
     ("gold")."""
+
+    def preflight(self) -> list[tuple[str, str]]:
+        problems = super().preflight()
+        if not Path(self.questions).is_file():
+            problems.append(
+                ("questions", f"{self.questions}: no such file; give the questions file the run reads")
+            )
+        return problems
 
 
 def template_text(spec: str | None) -> str | None:

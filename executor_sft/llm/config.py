@@ -104,6 +104,16 @@ class ModelConfig(BaseModel):
     def label(self) -> str:
         return self.name or self.model
 
+    def preflight(self) -> list[tuple[str, str]]:
+        """What would stop this model at its first call, as (field, what to do) pairs, found
+        without loading or calling anything (`executor_sft.preflight`). A backend of your own
+        overrides it; its URLs go in `endpoints`."""
+        return []
+
+    def endpoints(self) -> list[tuple[str, str]]:
+        """(field, URL) pairs that must answer an HTTP GET before a run starts."""
+        return []
+
     @classmethod
     def identity_excluded(cls) -> frozenset[str]:
         """`identity_exclude` of this class and every parent class."""

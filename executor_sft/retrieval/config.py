@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from executor_sft.errors import ConfigError
 from executor_sft.retrieval.base import Retriever
-from executor_sft.retrieval.kinds import open_index, retriever_kind
+from executor_sft.retrieval.kinds import PART_BUILD_FLAGS, open_index, retriever_kind
+from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest
 
 
 def load_retriever(directory: str | Path, kind: str = "bm25", **opts: Any) -> Retriever:
@@ -67,6 +68,46 @@ class RetrieverConfig(BaseModel):
         if check is not None and self.index is not None:
             check(self.options)
         return self
+
+    def preflight(self) -> list[tuple[str, str]]:
+        """(field, what to do) for an index that is not built, or built without the parts this
+        kind reads, and for a missing corpus; read from the manifest alone (`executor_sft.preflight`)."""
+        problems = []
+        if self.index is not None:
+            needs = retriever_kind(self.kind).needs
+            manifest = Path(self.index) / MANIFEST_NAME
+            build = f"recipes/build_index.py --corpus CORPUS --output {self.index} {self._build_flags(needs)}"
+            if not manifest.is_file():
+                problems.append(
+                    (
+                        "index",
+                        f"{self.index}: no index there ({MANIFEST_NAME} missing); build it with {build}",
+                    )
+                )
+            else:
+                missing = [part for part in needs if part not in Manifest.load(self.index).kinds]
+                if missing:
+                    problems.append(
+                        (
+                            "index",
+                            f"{self.index}: built without its {' and '.join(missing)} part, which a "
+                            f"{self.kind} retriever reads; build it with {build}",
+                        )
+                    )
+        if self.corpus is not None and not Path(self.corpus).is_file():
+            problems.append(
+                ("corpus", f"{self.corpus}: no such file; give the corpus the index was built from")
+            )
+        return problems
+
+    def _build_flags(self, needs: tuple[str, ...]) -> str:
+        flags = [PART_BUILD_FLAGS.get(part, part) for part in needs or ("bm25",)]
+        model = self.options.get("model")
+        return " ".join(f.replace("MODEL", str(model)) if model else f for f in flags)
+
+    def endpoints(self) -> list[tuple[str, str]]:
+        """(field, URL) pairs that must answer an HTTP GET before a run starts."""
+        return [("url", f"{self.url.rstrip('/')}/health")] if self.url is not None else []
 
 
 def build_retriever(cfg: RetrieverConfig | dict[str, Any]) -> Retriever:

@@ -15,8 +15,9 @@ from executor_sft.data.questions import Duplicates
 from executor_sft.data.selection import LimitPer
 from executor_sft.data.selection import QuestionSource as BaseQuestionSource
 from executor_sft.episode_runner import DEFAULT_MAX_ATTEMPTS, WorkItem, attempts_path, work_items
-from executor_sft.jsonl import MissingFileError, OutputError, check_output_dir
+from executor_sft.jsonl import OutputError, check_output_dir
 from executor_sft.llm.config import ModelConfig
+from executor_sft.preflight import Part, model_parts
 from executor_sft.ray_runner import RayConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
@@ -169,6 +170,15 @@ class CollectConfig(BaseModel):
             Path(self.attempts_path) if self.attempts_path is not None else attempts_path(self.rollouts_path)
         )
 
+    def preflight_parts(self, where: str) -> list[Part]:
+        """What `executor_sft.preflight` checks before collection loads anything: the questions file,
+        the models and the retriever."""
+        return [
+            Part(where, "questions", self.questions),
+            *model_parts(where, "models", self.models),
+            Part(where, "retriever", self.retriever),
+        ]
+
     @property
     def rollouts_path(self) -> Path:
         name = "rollouts.jsonl"
@@ -185,24 +195,15 @@ def load_collect_config(path: str | Path, overrides: dict[str, Any] | None = Non
 def check_inputs(config: CollectConfig) -> None:
     """Check what a run reads and writes besides the config before any model or index loads.
 
-    The index manifest (it exists, and names the config's corpus), the rollouts file a resume
+    The index (built from the config's corpus, where both are there), the rollouts file a resume
     appends to (no damaged line before the last), and that the outputs can be written there (not
     under a file, not on a read-only disk); raises a `UserError` naming the file.
     """
     check_outputs(config)
-    index = config.retriever.index
-    if index is not None:
-        manifest_path = Path(index) / MANIFEST_NAME
-        if not manifest_path.is_file():
-            raise MissingFileError(
-                f"{manifest_path}: index not found (retriever.index); build it with "
-                f"recipes/build_index.py --corpus CORPUS --output {index} --bm25"
-            )
-        if config.retriever.corpus is not None:
-            corpus = Path(config.retriever.corpus)
-            if not corpus.is_file():
-                raise MissingFileError(f"{corpus}: corpus not found (retriever.corpus); check the path")
-            check_corpus(Manifest.load(index), corpus, index)
+    index, corpus = config.retriever.index, config.retriever.corpus
+    built = index is not None and (Path(index) / MANIFEST_NAME).is_file()
+    if built and corpus is not None and Path(corpus).is_file():  # else the preflight names what is missing
+        check_corpus(Manifest.load(index), Path(corpus), index)
     check_jsonl(config.rollouts_path)
 
 

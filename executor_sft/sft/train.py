@@ -25,6 +25,7 @@ from trl import ScriptArguments, SFTTrainer
 from executor_sft.errors import ConfigError
 from executor_sft.jsonl import InputError, MissingFileError
 from executor_sft.llm.response_template import ensure_response_template
+from executor_sft.llm.sources import check_source
 from executor_sft.sft.card import config_record, executor_card_section, model_card
 from executor_sft.sft.checkpoints import (
     check_resume_checkpoint,
@@ -441,6 +442,7 @@ def train_executor(
     ):
         raise ConfigError(f"attn_implementation={VARLEN_ATTENTION} needs packing=true or padding_free=true")
     model_args.model_name_or_path = model_args.model_name_or_path or DEFAULT_MODEL
+    check_source(model_args.model_name_or_path, "model_name_or_path")
     training_template = _training_template(script_args)
     rows = load_sft_rows(
         script_args.dataset_name, script_args.dataset_train_split, script_args.dataset_config

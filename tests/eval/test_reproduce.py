@@ -3,8 +3,10 @@
 Each command runs as written, plus `--set` overrides that point the paper configs at
 minibench (one dev question per dataset), a temporary output and cells directory, and the
 offline stand-in the page documents for step 1 (a BM25 index, `base.retriever.kind=bm25`).
-Models are mapped to scripted doubles through the ModelPool factory, the same mechanism the
-other evaluation tests use.
+Every "set this" host is set to a real local server, and the API key variable to a dummy key,
+as a user fills them in (the preflight refuses placeholders and checks each host answers); the
+models themselves are mapped to scripted doubles through the ModelPool factory, the same
+mechanism the other evaluation tests use.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from eval_helpers import scripted_factory
 
 from executor_sft.eval import QuestionSource, select_questions
 from executor_sft.llm import pool as model_pool
+from executor_sft.llm.server import BackgroundServer, create_app
+from executor_sft.testing.doubles import ScriptedChatModel
 from executor_sft.testing.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared_data]
@@ -68,8 +72,27 @@ def _stand_in(args: list[str], corpus, index) -> list[str]:
     return out
 
 
+def _hosts(config: str, url: str) -> list[str]:
+    """`--set` items filling what a sweep config leaves to the user: every model's host (the server
+    at `url`) and the served names of the checkpoints a user trains (Tab. 3's SFT and Search-R1)."""
+    data = yaml.safe_load((REPO_ROOT / config).read_text())
+    sets = []
+    for key in ("backbones", "executors", "single_agents", "no_retrieval"):
+        for name, model in (data.get(key) or {}).items():
+            sets.append(f'{key}.{name}.base_urls=["{url}"]')
+            if "SET-THIS" in model["model"]:
+                sets.append(f"{key}.{name}.model=served-{name}")
+    return sets
+
+
 def test_doc_commands_run_with_scripted_models(
-    tmp_path, monkeypatch, minibench_questions_path, minibench_corpus_path, minibench_bm25_dir, capsys
+    tmp_path,
+    monkeypatch,
+    request,
+    minibench_questions_path,
+    minibench_corpus_path,
+    minibench_bm25_dir,
+    capsys,
 ):
     monkeypatch.chdir(REPO_ROOT)
     commands = doc_commands()
@@ -99,6 +122,12 @@ def test_doc_commands_run_with_scripted_models(
     data = [f"base.questions.0.{k}={v}" for k, v in source.items()]
     data += [f"base.retriever.index={index}", "base.retriever.kind=bm25", "base.retriever.options={}"]
     data += [f"cells_dir={tmp_path / 'cells'}"]
+    host = BackgroundServer(create_app(ScriptedChatModel(default="unused", name="host"))).start()
+    request.addfinalizer(host.stop)
+    for path in PAPER.glob("*.yaml"):  # the hosted models' key variables, with keys nobody sends
+        for name in re.findall(r"api_key_env:\s*(\w+)", path.read_text()):
+            monkeypatch.setenv(name, "not-a-real-key")
+    data += [f'base.models.{role}.base_urls=["{host.base_url}"]' for role in ("answerer", "judge")]
     sweeps = {}
     for argv in commands:
         script, args = argv[1], argv[2:]
@@ -112,7 +141,9 @@ def test_doc_commands_run_with_scripted_models(
             continue
         name = args[args.index("--config") + 1].rsplit("/", 1)[-1].removesuffix(".yaml")
         out = tmp_path / name
-        sets = [x for d in data for x in ("--set", d)]
+        sets = [
+            x for d in data + _hosts(args[args.index("--config") + 1], host.base_url) for x in ("--set", d)
+        ]
         code = _recipe(script).main([*args, "--output_dir", str(out), "--no_progress", *sets])
         assert code == 0, capsys.readouterr().err
         sweeps[name] = json.loads((out / "sweep.json").read_text())

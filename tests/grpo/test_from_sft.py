@@ -102,13 +102,24 @@ def test_grpo_recipe_runs_two_steps_on_the_sft_recipes_output(sft_output, world_
 
 
 @pytest.mark.slow
-def test_an_unknown_offline_alias_is_one_line_and_exit_2(world_index):
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("offline:nope", "error: model_name_or_path 'offline:nope': not an offline model"),
+        ("/nonexistent", "error: model_name_or_path /nonexistent: no such directory"),
+        (
+            "someone/not-cached-here",
+            "error: model_name_or_path someone/not-cached-here: not a local directory and not in the hub cache",
+        ),
+    ],
+)
+def test_a_policy_that_cannot_load_is_one_line_and_exit_2(world_index, name, needle):
     proc = run_recipe(
         "grpo_executor",
         "--config", str(CPU_CONFIG),
-        "--model_name_or_path", "offline:nope",
+        "--model_name_or_path", name,
         "--retriever", json.dumps({"index": str(world_index)}),
         expect=2,
     )  # fmt: skip
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: model_name_or_path 'offline:nope'")
+    assert proc.stderr.strip().splitlines()[-1].startswith(needle), proc.stderr
     assert "Traceback" not in proc.stderr
