@@ -224,8 +224,7 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
     lines = [
         "# CPU fast path, measured side by side",
         "",
-        f"{commands}, on {result['machine']}, one row after the other; "
-        f"commit {result['commit']}.",
+        f"{commands}, on {result['machine']}, one row after the other; commit {result['commit']}.",
         "Load average (1, 5, 15 min) before and after each row is in the JSON; before the first row: "
         f"{result['load_start']}, after the last: {result['load_end']}.",
         "",

@@ -140,9 +140,7 @@ def test_preflight_only_checks_a_ready_config_and_writes_nothing(tmp_path, index
     )
     proc, _ = run("collect_rollouts.py", "--config", str(collect), "--preflight_only")
     assert proc.returncode == 0, proc.stderr
-    assert (
-        "preflight: 5 config parts checked, 3 endpoints answered; nothing is missing" in proc.stdout
-    )
+    assert "preflight: 5 config parts checked, 3 endpoints answered; nothing is missing" in proc.stdout
     evaluate = write_config(
         tmp_path / "eval.yaml",
         questions=[{"path": str(questions)}],
