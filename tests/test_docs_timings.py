@@ -50,3 +50,19 @@ def test_no_other_page_restates_a_wall_time_of_the_table():
         assert not repeated and not stale, (
             f"{page.relative_to(REPO)} restates {repeated + stale}: link to docs/timings.md instead"
         )
+
+
+def test_every_headline_figure_is_in_the_result_it_links():
+    """Each number in the README's headline results appears, as written, in the bench result its
+    row links (or in docs/timings.md), so the front page cannot drift from what was measured."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    table = text.split("## Headline results", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) <= 8, "the headline table keeps at most 8 rows"
+    timings = TIMINGS.read_text(encoding="utf-8")
+    for row in rows:
+        _, result, bench = (c.strip() for c in row.strip("|").split("|"))
+        source = REPO / re.search(r"\]\(([^)#]+)", bench).group(1)
+        where = source.read_text(encoding="utf-8") + timings
+        for number in re.findall(r"\d+(?:[.,]\d+)*", result.split("see [")[0]):
+            assert number in where, f"README headline {number!r} is not in {source.name} or docs/timings.md: {row}"
