@@ -95,3 +95,49 @@ def test_trl_recipe_flags_are_never_abbreviated_and_a_typo_names_the_flag(capsys
         assert len(err.splitlines()) == 1
     (args,) = parse_trl_args((Args,), ["--max_steps", "2"])
     assert args.max_steps == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (
+            ["recipes/sft_executor.py", "--max_step", "2"],
+            "unknown option '--max_step': did you mean '--max_steps'?",
+        ),
+        (
+            [
+                "recipes/evaluate.py",
+                "--config",
+                "recipes/configs/eval_minibench_smollm2.yaml",
+                "--set",
+                "pipeline.max_turn=3",
+            ],
+            "field 'pipeline.max_turn'",
+        ),
+        (
+            ["recipes/evaluate.py", "--config", "recipes/configs/eval_minibench_smollm2.yaml", "--conc", "8"],
+            "--conc",
+        ),
+    ],
+    ids=["trl-flag-abbreviated", "config-key-typo", "config-recipe-flag-abbreviated"],
+)
+def test_the_recipes_refuse_abbreviations_and_typos_in_one_line(argv, needle) -> None:
+    """The cases a new user met, through the recipes as the docs run them: nothing is guessed."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, *argv],
+        cwd=repo,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert needle in last, proc.stderr
+    if "max_turn" in needle:
+        assert "did you mean 'max_turns'?" in last
