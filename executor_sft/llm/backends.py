@@ -67,9 +67,7 @@ class OpenAIConfig(ModelConfig):
                     f"${self.api_key_env} is not set; export it (keys are read from the environment only)",
                 )
             )
-        if self.tokenizer and (problem := source_problem(self.tokenizer, "tokenizer")):
-            problems.append(("tokenizer", problem))
-        return problems
+        return problems + _tokenizer_problems(self.tokenizer)
 
     def endpoints(self) -> list[tuple[str, str]]:
         return [("base_urls", f"{url.rstrip('/')}/models") for url in self.base_urls]
@@ -85,9 +83,13 @@ class LocalWeights(ModelConfig):
         problems = super().preflight()
         if problem := source_problem(self.model):
             problems.append(("model", problem))
-        if self.tokenizer and (problem := source_problem(self.tokenizer, "tokenizer")):
-            problems.append(("tokenizer", problem))
-        return problems
+        return problems + _tokenizer_problems(self.tokenizer)
+
+
+def _tokenizer_problems(tokenizer: str | None) -> list[tuple[str, str]]:
+    """A configured tokenizer that cannot be loaded here, as a preflight problem."""
+    problem = source_problem(tokenizer, "tokenizer") if tokenizer else None
+    return [("tokenizer", problem)] if problem else []
 
 
 class TransformersConfig(LocalWeights):
