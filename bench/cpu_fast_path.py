@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
+import shlex
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,9 +41,20 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "recipes"))
 
-FAST_FLAGS = ["--gathered_loss", "true"]
-"""The fast path: the same training (TRL's per-step losses), fewer FLOPs. `trainable_layers` and LoRA
-are faster still but train another model (their loss curves are in the table)."""
+EXACT_FLAGS = ["--gathered_loss", "true", "--optim", "adamw_torch_fused"]
+"""TRL's training to fp32 rounding: the LM head at trained positions only, AdamW in one kernel."""
+BF16_FLAGS = ["--bf16", "true", "--use_cpu", "true"]
+"""bf16 autocast over fp32 weights: a different rounding, so a loss curve equal within noise."""
+COMPILE_FLAGS = ["--compile_layers", "true"]
+
+
+def fast_flags() -> list[str]:
+    """The fast path on this machine: bf16 autocast only where the CPU multiplies bf16 in hardware."""
+    from executor_sft.sft.models import cpu_has_native_bf16
+
+    return [*EXACT_FLAGS, *(BF16_FLAGS if cpu_has_native_bf16() else []), *COMPILE_FLAGS]
+
+
 DEMO_FLAGS = [
     "--learning_rate",
     "2e-4",
@@ -62,6 +76,10 @@ DEMO_FLAGS = [
 CONFIGS: dict[str, list[str]] = {
     "trl_default": [],
     "gathered_loss": ["--gathered_loss", "true"],
+    "gathered + fused AdamW": EXACT_FLAGS,
+    "gathered + fused + bf16": [*EXACT_FLAGS, *BF16_FLAGS],
+    "fast (gathered + fused + bf16 + compile)": [*EXACT_FLAGS, *BF16_FLAGS, *COMPILE_FLAGS],
+    "fast + top 8 layers": [*EXACT_FLAGS, *BF16_FLAGS, *COMPILE_FLAGS, "--trainable_layers", "8"],
     "trainable_layers_8": ["--trainable_layers", "8"],
     "lora_r16": [
         "--use_peft",
@@ -73,9 +91,8 @@ CONFIGS: dict[str, list[str]] = {
         "--lora_target_modules",
         "all-linear",
     ],
-    "gathered + top 16": ["--gathered_loss", "true", "--trainable_layers", "16"],
-    "fast (gathered + top 8)": ["--gathered_loss", "true", "--trainable_layers", "8"],
 }
+FAST = "fast (gathered + fused + bf16 + compile)"
 PER_TYPE, SAMPLES, TEMPERATURE = 16, 4, 0.6
 
 
@@ -125,16 +142,35 @@ def run_config(name: str, flags: list[str], steps: int, sft: Path, out: Path) ->
         *DEMO_FLAGS,
         *flags,
     ]
+    from transformers import TrainerCallback
+
+    from executor_sft.sft.train import train_executor
+
+    class StepTimer(TrainerCallback):
+        def __init__(self):
+            self.ends: list[float] = []
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if not self.ends:
+                self.ends.append(time.perf_counter())
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.ends.append(time.perf_counter())
+
+    timer = StepTimer()
     before = load()
     start = time.perf_counter()
-    result = sft_executor.main(argv)
+    result = train_executor(*sft_executor.parse_args(argv), callbacks=[timer])
     wall = time.perf_counter() - start
     state = json.loads((out / "trainer_state.json").read_text(encoding="utf-8"))
     losses = [h["loss"] for h in state["log_history"] if "loss" in h]
+    step_s = [b - a for a, b in itertools.pairwise(timer.ends)]
     return {
         "config": name,
         "flags": " ".join(flags),
         "s_per_step": float(result.metrics["train_runtime"]) / steps,
+        "step_s": step_s,
+        "steady_s_per_step": statistics.median(step_s[2:]) if len(step_s) > 2 else None,
         "wall_s": wall,
         "last_loss": losses[-1],
         "mean_loss": sum(losses) / len(losses),
@@ -231,24 +267,31 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
     ]
     if sft:
         lines += [
-            "## An SFT step (SmolLM2-135M, fp32, the demo's rows and settings, batch 2)",
+            "## An SFT step (SmolLM2-135M, fp32 weights, the demo's rows and settings, batch 2)",
             "",
-            "| configuration | flags | s/step | speed-up vs TRL defaults | loss at the last step | mean loss "
-            "| largest per-step loss difference from TRL's |",
-            "|---|---|---|---|---|---|---|",
+            f"CPU: {result.get('cpu', 'not recorded')}. s/step is train_runtime / steps (compiling "
+            "included); steady is the median step after the first two.",
+            "",
+            "| configuration | flags | s/step | speed-up vs TRL defaults | steady s/step | steady speed-up "
+            "| loss at the last step | mean loss | largest per-step loss difference from TRL's |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
+        steady_base = sft[0].get("steady_s_per_step")
         for r in sft:
             diff = max(abs(a - b) for a, b in zip(r["losses"], sft[0]["losses"], strict=True))
+            steady = r.get("steady_s_per_step")
+            steady_cells = f"{steady:.2f} | {steady_base / steady:.2f}x" if steady and steady_base else " | "
             lines.append(
                 f"| {r['config']} | `{r['flags'] or '(none)'}` | {r['s_per_step']:.2f} | "
-                f"{base / r['s_per_step']:.2f}x | {r['last_loss']:.4f} | {r['mean_loss']:.4f} | {diff:.1e} |"
+                f"{base / r['s_per_step']:.2f}x | {steady_cells} | {r['last_loss']:.4f} | "
+                f"{r['mean_loss']:.4f} | {diff:.1e} |"
             )
         lines += ["", "Per-step losses:", ""]
         lines += [f"- {r['config']}: " + ", ".join(f"{x:.3f}" for x in r["losses"]) for r in sft]
         lines.append("")
     if gen:
         lines += [
-            "## Generation (the student of the last configuration, SmolLM2-135M, fp32)",
+            "## Generation (the fast configuration's student, SmolLM2-135M, fp32)",
             "",
             "| what | prefix reuse | wall s | speed-up | prompt tokens | tokens prefilled | EM |",
             "|---|---|---|---|---|---|---|",
@@ -275,6 +318,16 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
     os.replace(tmp, path)
 
 
+def save(result: dict[str, Any], out: Path) -> None:
+    """`out` (.md) and its .json, each replaced whole."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result["load_end"] = load()
+    write_markdown(result, out)
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, out.with_suffix(".json"))
+
+
 def render(paths: list[str], out: Path) -> None:
     """`out` (.md and .json) from saved runs, each part from the first run that has it."""
     runs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
@@ -291,6 +344,25 @@ def render(paths: list[str], out: Path) -> None:
     }
     write_markdown(merged, out)
     out.with_suffix(".json").write_text(json.dumps(merged, indent=1, default=str) + "\n", encoding="utf-8")
+
+
+def cpu_description() -> str:
+    """The CPU's model name and bf16 support, which decide what bf16 autocast is worth."""
+    import platform
+
+    import torch
+
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    caps = torch.cpu.get_capabilities()
+    bf16 = [k for k in ("avx512_bf16", "amx_bf16") if caps.get(k)]
+    return f"{name}, {torch.backends.cpu.get_cpu_capability()}, bf16 in hardware: {', '.join(bf16) or 'no'}"
 
 
 def _commit() -> str:
@@ -325,7 +397,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.print_fast_flags:
-        print(" ".join(FAST_FLAGS))
+        print(" ".join(fast_flags()))
         return
     if args.render:
         render(args.render, Path(args.out))
@@ -336,21 +408,24 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
-        "commands": ["python bench/cpu_fast_path.py " + " ".join(sys.argv[1:])],
+        "commands": [shlex.join(["python", "bench/cpu_fast_path.py", *sys.argv[1:]])],
         "machine": f"{os.cpu_count()} CPU cores",
+        "cpu": cpu_description(),
         "commit": _commit(),
         "load_start": load(),
         "sft": [],
         "generation": {},
     }
     cfg, retriever, sft, sub_queries = demo_data(work, args.per_type)
-    checkpoint = None
+    out = None
     for name in args.configs:
         out = work / ("sft-" + "".join(ch if ch.isalnum() else "_" for ch in name))
         result["sft"].append(run_config(name, CONFIGS[name], args.steps, sft, out))
         log(json.dumps({k: v for k, v in result["sft"][-1].items() if k != "losses"}))
-        checkpoint = out
-    checkpoint = checkpoint or work / "sft-fast__gathered___top_8_"
+        save(result, Path(args.out))  # a later crash keeps the finished rows (`--render` them)
+    # The generation part evaluates the fast configuration's student (or the last one trained).
+    fast_dir = work / ("sft-" + "".join(ch if ch.isalnum() else "_" for ch in FAST))
+    checkpoint = fast_dir if FAST in args.configs or not args.configs else out
     if args.generation != "none":
         off = three_turn_run(cfg, checkpoint, retriever, sub_queries, reuse=False)
         on = three_turn_run(cfg, checkpoint, retriever, sub_queries, reuse=True, question=off["question"])
@@ -366,11 +441,8 @@ def main() -> None:
         result["generation"]["evaluation"] = [
             evaluation(cfg, checkpoint, retriever, sub_queries, work, reuse) for reuse in (False, True)
         ]
-    result["load_end"] = load()
-    out = Path(args.out)
-    write_markdown(result, out)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
-    print(out.read_text(encoding="utf-8"))
+    save(result, Path(args.out))
+    print(Path(args.out).read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":

@@ -441,6 +441,23 @@ def checkpoints() -> Iterator[None]:
         yield
 
 
+_SUBSTITUTION = re.compile(r"\$\(([^()]*)\)")
+
+
+def _substitute(text: str, root: Path) -> str:
+    """Each `$(command)` replaced by what the command prints, run by bash in `root` as a user's
+    shell would run it (a failing command fails the block)."""
+
+    def output(match: re.Match) -> str:
+        done = subprocess.run(
+            ["bash", "-c", match.group(1)], cwd=root, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, f"$({match.group(1)}) failed: {done.stderr.strip()[-300:]}"
+        return done.stdout.strip()
+
+    return _SUBSTITUTION.sub(output, text)
+
+
 def _commands(text: str) -> list[tuple[dict[str, str], list[str]]]:
     """(env assignments, argv) per command of a block, with the docs' shorthand written out.
 
@@ -566,7 +583,7 @@ def test_validate_block(block: DocBlock, clone: Path, monkeypatch, capsys, minib
     _write_files(block, clone)
     for key, value in block.env:
         monkeypatch.setenv(key, value)
-    commands = _commands(os.path.expandvars(block.text))
+    commands = _commands(_substitute(os.path.expandvars(block.text), clone))
     assert commands, f"{block.id}: no command found"
     notes = []
     for env, argv in commands:

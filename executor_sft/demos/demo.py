@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -84,6 +84,13 @@ class DemoConfig(BaseModel):
     """The LM head only at trained positions (the SFT recipe's `gathered_loss`): TRL's loss, fewer FLOPs."""
     trainable_layers: int | None = None
     """Train only the top N decoder layers (the recipe's `trainable_layers`; None: all)."""
+    bf16: bool | Literal["auto"] = "auto"
+    """bf16 autocast over fp32 master weights (the checkpoint stays fp32). auto: on where the CPU
+    multiplies bf16 in hardware (`sft.models.cpu_has_native_bf16`), off where it would be slower."""
+    compile_layers: bool = True
+    """torch.compile each decoder layer (the recipe's `compile_layers`): ~25 s once, then ~30% less per step."""
+    optim: str = "adamw_torch_fused"
+    """The optimizer (TRL's `optim`): fused AdamW, the same update as `adamw_torch` in one kernel."""
     # evaluation
     eval_subqueries: int = 24
     eval_max_tokens: int = 64
@@ -99,6 +106,12 @@ class DemoConfig(BaseModel):
     reference_teacher: bool = True
     """Also evaluate the scripted teacher on the held-out sub-queries (a reference row; no model)."""
     keep_checkpoint: bool = True
+
+    def uses_bf16(self) -> bool:
+        """`bf16` with auto resolved on this machine."""
+        from executor_sft.sft.models import cpu_has_native_bf16
+
+        return cpu_has_native_bf16() if self.bf16 == "auto" else bool(self.bf16)
 
 
 @dataclass
@@ -197,6 +210,7 @@ def train_demo(cfg: DemoConfig, sft_path: Path, output_dir: Path, *, convergence
             "auto_resume": False,
             "gathered_loss": cfg.gathered_loss,
             "trainable_layers": cfg.trainable_layers,
+            "compile_layers": cfg.compile_layers,
             **(convergence.script_overrides() if convergence is not None else {}),
         },
     )
@@ -214,8 +228,9 @@ def train_demo(cfg: DemoConfig, sft_path: Path, output_dir: Path, *, convergence
         # Plain shuffling: length grouping sorted each mega-batch longest-first, so with 16 steps
         # whether the student learnt to search twice depended on the seed.
         train_sampling_strategy="random",
-        bf16=False,
+        bf16=cfg.uses_bf16(),
         use_cpu=True,
+        optim=cfg.optim,
         logging_steps=5,
         save_strategy="no",
         report_to="none",

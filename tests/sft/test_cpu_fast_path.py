@@ -20,6 +20,7 @@ from trl.trainer.utils import add_fused_lm_head
 
 from executor_sft.errors import ConfigError
 from executor_sft.sft.gathered_loss import add_gathered_lm_head
+from executor_sft.sft.models import cpu_has_native_bf16
 from executor_sft.sft.partial import freeze_below_top_layers, layer_limited_peft_config
 from executor_sft.sft.tokenize import IGNORE_INDEX, tokenize_example
 
@@ -131,3 +132,41 @@ def test_soft_capped_logits_are_refused(tiny_model):
     model.config.final_logit_softcapping = 30.0
     with pytest.raises(ValueError, match="final_logit_softcapping"):
         add_gathered_lm_head(model)
+
+
+@pytest.mark.skipif(not cpu_has_native_bf16(), reason="this CPU has no bf16 in hardware (AVX512-BF16/AMX)")
+def test_bf16_autocast_gives_the_fp32_loss_within_bf16_rounding(smollm2, real_batch):
+    """The fast path's bf16 autocast over fp32 weights (what `--bf16 true --use_cpu true` runs)
+    keeps the gathered loss within bf16's ~3 significant digits of fp32's."""
+    model = _trl_model(smollm2)
+    add_gathered_lm_head(model)
+    with torch.no_grad():
+        fp32 = model(**real_batch, fused_lm_head=True).loss.item()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16 = model(**real_batch, fused_lm_head=True).loss.item()
+    assert bf16 != fp32  # the matmuls did run in bf16
+    assert abs(bf16 - fp32) <= 0.02 * fp32
+
+
+def test_print_fast_flags_are_the_recipes_own_flags():
+    """`accelerate launch recipes/sft_executor.py $(python bench/cpu_fast_path.py --print_fast_flags)`:
+    the printed line parses as the recipe's arguments and turns on every fast-path option."""
+    import subprocess
+    import sys
+
+    printed = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "cpu_fast_path.py"), "--print_fast_flags"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert printed.count("\n") == 1
+    sys.path.insert(0, str(REPO / "recipes"))
+    try:
+        import sft_executor
+    finally:
+        sys.path.remove(str(REPO / "recipes"))
+    script_args, training_args, _ = sft_executor.parse_args(printed.split())
+    assert script_args.gathered_loss and script_args.compile_layers
+    assert training_args.optim == "adamw_torch_fused"
+    assert training_args.bf16 == cpu_has_native_bf16()
