@@ -169,16 +169,17 @@ async def _open_document(arguments: Mapping[str, Any], context: ToolContext) -> 
     return document_result((await context.retriever.adocuments([doc_id]))[0], doc_id)
 
 
+def _one_argument(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a tool's parameters: one required argument."""
+    return {"type": "object", "properties": {name: schema}, "required": [name]}
+
+
 SEARCH = TOOLS.register(
     SEARCH_TOOL_NAME,
     Tool(
         name=SEARCH_TOOL_NAME,
         description=SEARCH_DESCRIPTION,
-        parameters={
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": SEARCH_QUERY_DESCRIPTION}},
-            "required": ["query"],
-        },
+        parameters=_one_argument("query", {"type": "string", "description": SEARCH_QUERY_DESCRIPTION}),
         run=_search,
         failure="retrieval",
         search_cost=lambda arguments: 1,
@@ -189,17 +190,10 @@ SEARCH_MANY = TOOLS.register(
     Tool(
         name=SEARCH_TOOL_NAME,
         description=SEARCH_MANY_DESCRIPTION,
-        parameters={
-            "type": "object",
-            "properties": {
-                "queries": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": SEARCH_MANY_QUERIES_DESCRIPTION,
-                }
-            },
-            "required": ["queries"],
-        },
+        parameters=_one_argument(
+            "queries",
+            {"type": "array", "items": {"type": "string"}, "description": SEARCH_MANY_QUERIES_DESCRIPTION},
+        ),
         run=_search_many,
         failure="retrieval",
         search_cost=_queries_cost,
@@ -213,11 +207,7 @@ OPEN_DOCUMENT = TOOLS.register(
     Tool(
         name=OPEN_DOCUMENT_TOOL_NAME,
         description=OPEN_DOCUMENT_DESCRIPTION,
-        parameters={
-            "type": "object",
-            "properties": {"doc_id": {"type": "string", "description": OPEN_DOCUMENT_ID_DESCRIPTION}},
-            "required": ["doc_id"],
-        },
+        parameters=_one_argument("doc_id", {"type": "string", "description": OPEN_DOCUMENT_ID_DESCRIPTION}),
         run=_open_document,
         failure="retrieval",
     ),
