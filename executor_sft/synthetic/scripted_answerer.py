@@ -14,10 +14,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.metrics.answer import normalize_answer
 from executor_sft.metrics.table import render_markdown_table
 from executor_sft.schema import Message
-from executor_sft.synthetic._chat import ScriptedChatModel, answers_after, answers_in, first_user
+from executor_sft.synthetic._chat import answers_after, answers_in, first_user, result
 from executor_sft.synthetic.relations import parse_subquery
 from executor_sft.synthetic.scripted_backbone import find_question
 from executor_sft.synthetic.world import WIDE_COLUMNS, World
@@ -31,18 +32,23 @@ def _number(text: str | None) -> int | None:
     return int(m.group(0).replace(",", "")) if m else None
 
 
-class ScriptedAnswerer(ScriptedChatModel):
+class ScriptedAnswerer:
     """Scripted answerer policy (a `ChatModel`): replies `<answer>...</answer>` from the findings."""
 
     def __init__(self, world: World, name: str = "scripted-answerer"):
         self.world = world
         self.name = name
 
-    def reply(self, messages: list[Message]) -> str:
+    async def chat(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        sampling: SamplingParams | None = None,
+    ) -> ChatResult:
         answer = self.answer(messages)
         if "\n" in answer:  # a table keeps its lines
             answer = f"\n{answer}\n"
-        return f"<answer>{answer}</answer>"
+        return result({"role": "assistant", "content": f"<answer>{answer}</answer>"}, messages, self.name)
 
     def answer(self, messages: list[Message]) -> str:
         text = first_user(messages)
