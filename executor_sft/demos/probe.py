@@ -2,9 +2,9 @@
 
 After its first search, an executor either opens a second `<tool_call>` or gives its
 `<answer>`. At the teacher's turn-2 prompt of a held-out sub-query (the request after its first
-search, tools included), the probe scores both continuations by their sequence log-probability,
-one forward pass each, no sampling, and reports p_tool / (p_tool + p_answer). Greedy decoding
-searches again when it is above 0.5; its mean over plain and over ambiguous sub-queries shows
+search, tools included), the probe scores both continuations by their sequence log-probability
+(the prompt's forward pass once, each continuation on its cache; no sampling) and reports
+p_tool / (p_tool + p_answer). Greedy decoding searches again when it is above 0.5; its mean over plain and over ambiguous sub-queries shows
 whether training moves the decision towards the right type even where greedy decoding never
 crosses.
 
@@ -49,18 +49,36 @@ def turn2_prompts(eval_jsonl: str | Path, kinds: Sequence[str] | None = None) ->
     return out
 
 
-def continuation_logprob(model, tokenizer, prefix: str, choice: str) -> float:
-    """log P(`choice` | `prefix`): the summed log-probabilities of its tokens, one forward pass."""
+def continuation_logprobs(model, tokenizer, prefix: str, choices: Sequence[str]) -> list[float]:
+    """log P(choice | `prefix`) of each choice: the summed log-probabilities of its tokens.
+
+    The prefix (a ~1,000-token turn-2 prompt) runs once and its keys and values are kept; each
+    choice (a few tokens) then runs on a copy of that cache, so the probe costs one prompt's
+    forward pass instead of one per choice. A choice's tokens are those of `prefix + choice`
+    after the prefix's own, as a model reading the whole text would see them.
+    """
+    import copy
+
     import torch
 
     p_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
-    c_ids = tokenizer(prefix + choice, add_special_tokens=False)["input_ids"][len(p_ids) :]
     device = next(model.parameters()).device
-    ids = torch.tensor([p_ids + c_ids], device=device)
-    # Only the positions that predict the continuation: the full vocabulary over every prompt
-    # position would dominate the cost.
-    logits = model(input_ids=ids, logits_to_keep=len(c_ids) + 1).logits[0, :-1].float().log_softmax(-1)
-    return logits.gather(1, torch.tensor(c_ids, device=device)[:, None]).sum().item()
+    head = model(input_ids=torch.tensor([p_ids], device=device), use_cache=True, logits_to_keep=1)
+    first = head.logits[0, -1].float().log_softmax(-1)
+    scores = []
+    for choice in choices:
+        c_ids = tokenizer(prefix + choice, add_special_tokens=False)["input_ids"][len(p_ids) :]
+        total = first[c_ids[0]].item()
+        if len(c_ids) > 1:
+            rest = model(
+                input_ids=torch.tensor([c_ids[:-1]], device=device),
+                past_key_values=copy.deepcopy(head.past_key_values),
+                use_cache=True,
+            ).logits[0]
+            logps = rest.float().log_softmax(-1)
+            total += logps.gather(1, torch.tensor(c_ids[1:], device=device)[:, None]).sum().item()
+        scores.append(total)
+    return scores
 
 
 def p_search_again(model, tokenizer, prompt: Turn2Prompt) -> float:
@@ -73,7 +91,7 @@ def p_search_again(model, tokenizer, prompt: Turn2Prompt) -> float:
 
     prefix = render_prompt(tokenizer, prompt.messages, prompt.tools, enable_thinking=False)
     with torch.inference_mode():
-        tool, answer = (continuation_logprob(model, tokenizer, prefix, c) for c in CHOICES)
+        tool, answer = continuation_logprobs(model, tokenizer, prefix, CHOICES)
     return 1.0 / (1.0 + math.exp(answer - tool))
 
 
@@ -162,7 +180,7 @@ __all__ = [
     "PLAIN",
     "ProbeResult",
     "Turn2Prompt",
-    "continuation_logprob",
+    "continuation_logprobs",
     "mean_by_kind",
     "p_search_again",
     "p_search_each",

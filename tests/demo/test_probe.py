@@ -14,8 +14,10 @@ from executor_sft.demos.convergence import ConvergenceConfig, split_heldout
 from executor_sft.demos.demo import DemoConfig, evaluate, train_demo
 from executor_sft.demos.probe import (
     AMBIGUOUS,
+    CHOICES,
     PLAIN,
     Turn2Prompt,
+    continuation_logprobs,
     mean_by_kind,
     p_search_each,
     summarise,
@@ -128,6 +130,24 @@ def test_p_search_is_a_probability_per_prompt_from_a_real_model(smollm2):
     assert len(got) == 2 and all(0.0 < p < 1.0 for p in got)
     assert model.training == was_training
     assert set(mean_by_kind(prompts, got)) == {PLAIN, AMBIGUOUS}
+
+
+def test_continuations_on_the_cached_prompt_score_as_the_whole_text_does(smollm2):
+    """The probe runs the prompt once and each choice on a copy of its cache; the scores are
+    those of one forward pass over prompt + choice."""
+    import torch
+
+    model, tokenizer = smollm2
+    prefix = "<|im_start|>user\nWho directed Paszund?<|im_end|>\n<|im_start|>assistant\n"
+    with torch.inference_mode():
+        got = continuation_logprobs(model, tokenizer, prefix, CHOICES)
+        for choice, score in zip(CHOICES, got, strict=True):
+            p_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+            c_ids = tokenizer(prefix + choice, add_special_tokens=False)["input_ids"][len(p_ids) :]
+            assert len(c_ids) > 1  # the cached path runs, not only the prompt's last logits
+            logits = model(input_ids=torch.tensor([p_ids + c_ids])).logits[0].float().log_softmax(-1)
+            whole = sum(logits[len(p_ids) - 1 + i, t].item() for i, t in enumerate(c_ids))
+            assert abs(score - whole) < 1e-4
 
 
 # --- the callback on a real SmolLM2 run ---
