@@ -28,6 +28,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from executor_sft.demos.probe import Turn2Prompt, run_probe
+from executor_sft.sft.compile import eager_decoder_layers
 
 PLATEAU, EPOCHS = "plateau", "epochs"
 """What stopped a run: the plateau rule, or the end of its epochs (or steps)."""
@@ -194,17 +195,18 @@ class ProbeCallback(TrainerCallback):
 
     def _probe(self, state, model, tokenizer, loss: float | None) -> dict[str, Any]:
         t = time.perf_counter()
-        result = run_probe(model, tokenizer, self.prompts, seed=self.seed)
-        record: dict[str, Any] = {"step": state.global_step, "epoch": state.epoch, "loss": loss}
-        record.update(result.to_dict())
-        if self._heldout:
-            was_training = model.training
-            model.eval()
-            try:
-                record["heldout_loss"] = heldout_loss(model, self._heldout)
-            finally:
-                model.train(was_training)
-            record["heldout_rows"] = len(self._heldout)
+        with eager_decoder_layers(model):
+            result = run_probe(model, tokenizer, self.prompts, seed=self.seed)
+            record: dict[str, Any] = {"step": state.global_step, "epoch": state.epoch, "loss": loss}
+            record.update(result.to_dict())
+            if self._heldout:
+                was_training = model.training
+                model.eval()
+                try:
+                    record["heldout_loss"] = heldout_loss(model, self._heldout)
+                finally:
+                    model.train(was_training)
+                record["heldout_rows"] = len(self._heldout)
         record["seconds"] = time.perf_counter() - t
         self.records.append(record)
         return record

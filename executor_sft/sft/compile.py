@@ -9,6 +9,9 @@ own references to the model are unaffected.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from torch import nn
 
 
@@ -44,3 +47,24 @@ def compile_decoder_layers(model: nn.Module, *, dynamic: bool = True) -> int:
 def compiled_layer_count(model: nn.Module) -> int:
     """How many decoder layers carry a compiled forward (for tests and logs)."""
     return sum(getattr(m, "_compiled_call_impl", None) is not None for m in decoder_layers(model))
+
+
+@contextlib.contextmanager
+def eager_decoder_layers(model: nn.Module) -> Iterator[None]:
+    """Within it, compiled decoder layers run their eager forward. A probe or held-out loss
+    between training steps (inference mode, other shapes, a KV cache) would otherwise compile
+    graphs of its own per layer and soon pass torch's recompile limit."""
+    try:
+        layers = decoder_layers(model)
+    except ValueError:
+        layers = []
+    saved = [
+        (m, m._compiled_call_impl) for m in layers if getattr(m, "_compiled_call_impl", None) is not None
+    ]
+    for m, _ in saved:
+        m._compiled_call_impl = None
+    try:
+        yield
+    finally:
+        for m, compiled in saved:
+            m._compiled_call_impl = compiled

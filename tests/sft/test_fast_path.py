@@ -23,7 +23,12 @@ from trl import ModelConfig, SFTConfig
 
 from executor_sft.llm.offline import tiny_qwen3
 from executor_sft.sft import train as train_module
-from executor_sft.sft.compile import compiled_layer_count
+from executor_sft.sft.compile import (
+    compile_decoder_layers,
+    compiled_layer_count,
+    decoder_layers,
+    eager_decoder_layers,
+)
 from executor_sft.sft.train import ExecutorSFTTrainer, SFTScriptArguments, prepare_dataset, train_executor
 from executor_sft.sft.varlen import register_varlen_attention
 
@@ -152,6 +157,19 @@ def test_compile_layers_keeps_the_loss_and_packed_isolation(tmp_path):
         for a, b in zip(bounds[:-1], bounds[1:], strict=False):
             alone = compiled.model(input_ids=batch["input_ids"][:, a:b], use_cache=False).logits
             torch.testing.assert_close(logits[:, a:b], alone, atol=LOSS_ATOL, rtol=1e-4)
+
+
+def test_eager_decoder_layers_runs_compiled_layers_eagerly_inside_only():
+    """The probe's context: inside, no compiled forward runs (so no graph is compiled for a
+    KV-cache pass); after it, the layers are compiled again."""
+    model, _ = tiny_qwen3()
+    compile_decoder_layers(model)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad(), eager_decoder_layers(model):
+        assert compiled_layer_count(model) == 0
+        cached = model(input_ids=ids, use_cache=True).past_key_values
+        assert cached.get_seq_length() == 4
+    assert compiled_layer_count(model) == len(decoder_layers(model))
 
 
 def _capture_trainer(monkeypatch) -> dict:
