@@ -162,6 +162,9 @@ class TransformersChatModel:
             raise ValueError("TransformersChatModel: pass the tokenizer along with a loaded model")
         self.model = model
         self.tokenizer = tokenizer
+        from executor_sft.llm.append_cache import full_attention_only
+
+        self._append_cache = full_attention_only(model.config)
         if chat_template is not None:
             tokenizer.chat_template = chat_template
         self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
@@ -296,6 +299,10 @@ class TransformersChatModel:
         device = self.model.device
         with self._lock, torch.inference_mode():
             past = self._cached_prefix(prompts, pads, width)
+            if past is None and self._append_cache:
+                from executor_sft.llm.append_cache import append_cache
+
+                past = append_cache()
             if sampling.seed is not None:
                 torch.manual_seed(sampling.seed)
             out = self.model.generate(
@@ -334,6 +341,8 @@ class TransformersChatModel:
         import torch
         from transformers import DynamicCache
 
+        from executor_sft.llm.append_cache import append_cache
+
         layers = []
         for layer in range(len(hits[0][0].keys)):
             keys, values = [], []
@@ -342,7 +351,7 @@ class TransformersChatModel:
                 keys.append(_left_pad(k, pad))
                 values.append(_left_pad(v, pad))
             layers.append((torch.stack(keys), torch.stack(values)))
-        return DynamicCache(ddp_cache_data=layers)
+        return append_cache(layers) if self._append_cache else DynamicCache(ddp_cache_data=layers)
 
     def _keep_prefixes(
         self, past: Any, prompts: list[Any], pads: list[int], generated: list[list[int]]
@@ -351,9 +360,9 @@ class TransformersChatModel:
         cache = self.prefix_cache
         if cache is None or past is None:
             return
-        from transformers.cache_utils import DynamicLayer
+        from executor_sft.llm.append_cache import FULL_ATTENTION_LAYERS
 
-        if not all(type(layer) is DynamicLayer for layer in past.layers):
+        if not all(type(layer) in FULL_ATTENTION_LAYERS for layer in past.layers):
             log.warning("%s: prefix reuse is off: the model's cache is not a full-attention cache", self.name)
             self.prefix_cache = None
             return
