@@ -463,7 +463,7 @@ def _commands(text: str) -> list[tuple[dict[str, str], list[str]]]:
 
     `SCRIPT ...` repeats the arguments of the block's previous command of that script, and a
     trailing `...` is dropped; a line that starts with `--` or `...` continues the previous
-    command; `[--flag x]` is an option shown as optional; `&&` chains commands; `nohup`,
+    command; `[--flag x]` is an option shown as optional; `&&` chains commands; `nohup`, `nice [-n N]`,
     redirections and a trailing `&` belong to the shell, not to the command."""
     joined = re.sub(r"\\\n", " ", text)
     out: list[tuple[dict[str, str], list[str]]] = []
@@ -489,8 +489,8 @@ def _one_command(tokens: list[str], earlier) -> tuple[dict[str, str], list[str]]
     while tokens and re.fullmatch(r"[A-Z_]+=\S*", tokens[0]):
         name, _, value = tokens.pop(0).partition("=")
         env[name] = value
-    if tokens and tokens[0] == "nohup":
-        tokens = tokens[1:]
+    while tokens and tokens[0] in ("nohup", "nice"):  # the shell's wrappers, not the command
+        tokens = tokens[3:] if tokens[:2] == ["nice", "-n"] else tokens[1:]
     kept, skip = [], False
     for t in tokens:
         if skip or t == "&" or re.fullmatch(r"\d?>&\d", t):
