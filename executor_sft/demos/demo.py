@@ -88,7 +88,8 @@ class DemoConfig(BaseModel):
     """bf16 autocast over fp32 master weights (the checkpoint stays fp32). auto: on where the CPU
     multiplies bf16 in hardware (`sft.models.cpu_has_native_bf16`), off where it would be slower."""
     compile_layers: bool = True
-    """torch.compile each decoder layer (the recipe's `compile_layers`): ~25 s once, then ~30% less per step."""
+    """torch.compile each decoder layer (the recipe's `compile_layers`): 12-20 s once, then ~11% less per step
+    on the demo's rows (bench/results/cpu_fast_path.md)."""
     optim: str = "adamw_torch_fused"
     """The optimizer (TRL's `optim`): fused AdamW, the same update as `adamw_torch` in one kernel."""
     # evaluation
