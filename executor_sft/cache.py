@@ -11,6 +11,8 @@ import json
 import os
 from pathlib import Path
 
+from filelock import FileLock
+
 from executor_sft.versions import package_version
 
 
@@ -26,3 +28,9 @@ def cache_key(*parts: object, packages: tuple[str, ...] = ()) -> str:
         [list(parts), {p: package_version(p) for p in packages}], sort_keys=True, default=str
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def cache_lock(entry: Path) -> FileLock:
+    """An inter-process lock for building one cache entry: parallel test workers or two recipes
+    started together build it once, and the second waits for the first instead of racing it."""
+    return FileLock(str(entry) + ".lock")

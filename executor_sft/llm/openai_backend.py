@@ -28,7 +28,6 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
 import openai
 from openai.types.chat import ChatCompletion
 
@@ -397,7 +396,7 @@ def _client_factory(key: str, timeout_s: float):
             api_key=key,
             base_url=base_url,
             max_retries=0,
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+            timeout=openai.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
         )
 
     return make
