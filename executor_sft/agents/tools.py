@@ -174,43 +174,53 @@ def _one_argument(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": {name: schema}, "required": [name]}
 
 
-SEARCH = TOOLS.register(
+def _retrieval_tool(
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    run: ToolRun,
+    *,
+    search_cost: Callable[[Mapping[str, Any]], int] | None = None,
+    registered_as: str | None = None,
+) -> Tool:
+    """Register a built-in retrieval tool: the three share registration and the "retrieval" failure."""
+    tool = Tool(
+        name=name,
+        description=description,
+        parameters=parameters,
+        run=run,
+        failure="retrieval",
+        search_cost=search_cost,
+    )
+    return TOOLS.register(registered_as or name, tool)
+
+
+SEARCH = _retrieval_tool(
     SEARCH_TOOL_NAME,
-    Tool(
-        name=SEARCH_TOOL_NAME,
-        description=SEARCH_DESCRIPTION,
-        parameters=_one_argument("query", {"type": "string", "description": SEARCH_QUERY_DESCRIPTION}),
-        run=_search,
-        failure="retrieval",
-        search_cost=lambda arguments: 1,
-    ),
+    SEARCH_DESCRIPTION,
+    _one_argument("query", {"type": "string", "description": SEARCH_QUERY_DESCRIPTION}),
+    _search,
+    search_cost=lambda arguments: 1,
 )
-SEARCH_MANY = TOOLS.register(
-    "search_many",
-    Tool(
-        name=SEARCH_TOOL_NAME,
-        description=SEARCH_MANY_DESCRIPTION,
-        parameters=_one_argument(
-            "queries",
-            {"type": "array", "items": {"type": "string"}, "description": SEARCH_MANY_QUERIES_DESCRIPTION},
-        ),
-        run=_search_many,
-        failure="retrieval",
-        search_cost=_queries_cost,
+SEARCH_MANY = _retrieval_tool(
+    SEARCH_TOOL_NAME,
+    SEARCH_MANY_DESCRIPTION,
+    _one_argument(
+        "queries",
+        {"type": "array", "items": {"type": "string"}, "description": SEARCH_MANY_QUERIES_DESCRIPTION},
     ),
+    _search_many,
+    search_cost=_queries_cost,
+    registered_as="search_many",
 )
 """The blog's `search(queries)`: the model sees a tool named `search`; select it as `search_many`
 in place of `search` (offering both is an error: two tools named `search`)."""
 OPEN_DOCUMENT_TOOL_NAME = "open_document"
-OPEN_DOCUMENT = TOOLS.register(
+OPEN_DOCUMENT = _retrieval_tool(
     OPEN_DOCUMENT_TOOL_NAME,
-    Tool(
-        name=OPEN_DOCUMENT_TOOL_NAME,
-        description=OPEN_DOCUMENT_DESCRIPTION,
-        parameters=_one_argument("doc_id", {"type": "string", "description": OPEN_DOCUMENT_ID_DESCRIPTION}),
-        run=_open_document,
-        failure="retrieval",
-    ),
+    OPEN_DOCUMENT_DESCRIPTION,
+    _one_argument("doc_id", {"type": "string", "description": OPEN_DOCUMENT_ID_DESCRIPTION}),
+    _open_document,
 )
 SEARCH_TOOL: dict[str, Any] = SEARCH.schema
 """The built-in search tool's schema (what `tools=[...]` holds with the default config)."""
