@@ -9,25 +9,18 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from executor_sft.retrieval.corpus import Corpus
+from executor_sft.retrieval.corpus import Corpus, TitledText
 
 
 @dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(TitledText):
     doc_id: str
     title: str
     text: str
     score: float
-
-    @property
-    def contents(self) -> str:
-        """Search-R1 wire format: title on the first line, then the text."""
-        return f"{self.title}\n{self.text}" if self.title else self.text
 
 
 class Retriever(ABC):

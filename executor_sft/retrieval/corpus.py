@@ -32,20 +32,27 @@ class CorpusFormatError(UserError, ValueError):
         super().__init__(f"{where}: {what}")
 
 
+class TitledText:
+    """The one `contents` formula of a titled text, shared by a corpus `Passage` and a search `Hit`."""
+
+    __slots__ = ()  # so a slotted subclass keeps no instance __dict__
+
+    @property
+    def contents(self) -> str:
+        """Search-R1 wire format: title on the first line, then the text."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+
 @dataclass(frozen=True, slots=True)
-class Passage:
+class Passage(TitledText):
     id: str
     title: str
     text: str
 
     @property
-    def contents(self) -> str:
-        return f"{self.title}\n{self.text}" if self.title else self.text
-
-    @property
     def index_text(self) -> str:
         """What gets indexed: the title together with the text."""
-        return f"{self.title}\n{self.text}" if self.title else self.text
+        return self.contents
 
 
 def split_contents(contents: str) -> tuple[str, str]:
