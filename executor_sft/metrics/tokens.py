@@ -190,18 +190,16 @@ class SearchHistogram:
     def total(self) -> int:
         return self.zero + self.one + self.two_plus
 
+    def by_label(self) -> dict[str, int]:
+        """Invocations under their labels "0", "1", ">=2": the one mapping `fractions` and `as_dict` use."""
+        return {"0": self.zero, "1": self.one, ">=2": self.two_plus}
+
     def fractions(self) -> dict[str, float]:
         n = self.total or 1
-        return {"0": self.zero / n, "1": self.one / n, ">=2": self.two_plus / n}
+        return {label: count / n for label, count in self.by_label().items()}
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "0": self.zero,
-            "1": self.one,
-            ">=2": self.two_plus,
-            "invocations": self.total,
-            "fractions": self.fractions(),
-        }
+        return {**self.by_label(), "invocations": self.total, "fractions": self.fractions()}
 
 
 def search_histogram(runs: Iterable[ExecutorRun]) -> SearchHistogram:
