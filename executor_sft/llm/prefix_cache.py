@@ -15,7 +15,7 @@ longer one serves every prompt the shorter could, at least as far.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import count
 from typing import TYPE_CHECKING
 
@@ -52,12 +52,7 @@ class PrefixStats:
         return self.prompt_tokens - self.reused_tokens
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "requests": self.requests,
-            "prompt_tokens": self.prompt_tokens,
-            "reused_tokens": self.reused_tokens,
-            "prefilled_tokens": self.prefilled_tokens,
-        }
+        return {**asdict(self), "prefilled_tokens": self.prefilled_tokens}
 
 
 def common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
