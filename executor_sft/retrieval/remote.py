@@ -49,6 +49,12 @@ def _parse(result: list[list[Any]]) -> list[list[Hit]]:
     return out
 
 
+def _read_or_why(r: httpx.Response, read) -> tuple[Any, str]:
+    """`read(r)`, and if it gave None the HTTP status to report: one answer handling for both POST loops."""
+    value = read(r)
+    return value, "" if value is not None else f"HTTP {r.status_code}: {r.text[:200]}"
+
+
 class RemoteRetriever(Retriever):
     def __init__(
         self,
@@ -126,11 +132,11 @@ class RemoteRetriever(Retriever):
         last = "no attempt"
         for attempt in range(self.max_retries + 1):
             try:
-                r = self._sync_client().post(f"{self.url}/{endpoint}", json=body)
-                value = read(r)
+                value, last = _read_or_why(
+                    self._sync_client().post(f"{self.url}/{endpoint}", json=body), read
+                )
                 if value is not None:
                     return value
-                last = f"HTTP {r.status_code}: {r.text[:200]}"
             except (*TRANSPORT_ERRORS, _Malformed) as e:
                 last = f"{type(e).__name__}: {e}"
             if attempt < self.max_retries:
@@ -141,11 +147,11 @@ class RemoteRetriever(Retriever):
         last = "no attempt"
         for attempt in range(self.max_retries + 1):
             try:
-                r = await self._async_client().post(f"{self.url}/{endpoint}", json=body)
-                value = read(r)
+                value, last = _read_or_why(
+                    await self._async_client().post(f"{self.url}/{endpoint}", json=body), read
+                )
                 if value is not None:
                     return value
-                last = f"HTTP {r.status_code}: {r.text[:200]}"
             except (*TRANSPORT_ERRORS, _Malformed) as e:
                 last = f"{type(e).__name__}: {e}"
             if attempt < self.max_retries:
