@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from executor_sft.llm.base import ChatResult
+from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.schema import Message, TokenUsage, content_text
 
 _DOC_LINE = re.compile(r"^Doc \d+ \(Title: (?P<title>.*?)\) (?P<text>.*)$")
@@ -30,6 +30,23 @@ def approx_tokens(obj: Any) -> int:
 def result(message: Message, request: list[Message], model: str) -> ChatResult:
     usage = TokenUsage(prompt_tokens=approx_tokens(request), completion_tokens=approx_tokens(message))
     return ChatResult(message=message, usage=usage, latency_s=0.0, model=model)
+
+
+class TextReplyModel:
+    """A scripted `ChatModel` whose whole reply is the text `reply(messages)`: one `chat` for such roles."""
+
+    name: str
+
+    def reply(self, messages: list[Message]) -> str:
+        raise NotImplementedError
+
+    async def chat(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        sampling: SamplingParams | None = None,
+    ) -> ChatResult:
+        return result({"role": "assistant", "content": self.reply(messages)}, messages, self.name)
 
 
 def first_user(messages: list[Message]) -> str:

@@ -12,11 +12,9 @@ entity by entity; then `<stop/>`.
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.schema import Message, content_text
-from executor_sft.synthetic._chat import answers_after, first_user, result
+from executor_sft.synthetic._chat import TextReplyModel, answers_after, first_user
 from executor_sft.synthetic.relations import RELATIONS, render_subject
 from executor_sft.synthetic.world import WIDE_COLUMNS, Hop, World, WorldQuestion
 
@@ -38,20 +36,12 @@ def bridge_subquery(hop: Hop, subject_name: str) -> str:
     return rel.question.format(s=render_subject(rel.subject, subject_name, hop.descriptor))
 
 
-class ScriptedBackbone:
+class ScriptedBackbone(TextReplyModel):
     """Scripted backbone policy (a `ChatModel`) that dispatches the world's decompositions."""
 
     def __init__(self, world: World, name: str = "scripted-backbone"):
         self.world = world
         self.name = name
-
-    async def chat(
-        self,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None = None,
-        sampling: SamplingParams | None = None,
-    ) -> ChatResult:
-        return result({"role": "assistant", "content": self.reply(messages)}, messages, self.name)
 
     def reply(self, messages: list[Message]) -> str:
         question = find_question(self.world, first_user(messages))

@@ -8,33 +8,23 @@ verdict there; this lets filters that require a judge verdict run offline.
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.metrics.answer import exact_match
 from executor_sft.schema import Message, content_text
-from executor_sft.synthetic._chat import result
+from executor_sft.synthetic._chat import TextReplyModel
 
 _GOLD = re.compile(r"^Gold answer\(s\):[ \t]*(.*)$", re.M)
 _PRED = re.compile(r"^Predicted answer:[ \t]*(.*)$", re.M)
 
 
-class ScriptedJudge:
+class ScriptedJudge(TextReplyModel):
     """Replies `True`/`False` to the judge prompt by exact match of the prediction against the gold list."""
 
     def __init__(self, name: str = "scripted-judge", separator: str = "; "):
         self.name = name
         self.separator = separator
 
-    async def chat(
-        self,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None = None,
-        sampling: SamplingParams | None = None,
-    ) -> ChatResult:
-        return result({"role": "assistant", "content": self.verdict(messages)}, messages, self.name)
-
-    def verdict(self, messages: list[Message]) -> str:
+    def reply(self, messages: list[Message]) -> str:
         text = "\n".join(content_text(m.get("content")) for m in messages if m.get("role") == "user")
         gold, pred = _GOLD.search(text), _PRED.search(text)
         if gold is None or pred is None:
