@@ -12,10 +12,11 @@ SFT: each configuration trains SmolLM2-135M through the recipe's own `train_exec
 cosine, warmup 0.1, max_length 1024, seed 0, random order), 16 steps, into its own folder.
 Reported: seconds per step (train_runtime / steps) and the loss at every step.
 
-Generation: the student trained by the last configuration, evaluated as the ablation does
-(the first 16 held-out sub-queries of each type, mean@4 at T=0.6: 128 runs, 24 at once, 64 new
-tokens a turn) with prefix reuse off and on; and one executor run of 3 turns (the first
-evaluated sub-query whose greedy run takes 3 turns), alone, greedy, off and on. Reported: wall
+Generation: the student trained by the fast configuration (or the last one trained), evaluated
+as the ablation does (the first 16 held-out sub-queries of each type, mean@4 at T=0.6: 128 runs,
+24 at once, 64 new tokens a turn) on each of `GENERATION_PATHS` (today's; grouped-head attention
+and the appending cache; both plus prefix reuse); and one executor run of 3 turns (the first
+evaluated sub-query whose greedy run takes 3 turns), alone, greedy, on each path. Reported: wall
 seconds, prompt tokens asked for, tokens prefilled.
 
 Configurations run in the order given, on one machine; the load average before and after each
@@ -179,27 +180,45 @@ def run_config(name: str, flags: list[str], steps: int, sft: Path, out: Path) ->
     }
 
 
-def student(path: Path, cfg, reuse: bool):
+GENERATION_PATHS: dict[str, dict[str, Any]] = {
+    "today (before #38)": {"reuse": False, "kernels": False, "dtype": "float32"},
+    "grouped attention + appending cache": {"reuse": False, "kernels": True, "dtype": "float32"},
+    "fast (+ prefix reuse)": {"reuse": True, "kernels": True, "dtype": "float32"},
+}
+"""The generation paths compared, slowest first: `kernels` is grouped-head attention
+(`llm.gqa_attention`) with the in-place appending KV cache (`llm.append_cache`); `reuse` is prefix
+reuse across turns (`llm.prefix_cache`); `dtype` the student's weights.
+"today" is the backend as it generated before the fast path: transformers' `sdpa` and
+`DynamicCache`, every turn prefilled in full, fp32."""
+
+
+def student(path: Path, cfg, reuse: bool, kernels: bool = True, dtype: str = "float32"):
     from executor_sft.llm import TransformersChatModel
 
-    return TransformersChatModel(
+    model = TransformersChatModel(
         str(path),
         name=str(path),
+        dtype=dtype,
         max_batch_size=cfg.eval_concurrency,
         prefix_cache_tokens=cfg.eval_prefix_cache_tokens if reuse else 0,
     )
+    if not kernels:  # the backend's generation before the fast path, for the side-by-side only
+        model.model.set_attn_implementation("sdpa")
+        model._append_cache = False
+    return model
 
 
-def evaluation(cfg, checkpoint: Path, retriever, sub_queries, out: Path, reuse: bool) -> dict:
-    """The ablation's mean@4 evaluation (128 runs at the default --per_type) of `checkpoint`,
-    prefix reuse off or on."""
+def evaluation(cfg, checkpoint: Path, retriever, sub_queries, out: Path, path_name: str) -> dict:
+    """The ablation's mean@4 evaluation (128 runs at the default --per_type) of `checkpoint`
+    on one of `GENERATION_PATHS`."""
     import torch
 
     from executor_sft.demos.demo import evaluate
 
+    options = GENERATION_PATHS[path_name]
     mode = cfg.model_copy(update={"eval_samples": SAMPLES, "eval_temperature": TEMPERATURE})
-    model = student(checkpoint, cfg, reuse)
-    runs = out / f"eval-reuse-{'on' if reuse else 'off'}.jsonl"
+    model = student(checkpoint, cfg, **options)
+    runs = out / f"eval-{''.join(ch if ch.isalnum() else '_' for ch in path_name)}.jsonl"
     runs.unlink(missing_ok=True)
     torch.manual_seed(0)
     before = load()
@@ -208,7 +227,8 @@ def evaluation(cfg, checkpoint: Path, retriever, sub_queries, out: Path, reuse: 
     wall = time.perf_counter() - start
     model.close()
     return {
-        "reuse": reuse,
+        "path": path_name,
+        **options,
         "runs": result.n,
         "wall_s": wall,
         "em": result.em,
@@ -219,15 +239,16 @@ def evaluation(cfg, checkpoint: Path, retriever, sub_queries, out: Path, reuse: 
     }
 
 
-def three_turn_run(cfg, checkpoint: Path, retriever, sub_queries, reuse: bool, question=None) -> dict:
-    """One executor run alone, greedy, of `question`; without one, the first held-out sub-query
-    whose run takes 3 turns (else the one whose run took most, its turns recorded)."""
+def three_turn_run(cfg, checkpoint: Path, retriever, sub_queries, path_name: str, question=None) -> dict:
+    """One executor run alone, greedy, of `question` on one of `GENERATION_PATHS`; without one,
+    the first held-out sub-query whose run takes 3 turns (else the one whose run took most)."""
     from executor_sft.agents.executor import run_executor
     from executor_sft.demos.demo import eval_settings
     from executor_sft.llm.prefix_cache import PrefixStats
 
+    options = GENERATION_PATHS[path_name]
     settings = eval_settings(cfg.model_copy(update={"eval_temperature": 0.0}))
-    model = student(checkpoint, cfg, reuse)
+    model = student(checkpoint, cfg, **options)
     best: dict | None = None
     for q in [question] if question is not None else sub_queries:
         if model.prefix_cache is not None:
@@ -237,7 +258,8 @@ def three_turn_run(cfg, checkpoint: Path, retriever, sub_queries, reuse: bool, q
         start = time.perf_counter()
         run = asyncio.run(run_executor(model, retriever, q.question, settings))
         record = {
-            "reuse": reuse,
+            "path": path_name,
+            **options,
             "question": q,
             "turns": len(run.calls),
             "wall_s": time.perf_counter() - start,
@@ -291,14 +313,16 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
         lines.append("")
     if gen:
         lines += [
-            "## Generation (the fast configuration's student, SmolLM2-135M, fp32)",
+            "## Generation (the fast configuration's student, SmolLM2-135M)",
             "",
-            "| what | prefix reuse | wall s | speed-up | prompt tokens | tokens prefilled | EM |",
-            "|---|---|---|---|---|---|---|",
+            "Paths: " + "; ".join(f"**{name}**" for name in GENERATION_PATHS) + ". Speed-up is against "
+            "the first path measured in the same table.",
+            "",
+            "| what | path | prefix reuse | weights | wall s | speed-up | prompt tokens | tokens prefilled | EM |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for what in ("three_turns", "evaluation"):
             rows = gen.get(what) or []
-            off = next((r for r in rows if not r["reuse"]), None)
             for r in rows:
                 asked, filled = r["prefix_stats"]["prompt_tokens"], r["prefix_stats"]["prefilled_tokens"]
                 label = (
@@ -306,12 +330,14 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
                     if what == "three_turns"
                     else f"{r['runs']} runs (mean@4, T=0.6)"
                 )
-                speed = f"{off['wall_s'] / r['wall_s']:.2f}x" if off else ""
                 em = f"{100 * r['em']:.1f}%" if "em" in r else ""
                 lines.append(
-                    f"| {label} | {'on' if r['reuse'] else 'off'} | {r['wall_s']:.1f} | {speed} | "
-                    f"{asked} | {filled} | {em} |"
+                    f"| {label} | {r.get('path', '')} | {'on' if r['reuse'] else 'off'} | "
+                    f"{r.get('dtype', 'float32')} | {r['wall_s']:.1f} | "
+                    f"{rows[0]['wall_s'] / r['wall_s']:.2f}x | {asked} | {filled} | {em} |"
                 )
+        if "same_replies" in gen:
+            lines += ["", f"The 3-turn run's replies are the same on every path: {gen['same_replies']}."]
         lines.append("")
     tmp = path.with_suffix(".tmp")
     tmp.write_text("\n".join(lines), encoding="utf-8")
@@ -328,19 +354,27 @@ def save(result: dict[str, Any], out: Path) -> None:
     os.replace(tmp, out.with_suffix(".json"))
 
 
-def render(paths: list[str], out: Path) -> None:
-    """`out` (.md and .json) from saved runs, each part from the first run that has it."""
-    runs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
-    sft = next((r for r in runs if r["sft"]), runs[0])
-    gen = next((r for r in runs if r["generation"]), runs[0])
+def render(sft_path: str, generation_paths: list[str], out: Path) -> None:
+    """`out` (.md and .json) from saved runs: the SFT rows of `sft_path` and the generation rows of
+    `generation_paths`, in the order given (speed-ups are against the first row)."""
+    sft = json.loads(Path(sft_path).read_text(encoding="utf-8"))
+    gens = [json.loads(Path(p).read_text(encoding="utf-8")) for p in generation_paths]
+    generation: dict[str, Any] = {}
+    for run in gens:
+        for what, rows in run["generation"].items():
+            if isinstance(rows, list):
+                generation.setdefault(what, []).extend(rows)
+    replies = [row["replies"] for row in generation.get("three_turns", [])]
+    if replies:
+        generation["same_replies"] = all(r == replies[0] for r in replies)
+    runs = [sft, *gens]
     merged = {
         **sft,
         "commands": [c for r in runs for c in r.get("commands") or [r["command"]]],
         "commit": " / ".join(dict.fromkeys(r["commit"] for r in runs)),
-        "load_start": runs[0]["load_start"],
+        "load_start": sft["load_start"],
         "load_end": runs[-1]["load_end"],
-        "sft": sft["sft"],
-        "generation": gen["generation"],
+        "generation": generation,
     }
     write_markdown(merged, out)
     out.with_suffix(".json").write_text(json.dumps(merged, indent=1, default=str) + "\n", encoding="utf-8")
@@ -387,20 +421,26 @@ def main() -> None:
         default=PER_TYPE,
         help="Held-out sub-queries of each type in the generation part's evaluation (x2 types x4 samples runs).",
     )
+    parser.add_argument(
+        "--paths",
+        nargs="+",
+        choices=list(GENERATION_PATHS),
+        help="Generation paths to compare, in order (default: all, slowest first).",
+    )
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "cpu_fast_path.md"))
     parser.add_argument(
         "--render",
         nargs="+",
         metavar="JSON",
-        help="Only write --out from saved results: the SFT rows of the first file that has them, "
-        "the generation of the first that has it (two runs, e.g. one per part).",
+        help="Only write --out from saved results: the SFT rows of the first file, the generation "
+        "rows of the others in order (e.g. one run per part).",
     )
     args = parser.parse_args()
     if args.print_fast_flags:
         print(" ".join(fast_flags()))
         return
     if args.render:
-        render(args.render, Path(args.out))
+        render(args.render[0], args.render[1:], Path(args.out))
         return
     unknown = [c for c in args.configs if c not in CONFIGS]
     if unknown:
@@ -426,21 +466,27 @@ def main() -> None:
     # The generation part evaluates the fast configuration's student (or the last one trained).
     fast_dir = work / ("sft-" + "".join(ch if ch.isalnum() else "_" for ch in FAST))
     checkpoint = fast_dir if FAST in args.configs or not args.configs else out
+    paths = args.paths or list(GENERATION_PATHS)
     if args.generation != "none":
-        off = three_turn_run(cfg, checkpoint, retriever, sub_queries, reuse=False)
-        on = three_turn_run(cfg, checkpoint, retriever, sub_queries, reuse=True, question=off["question"])
-        for r in (off, on):
-            r["question"] = r["question"].id
-        result["generation"]["three_turns"] = [off, on]
-        result["generation"]["same_replies"] = off["replies"] == on["replies"]
-        log(
-            f"three turns: off {off['wall_s']:.1f}s, on {on['wall_s']:.1f}s; same replies: "
-            f"{result['generation']['same_replies']}"
-        )
-    if args.generation == "all":
-        result["generation"]["evaluation"] = [
-            evaluation(cfg, checkpoint, retriever, sub_queries, work, reuse) for reuse in (False, True)
+        first = three_turn_run(cfg, checkpoint, retriever, sub_queries, paths[0])
+        runs = [first] + [
+            three_turn_run(cfg, checkpoint, retriever, sub_queries, p, question=first["question"])
+            for p in paths[1:]
         ]
+        for r in runs:
+            r["question"] = r["question"].id
+        result["generation"]["three_turns"] = runs
+        result["generation"]["same_replies"] = all(r["replies"] == first["replies"] for r in runs)
+        log("three turns: " + ", ".join(f"{r['path']} {r['wall_s']:.1f}s" for r in runs))
+        save(result, Path(args.out))
+    if args.generation == "all":
+        result["generation"]["evaluation"] = []
+        for p in paths:
+            result["generation"]["evaluation"].append(
+                evaluation(cfg, checkpoint, retriever, sub_queries, work, p)
+            )
+            log(f"evaluation, {p}: {result['generation']['evaluation'][-1]['wall_s']:.1f}s")
+            save(result, Path(args.out))
     save(result, Path(args.out))
     print(Path(args.out).read_text(encoding="utf-8"))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from executor_sft.errors import ConfigError
+from executor_sft.llm.gqa_attention import GROUPED_SDPA, register_grouped_sdpa
 from executor_sft.llm.offline import OFFLINE_MODELS, is_offline, load_offline
 from executor_sft.llm.response_template import ensure_response_template
 from executor_sft.llm.sources import check_source
@@ -41,6 +42,8 @@ def load_policy(model_args: Any, trust_remote_code: bool = False) -> tuple[Any, 
     name = model_args.model_name_or_path
     if not name:
         raise ConfigError("model_name_or_path is required (the previous stage's output directory)")
+    if model_args.attn_implementation == GROUPED_SDPA:
+        register_grouped_sdpa()
     if is_offline(name):
         if OFFLINE_MODELS.get(name) is None or OFFLINE_MODELS[name].load is None:
             models = [a for a, m in OFFLINE_MODELS.items() if m.load is not None]

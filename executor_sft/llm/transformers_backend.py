@@ -15,6 +15,9 @@ sequence prefills only the rest. An executor's next turn is its last prompt plus
 and the tool's answer, so from turn 2 on only those are prefilled; runs of one evaluation also
 share the system prompt and tool schemas. Reused keys were computed in another pass, so logits
 can differ in the last bits from a full prefill, as with padding.
+On a CPU, a model with grouped key/value heads attends through `gqa_attention.grouped_sdpa`:
+transformers' `sdpa` copies the whole key/value cache per group under a padding mask, which
+made that copy the cost of a batched decode step.
 For real throughput use vLLM (in-process `VLLMChatModel` or a server; its automatic prefix
 caching does the same on a GPU).
 """
@@ -162,6 +165,10 @@ class TransformersChatModel:
             raise ValueError("TransformersChatModel: pass the tokenizer along with a loaded model")
         self.model = model
         self.tokenizer = tokenizer
+        if model.device.type == "cpu":
+            from executor_sft.llm.gqa_attention import use_grouped_sdpa
+
+            use_grouped_sdpa(model)
         from executor_sft.llm.append_cache import full_attention_only
 
         self._append_cache = full_attention_only(model.config)

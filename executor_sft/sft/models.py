@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from executor_sft.llm.gqa_attention import GROUPED_SDPA, register_grouped_sdpa
 from executor_sft.llm.offline import is_offline, load_offline
 from executor_sft.sft.varlen import VARLEN_ATTENTION, register_varlen_attention
 
@@ -18,6 +19,8 @@ def load_tokenizer_and_model(model_args, training_args):
     name = model_args.model_name_or_path or DEFAULT_MODEL
     if model_args.attn_implementation == VARLEN_ATTENTION:
         register_varlen_attention()
+    elif model_args.attn_implementation == GROUPED_SDPA:
+        register_grouped_sdpa()
     if is_offline(name):
         dtype = model_args.dtype if model_args.dtype not in (None, "auto") else "float32"
         model, tokenizer = load_offline(name, dtype)
