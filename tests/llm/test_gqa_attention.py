@@ -76,3 +76,25 @@ def test_the_chat_backend_uses_it_on_cpu_and_only_for_grouped_heads():
     model.config.num_key_value_heads = model.config.num_attention_heads
     assert not use_grouped_sdpa(model)
     assert model.config._attn_implementation == "sdpa"
+
+
+def test_the_recipes_load_it_by_name(tmp_path):
+    """`attn_implementation: grouped_sdpa` in an SFT config (an offline alias) and in a post-training
+    one (a checkpoint folder, which TRL loads itself from `model_init_kwargs`)."""
+    from transformers import AutoModelForCausalLM
+    from trl import ModelConfig, SFTConfig
+
+    from executor_sft.grpo.policy import load_policy
+    from executor_sft.sft.models import load_tokenizer_and_model
+
+    _, model = load_tokenizer_and_model(
+        ModelConfig(model_name_or_path="offline:tiny-qwen3", attn_implementation=GROUPED_SDPA),
+        SFTConfig(output_dir=str(tmp_path / "sft"), use_cpu=True),
+    )
+    assert model.config._attn_implementation == GROUPED_SDPA
+    model.save_pretrained(tmp_path / "ckpt")
+    name, _ = load_policy(
+        ModelConfig(model_name_or_path=str(tmp_path / "ckpt"), attn_implementation=GROUPED_SDPA)
+    )
+    loaded = AutoModelForCausalLM.from_pretrained(name, attn_implementation=GROUPED_SDPA)
+    assert loaded.config._attn_implementation == GROUPED_SDPA
