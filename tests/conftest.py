@@ -53,7 +53,25 @@ def binds_ports(module: Path) -> bool:
     return bool(BINDS_PORTS.search(module.read_text(encoding="utf-8")))
 
 
+LONGEST_FIRST = (
+    "tests/test_doc_commands.py::test_readme_command_1_then_distillation_then_grpo",
+    "tests/test_doc_commands.py::test_run_block[docs/rollout.md:",
+    "tests/sft/test_fast_path.py::test_compile_layers_keeps_the_loss_and_packed_isolation",
+    "tests/sft/test_sft_train.py::test_recipe_under_accelerate_deepspeed_zero2_on_cpu",
+    "tests/demo/test_probe.py::test_probe_callback_records_each_probe_step_once_across_a_killed_run",
+)
+"""The tests that alone take minutes (docs/contributing.md has their times), queued first: xdist
+hands out tests in collection order, and one of these started last was the run's whole tail."""
+
+
+def _queue_rank(item) -> int:
+    return next(
+        (i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)), len(LONGEST_FIRST)
+    )
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_queue_rank)  # stable: the rest keep their order
     for item in items:
         if SHARED_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.shared_data)
