@@ -49,12 +49,6 @@ def _parse(result: list[list[Any]]) -> list[list[Hit]]:
     return out
 
 
-def _read_or_why(r: httpx.Response, read) -> tuple[Any, str]:
-    """`read(r)`, and if it gave None the HTTP status to report: one answer handling for both POST loops."""
-    value = read(r)
-    return value, "" if value is not None else f"HTTP {r.status_code}: {r.text[:200]}"
-
-
 class RemoteRetriever(Retriever):
     def __init__(
         self,
@@ -132,11 +126,11 @@ class RemoteRetriever(Retriever):
         last = "no attempt"
         for attempt in range(self.max_retries + 1):
             try:
-                value, last = _read_or_why(
-                    self._sync_client().post(f"{self.url}/{endpoint}", json=body), read
-                )
+                r = self._sync_client().post(f"{self.url}/{endpoint}", json=body)
+                value = read(r)
                 if value is not None:
                     return value
+                last = f"HTTP {r.status_code}: {r.text[:200]}"
             except (*TRANSPORT_ERRORS, _Malformed) as e:
                 last = f"{type(e).__name__}: {e}"
             if attempt < self.max_retries:
@@ -147,11 +141,11 @@ class RemoteRetriever(Retriever):
         last = "no attempt"
         for attempt in range(self.max_retries + 1):
             try:
-                value, last = _read_or_why(
-                    await self._async_client().post(f"{self.url}/{endpoint}", json=body), read
-                )
+                r = await self._async_client().post(f"{self.url}/{endpoint}", json=body)
+                value = read(r)
                 if value is not None:
                     return value
+                last = f"HTTP {r.status_code}: {r.text[:200]}"
             except (*TRANSPORT_ERRORS, _Malformed) as e:
                 last = f"{type(e).__name__}: {e}"
             if attempt < self.max_retries:
