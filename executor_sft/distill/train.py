@@ -32,9 +32,9 @@ from executor_sft.errors import ConfigError
 from executor_sft.grpo.arguments import ExecutorDataArguments, load_prompt_dataset, load_retriever_from_args
 from executor_sft.grpo.card import DISTILL_STAGE
 from executor_sft.grpo.environment import search_tool
-from executor_sft.grpo.policy import offline_dtype, trainer_policy
+from executor_sft.grpo.policy import offline_dtype
 from executor_sft.grpo.rewards import count_tool_calls, final_report
-from executor_sft.grpo.stage import run_stage, steps_text
+from executor_sft.grpo.stage import build_stage_trainer, run_stage, steps_text
 from executor_sft.llm.offline import is_offline, load_offline
 from executor_sft.llm.sources import check_source
 from executor_sft.retrieval.base import Retriever
@@ -180,25 +180,20 @@ def build_distill_trainer(
     `model`/`teacher`/`processing_class`/`train_dataset`/`retriever` override what the arguments
     would load; with neither `model` nor `teacher` given, the tokenizers are compared first.
     """
-    from trl import get_peft_config
-
     if model is None and teacher is None:
         check_distill_args(script_args, training_args, model_args)
-    if training_args.max_tool_calling_iterations is None:
-        training_args.max_tool_calling_iterations = script_args.max_searches
     dataset = train_dataset if train_dataset is not None else load_prompt_dataset(script_args)
     retriever = retriever if retriever is not None else load_retriever_from_args(script_args)
-    model, processing_class = trainer_policy(model_args, training_args, model, processing_class)
-    if processing_class is not None:
-        processing_class.padding_side = "left"
-    cls = trainer_cls or ExecutorDistillationTrainer
-    return cls(
+    return build_stage_trainer(
+        trainer_cls or ExecutorDistillationTrainer,
+        script_args,
+        training_args,
+        model_args,
         model=model,
-        teacher_model=teacher if teacher is not None else _teacher(training_args),
-        args=training_args,
-        train_dataset=dataset,
         processing_class=processing_class,
-        peft_config=get_peft_config(model_args),
+        pad_left=True,
+        teacher_model=teacher if teacher is not None else _teacher(training_args),
+        train_dataset=dataset,
         tools=[search_tool(retriever, script_args.retriever_top_k)],
         callbacks=callbacks,
     )

@@ -8,12 +8,51 @@ below them decides where a stage starts).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from executor_sft.grpo.card import stage_settings, write_stage_card
+from executor_sft.grpo.policy import trainer_policy
 from executor_sft.sft.card import TrainingStage
 from executor_sft.sft.checkpoints import begin_stage
+
+logger = logging.getLogger(__name__)
+
+
+def build_stage_trainer(
+    trainer_cls: type,
+    script_args: Any,
+    training_args: Any,
+    model_args: Any,
+    *,
+    model: Any = None,
+    processing_class: Any = None,
+    pad_left: bool = False,
+    **trainer_kwargs: Any,
+):
+    """The stage's TRL trainer on the policy `trainer_policy` resolves, as GRPO and distillation both build it.
+
+    Unset `max_tool_calling_iterations` becomes `max_searches`: K = max_searches + 1 turns, every
+    budgeted search and then the report. ModelConfig's LoRA applies, and its quantization when TRL
+    loads the model. `pad_left` makes left padding the tokenizer's default, for a trainer that
+    generates with it; `trainer_kwargs` are the stage's own (dataset, tools, rewards, callbacks)."""
+    from trl import get_peft_config, get_quantization_config
+
+    if training_args.max_tool_calling_iterations is None:
+        training_args.max_tool_calling_iterations = script_args.max_searches
+        logger.info("max_tool_calling_iterations unset: using max_searches=%d", script_args.max_searches)
+    model, processing_class = trainer_policy(model_args, training_args, model, processing_class)
+    if pad_left and processing_class is not None:
+        processing_class.padding_side = "left"
+    return trainer_cls(
+        model=model,
+        args=training_args,
+        processing_class=processing_class,
+        peft_config=get_peft_config(model_args),
+        quantization_config=get_quantization_config(model_args) if isinstance(model, str) else None,
+        **trainer_kwargs,
+    )
 
 
 def run_stage(

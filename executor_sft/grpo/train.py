@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,14 +31,12 @@ from executor_sft.grpo.arguments import (
 )
 from executor_sft.grpo.card import GRPO_STAGE
 from executor_sft.grpo.environment import SearchEnvironmentFactory
-from executor_sft.grpo.policy import trainer_policy
 from executor_sft.grpo.reward_funcs import build_reward_funcs, check_reward_weights, check_rewards
 from executor_sft.grpo.rewards import JudgeFn
-from executor_sft.grpo.stage import run_stage, steps_text
+from executor_sft.grpo.stage import build_stage_trainer, run_stage, steps_text
 from executor_sft.registry import import_path
 from executor_sft.retrieval.base import Retriever
 
-logger = logging.getLogger(__name__)
 GRPO_SETTINGS = (
     "learning_rate",
     "max_steps",
@@ -222,7 +219,7 @@ def build_grpo_trainer(
     would load (e.g. an in-memory model); `trainer_cls` may be a GRPOTrainer subclass. The
     rewards are built (and checked against `reward_weights`) before anything else loads.
     """
-    from trl import GRPOTrainer, get_peft_config, get_quantization_config
+    from trl import GRPOTrainer
 
     check_reward_weights(script_args.reward_funcs, training_args.reward_weights)
     configured_judge = functools.cache(lambda: judge if judge is not None else build_judge(script_args))
@@ -236,10 +233,6 @@ def build_grpo_trainer(
         raise ConfigError(
             f"need max_searches >= 0 and top_k >= 1, got {script_args.max_searches}, {script_args.retriever_top_k}"
         )
-    if training_args.max_tool_calling_iterations is None:
-        # K = max_searches + 1 turns: every budgeted search, then the report.
-        training_args.max_tool_calling_iterations = script_args.max_searches
-        logger.info("max_tool_calling_iterations unset: using max_searches=%d", script_args.max_searches)
     dataset = train_dataset if train_dataset is not None else load_prompt_dataset(script_args)
     check_reward_columns(rewards, dataset, training_args)
     retriever = retriever if retriever is not None else load_retriever_from_args(script_args)
@@ -249,18 +242,17 @@ def build_grpo_trainer(
         max_searches=script_args.max_searches,
         tools=tuple(script_args.tools),
     )
-    model, processing_class = trainer_policy(model_args, training_args, model, processing_class)
-    cls = trainer_cls or GRPOTrainer
-    return cls(
+    return build_stage_trainer(
+        trainer_cls or GRPOTrainer,
+        script_args,
+        training_args,
+        model_args,
         model=model,
-        reward_funcs=rewards,
-        args=training_args,
-        train_dataset=dataset,
         processing_class=processing_class,
-        peft_config=get_peft_config(model_args),
+        reward_funcs=rewards,
+        train_dataset=dataset,
         environment_factory=factory,
         callbacks=callbacks,
-        quantization_config=get_quantization_config(model_args) if isinstance(model, str) else None,
     )
 
 
