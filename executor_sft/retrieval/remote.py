@@ -30,8 +30,9 @@ class RetrievalRefused(RequestRefused):
     """The retrieval server refused this request (a 4xx such as 413): the episode's own outcome."""
 
 
-class _Malformed(Exception):
-    """A 200 whose body is not the expected result: retried like a 5xx."""
+class _Retry(Exception):
+    """An answer worth another attempt (a 5xx or 429, or a 200 that is not the expected result);
+    its text is the reason the final `RetrievalError` gives."""
 
 
 def _parse(result: list[list[Any]]) -> list[list[Hit]]:
@@ -84,26 +85,25 @@ class RemoteRetriever(Retriever):
     def _body(queries: list[str], k: int) -> dict[str, Any]:
         return {"queries": list(queries), "topk": k, "return_scores": True}
 
-    def _handle(self, r: httpx.Response) -> list[list[Hit]] | None:
-        """Parsed hits, None to retry, or raise on a refused request."""
-        if self._retry(r, "retrieve"):
-            return None
+    def _handle(self, r: httpx.Response) -> list[list[Hit]]:
+        """Parsed hits; raises `_Retry` to try again, or for a refused request."""
+        self._check(r, "retrieve")
         try:
             return _parse(r.json()["result"])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise _Malformed(
-                f"HTTP 200 that is not a result: {type(exc).__name__}: {r.text[:200]!r}"
-            ) from None
+            raise _Retry(f"HTTP 200 that is not a result: {type(exc).__name__}: {r.text[:200]!r}") from None
 
-    def _retry(self, r: httpx.Response, endpoint: str) -> bool:
-        """True for an answer worth another attempt; raises for a refused request or a wrong set-up."""
+    def _check(self, r: httpx.Response, endpoint: str) -> None:
+        """Raises `_Retry` for an answer worth another attempt, and the caller's error for a refused
+        request or a wrong set-up; returns for a success, so both POST loops only catch."""
         kind = status_kind(r.status_code)
         detail = f"{self.url}/{endpoint} answered {r.status_code}: {r.text[:500]}"
         if kind == "outcome":
             raise RetrievalRefused(detail)
         if kind == "setup":
             raise RetrievalError(detail)
-        return kind == "retry"
+        if kind == "retry":
+            raise _Retry(f"HTTP {r.status_code}: {r.text[:200]}")
 
     def _sync_client(self) -> httpx.Client:
         if self._client is None:
@@ -122,16 +122,14 @@ class RemoteRetriever(Retriever):
         return RetrievalError(f"{self.url}/{endpoint} failed after {self.max_retries + 1} attempts: {last}")
 
     def _post(self, endpoint: str, body: dict[str, Any], read):
-        """POST with retries on infrastructure failures; `read(response)` -> value, or None to retry."""
+        """POST with retries on infrastructure failures; `read(response)` -> value, or raises `_Retry`."""
         last = "no attempt"
         for attempt in range(self.max_retries + 1):
             try:
-                r = self._sync_client().post(f"{self.url}/{endpoint}", json=body)
-                value = read(r)
-                if value is not None:
-                    return value
-                last = f"HTTP {r.status_code}: {r.text[:200]}"
-            except (*TRANSPORT_ERRORS, _Malformed) as e:
+                return read(self._sync_client().post(f"{self.url}/{endpoint}", json=body))
+            except _Retry as e:
+                last = str(e)
+            except TRANSPORT_ERRORS as e:
                 last = f"{type(e).__name__}: {e}"
             if attempt < self.max_retries:
                 time.sleep(self._delay(attempt))
@@ -141,12 +139,10 @@ class RemoteRetriever(Retriever):
         last = "no attempt"
         for attempt in range(self.max_retries + 1):
             try:
-                r = await self._async_client().post(f"{self.url}/{endpoint}", json=body)
-                value = read(r)
-                if value is not None:
-                    return value
-                last = f"HTTP {r.status_code}: {r.text[:200]}"
-            except (*TRANSPORT_ERRORS, _Malformed) as e:
+                return read(await self._async_client().post(f"{self.url}/{endpoint}", json=body))
+            except _Retry as e:
+                last = str(e)
+            except TRANSPORT_ERRORS as e:
                 last = f"{type(e).__name__}: {e}"
             if attempt < self.max_retries:
                 await asyncio.sleep(self._delay(attempt))
@@ -172,23 +168,20 @@ class RemoteRetriever(Retriever):
             return []
         return await self._apost("documents", {"ids": list(doc_ids)}, self._documents)
 
-    def _documents(self, r: httpx.Response) -> list[Hit | None] | None:
+    def _documents(self, r: httpx.Response) -> list[Hit | None]:
         """A server without `/documents` (Search-R1's: 404) or without passages (501) has no
         document access, as a local retriever without passages has none: `NotImplementedError`,
         not an outage."""
         if r.status_code in (404, 501):
             raise NotImplementedError(f"{self.url} has no document access ({r.status_code}: {r.text[:200]})")
-        if self._retry(r, "documents"):
-            return None
+        self._check(r, "documents")
         try:
             return [
                 None if d is None else Hit(str(d["id"]), d.get("title", ""), d.get("text", ""), 0.0)
                 for d in r.json()["documents"]
             ]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise _Malformed(
-                f"HTTP 200 that is not documents: {type(exc).__name__}: {r.text[:200]!r}"
-            ) from None
+            raise _Retry(f"HTTP 200 that is not documents: {type(exc).__name__}: {r.text[:200]!r}") from None
 
     def close(self) -> None:
         if self._client is not None:
