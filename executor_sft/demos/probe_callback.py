@@ -21,7 +21,7 @@ import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +69,7 @@ class PlateauRule:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "patience": self.patience,
-            "diff_tol": self.diff_tol,
-            "loss_tol": self.loss_tol,
-            "min_epochs": self.min_epochs,
-        }
+        return asdict(self)
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
