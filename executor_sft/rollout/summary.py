@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from executor_sft.agents.tools import OPEN_DOCUMENT_TOOL_NAME
@@ -66,6 +66,17 @@ class InvocationStats:
         return out
 
 
+def _add_counts(ours: RoleStats | InvocationStats, theirs: RoleStats | InvocationStats) -> None:
+    """Add `theirs` into `ours` field by field: these stats hold only counts (numbers and Counters),
+    so merging disjoint episodes' stats is addition, and a count added later merges too."""
+    for f in fields(ours):
+        count = getattr(ours, f.name)
+        if isinstance(count, Counter):
+            count.update(getattr(theirs, f.name))
+        else:
+            setattr(ours, f.name, count + getattr(theirs, f.name))
+
+
 @dataclass
 class CollectionStats:
     episodes: int = 0
@@ -114,23 +125,10 @@ class CollectionStats:
         self.episode_errors += other.episode_errors
         self.counterfactuals += other.counterfactuals
         self.drivers.update(other.drivers)
-        for role, inv in other.invocations.items():
-            ours = self.invocations[role]
-            ours.invocations += inv.invocations
-            ours.searches += inv.searches
-            ours.one += inv.one
-            ours.two_plus += inv.two_plus
-            ours.turns += inv.turns
-            ours.parallel_turns += inv.parallel_turns
-            ours.access_calls += inv.access_calls
+        for role, theirs in other.invocations.items():
+            _add_counts(self.invocations[role], theirs)
         for role, theirs in other.roles.items():
-            ours = self.roles[role]
-            ours.prompt_tokens += theirs.prompt_tokens
-            ours.completion_tokens += theirs.completion_tokens
-            ours.calls += theirs.calls
-            ours.runs += theirs.runs
-            ours.searches.update(theirs.searches)
-            ours.finish.update(theirs.finish)
+            _add_counts(self.roles[role], theirs)
 
     def to_dict(self) -> dict[str, Any]:
         n_questions = max(1, len(self.questions))
