@@ -21,12 +21,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from executor_sft.configfile import load_config
-from executor_sft.data.selection import select_questions
-from executor_sft.episode_runner import work_items
 from executor_sft.eval.cells import cell_config, read_base
 from executor_sft.eval.config import EvalConfig
 from executor_sft.eval.report import write_markdown
-from executor_sft.eval.runner import EPISODES_FILE, WrittenFiles, run_eval
+from executor_sft.eval.runner import WrittenFiles, run_eval
 from executor_sft.jsonl import write_json
 from executor_sft.llm.pool import ModelPool
 from executor_sft.metrics.table import at_k
@@ -34,7 +32,6 @@ from executor_sft.metrics.tokens import subagent_tokens, system_runs
 from executor_sft.preflight import Part
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import Episode
-from executor_sft.store import read_episodes
 
 BUDGET_MD = "budget_sweep.md"
 BUDGET_JSON = "budget_sweep.json"
@@ -229,12 +226,7 @@ def run_budget_sweep(
     rows = []
     for point in build_points(sweep):
         run = run_eval(point.config, pool=pool, retriever=retriever, progress=progress)
-        wanted = {
-            w.episode_id for w in work_items(select_questions(point.config.questions), point.config.samples)
-        }
-        records = read_episodes(run.output_dir / EPISODES_FILE)
-        episodes = [Episode.model_validate(r) for r in records if r["episode_id"] in wanted]
-        rows.append(score_point(point, episodes))
+        rows.append(score_point(point, run.episodes))
         write_markdown(budget_markdown(sweep.name, rows), out / BUDGET_MD)
     write_json(
         out / BUDGET_JSON, {"name": sweep.name, "metric": sweep.metric, "rows": [asdict(r) for r in rows]}

@@ -28,14 +28,12 @@ from executor_sft.errors import ConfigError, UserError
 from executor_sft.eval.aggregate import has_subquery
 from executor_sft.eval.config import JUDGE_ROLE, EvalConfig
 from executor_sft.eval.report import write_markdown
-from executor_sft.eval.runner import EPISODES_FILE, run_eval, select_questions
+from executor_sft.eval.runner import run_eval, select_questions
 from executor_sft.jsonl import InputError, write_json
 from executor_sft.llm.config import ModelConfig
 from executor_sft.llm.pool import ModelPool
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import Episode
-from executor_sft.schema import episode_id as make_episode_id
-from executor_sft.store import read_episodes
 
 EVAL_SET_JSON = "eval_set.json"
 EVAL_SET_MD = "eval_set.md"
@@ -171,14 +169,7 @@ def build_eval_set(
         raise UserError(
             f"{reference.out}: {len(run.failed)} reference episode(s) failed; rerun the same command to retry"
         )
-    questions = select_questions(reference.questions)
-    wanted = {make_episode_id(q.id, s) for q in questions for s in range(reference.samples)}
-    episodes = [
-        e
-        for e in (Episode.model_validate(r) for r in read_episodes(reference.out / EPISODES_FILE))
-        if e.episode_id in wanted
-    ]
-    result = decide(questions, episodes, config.name)
+    result = decide(select_questions(reference.questions), run.episodes, config.name)
     result.source = {
         "questions": [q.model_dump(mode="json", exclude={"ids_file"}) for q in reference.questions],
         "models": {role: m.label() for role, m in reference.models.items()},

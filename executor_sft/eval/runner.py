@@ -112,6 +112,8 @@ class EvalRun(WrittenFiles):
     skipped: int = 0
     failed: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    episodes: list[Episode] = field(default_factory=list, repr=False)
+    """The episodes scored: the config's questions and samples (the file may hold others)."""
 
     FILES: ClassVar[dict[str, str]] = {
         "episodes": EPISODES_FILE,
@@ -333,6 +335,7 @@ def run_eval(
         skipped=report.skipped,
         failed=failed,
         seconds=time.perf_counter() - start,
+        episodes=episodes,
     )
 
 
