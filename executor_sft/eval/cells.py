@@ -1,5 +1,6 @@
-"""What the sweeps share (`eval.sweep` over model pairs, `eval.budget_sweep` over budgets): the
-base eval config they start from, and one validated `EvalConfig` per cell.
+"""What the runs built from a base eval config share (`eval.sweep` over model pairs,
+`eval.budget_sweep` over budgets, `eval.eval_set`'s reference run): the base config they start
+from, the driver-only pipeline, and one validated `EvalConfig` per cell.
 """
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ from executor_sft.eval.config import EvalConfig
 def read_base(base: str | dict[str, Any]) -> dict[str, Any]:
     """The base eval config (a YAML path or an inline mapping) as a new dict, for cells to replace fields of."""
     return read_yaml(base) if isinstance(base, str) else dict(base)
+
+
+def driver_pipeline(base: dict[str, Any]) -> dict[str, Any]:
+    """The base's pipeline with its driver as the only executor role: a cell evaluates one
+    executor, so no shadow role runs beside it."""
+    pipeline = dict(base.get("pipeline") or {})
+    driver = pipeline.get("driver", "executor")
+    pipeline.update(executor_roles=[driver], driver=driver)
+    return pipeline
 
 
 def cell_config(base: dict[str, Any], where: str, **fields: Any) -> EvalConfig:

@@ -19,13 +19,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from executor_sft.configfile import load_config, read_yaml, validation_message
+from executor_sft.configfile import load_config
 from executor_sft.data.idlist import ids_digest
 from executor_sft.data.selection import QuestionSource
-from executor_sft.errors import ConfigError, UserError
+from executor_sft.errors import UserError
 from executor_sft.eval.aggregate import has_subquery
+from executor_sft.eval.cells import cell_config, driver_pipeline, read_base
 from executor_sft.eval.config import JUDGE_ROLE, EvalConfig
 from executor_sft.eval.report import write_markdown
 from executor_sft.eval.runner import run_eval, select_questions
@@ -100,31 +101,25 @@ def load_eval_set_config(path: str | Path, sets: list[str] | None = None) -> Eva
 
 def reference_config(config: EvalSetConfig) -> EvalConfig:
     """The reference run's EvalConfig: the base config with the reference models, ids_file dropped."""
-    base = read_yaml(config.base) if isinstance(config.base, str) else dict(config.base)
+    base = read_base(config.base)
     models = {k: ModelConfig.model_validate(v) for k, v in (base.get("models") or {}).items()}
     models.update(config.models)
     models.pop(JUDGE_ROLE, None)  # the rule needs no verdicts
-    pipeline = dict(base.get("pipeline") or {})
-    driver = pipeline.get("driver", "executor")
-    pipeline.update(executor_roles=[driver], driver=driver)
     if config.questions is not None:
         questions = [q.model_dump(mode="json") | {"ids_file": None} for q in config.questions]
     else:
         questions = [{**q, "ids_file": None} for q in base.get("questions") or []]
-    data = {
-        **base,
-        "name": f"{config.name}-reference",
-        "output_dir": str(Path(config.output_dir) / "reference"),
-        "mode": "pipeline",
-        "samples": config.samples,
-        "questions": questions,
-        "pipeline": pipeline,
-        "models": {k: v.model_dump() for k, v in models.items()},
-    }
-    try:
-        return EvalConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(validation_message(f"eval set {config.name}, reference run", exc)) from None
+    return cell_config(
+        base,
+        f"eval set {config.name}, reference run",
+        name=f"{config.name}-reference",
+        output_dir=str(Path(config.output_dir) / "reference"),
+        mode="pipeline",
+        samples=config.samples,
+        questions=questions,
+        pipeline=driver_pipeline(base),
+        models={k: v.model_dump() for k, v in models.items()},
+    )
 
 
 def decide(questions, episodes: list[Episode], name: str = "eval-set") -> EvalSet:

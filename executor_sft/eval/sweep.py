@@ -24,7 +24,7 @@ from executor_sft.data.idlist import ids_digest, read_ids
 from executor_sft.data.selection import QuestionSource
 from executor_sft.errors import ConfigError
 from executor_sft.eval.aggregate import EvalResults
-from executor_sft.eval.cells import cell_config, read_base
+from executor_sft.eval.cells import cell_config, driver_pipeline, read_base
 from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
 from executor_sft.eval.plots import Point, plot_capacity, plot_pareto, plot_role_curves
 from executor_sft.eval.report import sweep_markdown, write_markdown
@@ -181,9 +181,8 @@ def build_cells(sweep: SweepConfig) -> list[Cell]:
     base = _base_dict(sweep)
     base_models = {k: ModelConfig.model_validate(v) for k, v in (base.get("models") or {}).items()}
     judge = {JUDGE_ROLE: base_models[JUDGE_ROLE]} if JUDGE_ROLE in base_models else {}
-    pipeline = dict(base.get("pipeline") or {})
-    driver = pipeline.get("driver", "executor")
-    pipeline.update(executor_roles=[driver], driver=driver)
+    pipeline = driver_pipeline(base)
+    driver = pipeline["driver"]
     out = sweep.cells_path
     cells: list[Cell] = []
 
