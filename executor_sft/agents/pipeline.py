@@ -522,12 +522,9 @@ async def run_counterfactual(
         run_role=run_role,
         counterfactual_of=run.run_id,
     )
-    if config.outcome.mode == "replay":
-        if models is None:
-            raise ValueError("outcome.mode 'replay' needs models= (backbone, answerer, driver)")
-        new.outcome = await answer_with_replay(
-            episode, new, {**models, ANSWERER: answerer}, retriever, config=config, judge=judge
-        )
-    else:
-        new.outcome = await answer_with_substitution(episode, new, answerer, config=config, judge=judge)
+    if config.outcome.mode == "replay" and models is None:
+        raise ValueError("outcome.mode 'replay' needs models= (backbone, answerer, driver)")
+    new.outcome = await label_outcome(
+        episode, new, {**(models or {}), ANSWERER: answerer}, retriever, config=config, judge=judge
+    )
     return new
