@@ -22,7 +22,12 @@ from executor_sft.rollout import CollectConfig, collect
 from executor_sft.store import read_episodes
 from executor_sft.synthetic import scripted_models
 
-TIMEOUT_S = 1.0
+TIMEOUT_S = 2.0
+"""The client's timeout: a healthy reply from the in-process server takes well under it even on a
+loaded 2-core machine (at 1 s, one did not, and a resume failed five attempts in a row)."""
+RESUME_RETRIES = 8
+"""Retries of the resume that must finish everything: at ~20% failures, all 9 attempts of one call
+fail with probability 0.2**9 (5e-7)."""
 N_QUESTIONS = 8
 
 
@@ -153,7 +158,7 @@ def test_failures_that_outlast_retries_are_left_for_a_resume_not_stored(
         ("HTTP 429" in a["error"]) or ("HTTP 500" in a["error"]) or ("timeout" in a["error"])
         for a in attempts
     )
-    again, _ = collect_over_http(world_dir, world_bm25, server, max_retries=4, out=tmp_path)
+    again, _ = collect_over_http(world_dir, world_bm25, server, max_retries=RESUME_RETRIES, out=tmp_path)
     assert again.failed == [] and again.written == len(result.failed)
     episodes = list(read_episodes(result.path))
     assert sorted(e["episode_id"] for e in episodes) == sorted({e["episode_id"] for e in episodes})
