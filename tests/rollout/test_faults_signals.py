@@ -108,7 +108,13 @@ def test_ctrl_c_in_collect_keeps_what_finished_and_says_how_to_resume(served, wo
     assert line == (
         f"interrupted: {len(kept)} finished episodes are kept in {rollouts}; run the same command again to resume"
     )
-    assert 1 <= len(kept) < N and assert_complete(rollouts, len(kept))
+    # Seen once in an idle CI run with 2 workers: 0 kept after a part file had held a line. Say
+    # where the episodes are if it happens again: still in part files (the next run merges them) or gone.
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert 1 <= len(kept) < N, (
+        f"kept {len(kept)}; {_part_lines(out)} lines in part files; files {left}; {stderr[-2000:]}"
+    )
+    assert assert_complete(rollouts, len(kept))
     endpoints.control.delay_s = 0.0
     again = run_recipe("collect_rollouts.py", "--config", str(config), timeout=180)
     assert again.returncode == 0, again.stderr[-3000:]
