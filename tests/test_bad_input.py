@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from slow import launches
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLLOUTS = ROOT / "data" / "rollouts.jsonl"
@@ -359,7 +360,7 @@ def bm25_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "idx"
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [launches(c.recipe, c, id=c.name) for c in CASES])
 def test_bad_input(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     if case.recipe == "collect_rollouts.py":
         shutil.copytree(request.getfixturevalue("bm25_index"), tmp_path / "idx")
@@ -435,6 +436,7 @@ def test_collect_good_input_passes_the_checks(tmp_path: Path, bm25_index: Path) 
     assert rollouts.read_bytes().endswith(b'{"torn last')
 
 
+@pytest.mark.slow
 def test_sft_good_data_passes_the_check(tmp_path: Path) -> None:
     """The same location with good rows passes the pre-model check; the bad run wrote no model dir."""
     from executor_sft.sft.data import check_sft_data
@@ -447,6 +449,7 @@ def test_sft_good_data_passes_the_check(tmp_path: Path) -> None:
     check_sft_data(data)
 
 
+@pytest.mark.slow
 def test_a_typo_near_a_known_key_is_named(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text("max_step: 2\n", encoding="utf-8")
     proc = run_recipe("sft_executor.py", "--config", str(tmp_path / "c.yaml"))

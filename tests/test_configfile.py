@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from slow import launches
 
 from executor_sft.configfile import apply_overrides, read_yaml
 from executor_sft.errors import ConfigError
@@ -100,11 +101,14 @@ def test_trl_recipe_flags_are_never_abbreviated_and_a_typo_names_the_flag(capsys
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (
+        launches(
+            "sft_executor",
             ["recipes/sft_executor.py", "--max_step", "2"],
             "unknown option '--max_step': did you mean '--max_steps'?",
+            id="trl-flag-abbreviated",
         ),
-        (
+        launches(
+            "evaluate",
             [
                 "recipes/evaluate.py",
                 "--config",
@@ -113,13 +117,15 @@ def test_trl_recipe_flags_are_never_abbreviated_and_a_typo_names_the_flag(capsys
                 "pipeline.max_turn=3",
             ],
             "field 'pipeline.max_turn'",
+            id="config-key-typo",
         ),
-        (
+        launches(
+            "evaluate",
             ["recipes/evaluate.py", "--config", "recipes/configs/eval_minibench_smollm2.yaml", "--conc", "8"],
             "--conc",
+            id="config-recipe-flag-abbreviated",
         ),
     ],
-    ids=["trl-flag-abbreviated", "config-key-typo", "config-recipe-flag-abbreviated"],
 )
 def test_the_recipes_refuse_abbreviations_and_typos_in_one_line(argv, needle) -> None:
     """The cases a new user met, through the recipes as the docs run them: nothing is guessed."""

@@ -65,4 +65,6 @@ def test_every_headline_figure_is_in_the_result_it_links():
         source = REPO / re.search(r"\]\(([^)#]+)", bench).group(1)
         where = source.read_text(encoding="utf-8") + timings
         for number in re.findall(r"\d+(?:[.,]\d+)*", result.split("see [")[0]):
-            assert number in where, f"README headline {number!r} is not in {source.name} or docs/timings.md: {row}"
+            assert number in where, (
+                f"README headline {number!r} is not in {source.name} or docs/timings.md: {row}"
+            )

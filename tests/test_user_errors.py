@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from slow import launches
 
 from executor_sft.data.idlist import read_ids
 from executor_sft.data.questions import QuestionFormatError
@@ -89,7 +90,7 @@ def run_raising(recipe: str, kind: str, tmp: Path) -> subprocess.CompletedProces
     )
 
 
-@pytest.mark.parametrize("recipe", sorted(RECIPES))
+@pytest.mark.parametrize("recipe", [launches(r, r, id=r) for r in sorted(RECIPES)])
 def test_a_bug_keeps_its_traceback(recipe: str, tmp_path: Path) -> None:
     proc = run_raising(recipe, "bug", tmp_path)
     assert proc.returncode == 1, proc.stderr
@@ -97,7 +98,7 @@ def test_a_bug_keeps_its_traceback(recipe: str, tmp_path: Path) -> None:
     assert proc.stderr.rstrip().endswith("ValueError: a bug deep inside the run")
 
 
-@pytest.mark.parametrize("recipe", sorted(RECIPES))
+@pytest.mark.parametrize("recipe", [launches(r, r, id=r) for r in sorted(RECIPES)])
 def test_a_user_error_is_one_line_and_exit_2(recipe: str, tmp_path: Path) -> None:
     proc = run_raising(recipe, "user", tmp_path)
     assert proc.returncode == 2, proc.stderr

@@ -3,6 +3,7 @@
 import asyncio
 import threading
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -102,6 +103,7 @@ def _logits_agree_where_tokens_differ(model, tokenizer, prompts, plain, reused) 
         assert top2[0] - top2[1] < 1e-3, f"turn {turn} step {j}: tokens differ without a near-tie"
 
 
+@pytest.mark.slow
 def test_three_greedy_turns_with_reuse_give_the_tokens_of_a_full_prefill(smollm2):
     model, tokenizer = smollm2
     plain = TransformersChatModel(model, tokenizer, prefix_cache_tokens=0)

@@ -77,6 +77,7 @@ def test_an_output_under_a_file_is_one_line(tmp_path: Path, corpus: Path):
     assert (tmp_path / "afile").read_bytes() == b"x\n"
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_build_is_one_line_and_the_rerun_completes(tmp_path: Path):
     """A real SIGINT once the build has started: exit 130, one `interrupted:` line, no traceback;
     the output is absent (never half-written) and the same command then builds it."""

@@ -157,6 +157,7 @@ def test_a_second_launch_fails_naming_the_first_or_waits_for_it(world_dir, serve
     assert summary["episodes"] == N_QUESTIONS and summary["questions"] == N_QUESTIONS
 
 
+@pytest.mark.slow
 def test_a_resume_with_an_edited_config_is_refused_naming_what_changed(world_dir, served, tmp_path):
     out = tmp_path / "out"
     first = _config(world_dir, served, out)

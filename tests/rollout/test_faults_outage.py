@@ -88,6 +88,7 @@ def test_backbone_outage_mid_run_then_a_resume_finishes_every_episode(world, wor
     assert _inputs(*inputs) == inputs
 
 
+@pytest.mark.slow
 def test_retrieval_server_stopped_mid_run_then_a_resume_finishes_every_episode(
     world, world_dir, retrieval, tmp_path
 ):

@@ -86,6 +86,7 @@ def test_one_slow_documents_answer_is_retried_within_the_call(served, tmp_path):
     assert lines(tmp_path / "out" / "rollouts.attempts.jsonl") == []
 
 
+@pytest.mark.slow
 def test_documents_slow_on_every_attempt_leave_the_episodes_to_a_resume(served, tmp_path):
     retrieval, config = served
     retrieval.documents_delays = [3 * TIMEOUT_S] * 1000

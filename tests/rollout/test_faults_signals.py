@@ -53,6 +53,7 @@ def _part_lines(out: Path) -> int:
     return sum(p.read_bytes().count(b"\n") for p in out.glob(".rollouts.workers/*/rollouts.jsonl"))
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_parent_stops_both_workers(served, world_dir, tmp_path):
     endpoints, retriever = served
     endpoints.control.delay_s = 0.3  # the workers' share would take them half a minute
@@ -83,7 +84,7 @@ def test_sigterm_to_the_parent_stops_both_workers(served, world_dir, tmp_path):
     assert_complete(out / "rollouts.jsonl", 2 * N)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])  # 2: two spawned workers
 def test_ctrl_c_in_collect_keeps_what_finished_and_says_how_to_resume(served, world_dir, tmp_path, workers):
     endpoints, retriever = served
     endpoints.control.delay_s = 0.05
@@ -122,6 +123,7 @@ def test_ctrl_c_in_collect_keeps_what_finished_and_says_how_to_resume(served, wo
     assert (world_dir / "questions.jsonl").read_bytes() == questions
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_evaluate_keeps_what_finished_and_says_how_to_resume(served, world_dir, tmp_path):
     endpoints, retriever = served
     endpoints.control.delay_s = 0.05

@@ -135,6 +135,7 @@ def test_soft_capped_logits_are_refused(tiny_model):
 
 
 @pytest.mark.skipif(not cpu_has_native_bf16(), reason="this CPU has no bf16 in hardware (AVX512-BF16/AMX)")
+@pytest.mark.slow
 def test_bf16_autocast_gives_the_fp32_loss_within_bf16_rounding(smollm2, real_batch):
     """The fast path's bf16 autocast over fp32 weights (what `--bf16 true --use_cpu true` runs)
     keeps the gathered loss within bf16's ~3 significant digits of fp32's."""

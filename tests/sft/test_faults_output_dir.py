@@ -18,6 +18,7 @@ from executor_sft.sft.output_dir import MARKER
 from executor_sft.testing.disks import remount, small_tmpfs
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # every test launches the SFT recipe (tests/slow.py)
 
 
 @pytest.fixture()

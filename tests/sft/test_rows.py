@@ -87,6 +87,7 @@ def test_parallel_calls_may_be_answered_in_any_order():
         validate_row(without_ids, "x")  # answered by position is a guess: tests/test_tool_protocol.py
 
 
+@pytest.mark.slow
 def test_the_recipe_stops_on_a_broken_row_with_one_line_before_the_model_loads(tmp_path):
     bad = _row()
     _end_on_tool(bad)

@@ -67,6 +67,7 @@ def test_a_row_breaking_the_protocol_is_refused_naming_file_line_and_message(
     assert str(info.value).startswith(f"{path}:2: field {problem}")
 
 
+@pytest.mark.slow
 def test_the_recipe_stops_on_shared_call_ids_with_one_line(tmp_path):
     data = write_jsonl(tmp_path / "sft.jsonl", [_row(), _row(_shared_id)])
     before = data.read_bytes()

@@ -157,6 +157,7 @@ def test_tokenizer_without_markers_is_refused(smollm2, row_two_searches):
         tokenize_example(row_two_searches, tok)
 
 
+@pytest.mark.slow
 def test_the_trainer_tokenises_exactly_as_tokenize_example(sft_rows, qwen3_tokenizer):
     """`prepare_dataset` (what the trainer trains on) gives the masks `tokenize_example` gives,
     long rows included (a short max_length makes passages shorten)."""
