@@ -5,9 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-# --no-compile: Python compiles the modules it imports on first use; compiling every installed file
-# up front (Ray, DeepSpeed, transformers) took a third of this set-up (98 s -> 65 s on 2 cores).
-pip_install() { $PY -m pip install --quiet --no-compile --disable-pip-version-check "$@" 2> >(grep -v "^WARNING: Location" >&2); }
+pip_install() { $PY -m pip install --quiet --disable-pip-version-check "$@" 2> >(grep -v "^WARNING: Location" >&2); }
 step() { echo "[setup] $*"; }
 step "1/3 torch 2.13.0 (CPU wheel)"
 pip_install "torch==2.13.0"
