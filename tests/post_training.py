@@ -17,12 +17,12 @@ import importlib.util
 import math
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from forkserver import run_script
 from transformers import LogitsProcessor, LogitsProcessorList
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +121,7 @@ def load_recipe(name: str):
 def run_recipe(name: str, *args: str, expect: int = 0, timeout: int = 1200):
     """`python recipes/<name>.py ARGS` in a subprocess from the repository root; checks its exit status."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRL_EXPERIMENTAL_SILENCE": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(
+    proc = run_script(
         [sys.executable, str(ROOT / "recipes" / f"{name}.py"), *args],
         cwd=ROOT,
         env=env,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 from slow import launches
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +30,7 @@ def _head(path: Path, n: int) -> bytes:
 
 def run_recipe(recipe: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
+    return run_script(
         [sys.executable, f"recipes/{recipe}", *args],
         cwd=ROOT,
         env=env,

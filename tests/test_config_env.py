@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 
 from executor_sft.configfile import read_yaml
 from executor_sft.errors import ConfigError
@@ -75,7 +75,7 @@ def test_a_trl_recipe_config_expands_the_same_way(tmp_path):
     )
     env = {**os.environ, "MY_ROLLOUTS_DIR": str(where), "HF_HUB_OFFLINE": "1"}
     env.pop("MY_OUT", None)
-    proc = subprocess.run(
+    proc = run_script(
         [sys.executable, "recipes/filter_trajectories.py", "--config", str(config)],
         cwd=REPO_ROOT,
         env=env,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 from slow import launches
 
 from executor_sft.configfile import apply_overrides, read_yaml
@@ -130,11 +131,10 @@ def test_trl_recipe_flags_are_never_abbreviated_and_a_typo_names_the_flag(capsys
 def test_the_recipes_refuse_abbreviations_and_typos_in_one_line(argv, needle) -> None:
     """The cases a new user met, through the recipes as the docs run them: nothing is guessed."""
     import os
-    import subprocess
     import sys
 
     repo = Path(__file__).resolve().parents[1]
-    proc = subprocess.run(
+    proc = run_script(
         [sys.executable, *argv],
         cwd=repo,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.preflight import Part, problems
@@ -36,7 +37,7 @@ def run(recipe: str, *args: str, drop_env: tuple[str, ...] = ()) -> tuple[subpro
     for name in drop_env:
         env.pop(name, None)
     start = time.monotonic()
-    proc = subprocess.run(
+    proc = run_script(
         [sys.executable, f"recipes/{recipe}", *args],
         cwd=REPO,
         env=env,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted((REPO / "recipes").glob("*.py"))
@@ -27,7 +27,7 @@ EXAMPLE = re.compile(r"^\s*(python3? |accelerate launch )\S*(recipes/|-m )", re.
 
 
 def _help(recipe: Path) -> str:
-    proc = subprocess.run(
+    proc = run_script(
         [sys.executable, str(recipe), "--help"], capture_output=True, text=True, timeout=300, cwd=REPO
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -82,7 +82,7 @@ def test_make_sample_data_reads_a_config_that_flags_override(tmp_path):
 def test_make_sample_data_refuses_an_unknown_config_key(tmp_path):
     cfg = tmp_path / "sample.yaml"
     cfg.write_text("entites: 120\n", encoding="utf-8")
-    proc = subprocess.run(
+    proc = run_script(
         [sys.executable, "recipes/make_sample_data.py", "--config", str(cfg), "--out", str(tmp_path / "o")],
         capture_output=True,
         text=True,

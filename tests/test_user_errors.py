@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 from slow import launches
 
 from executor_sft.data.idlist import read_ids
@@ -107,7 +108,7 @@ def test_a_user_error_is_one_line_and_exit_2(recipe: str, tmp_path: Path) -> Non
 
 
 def test_a_bad_set_override_is_one_line(tmp_path: Path) -> None:
-    proc = subprocess.run(
+    proc = run_script(
         [
             sys.executable,
             "recipes/evaluate.py",

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 
 from executor_sft.eval.budget_sweep import BudgetSweepConfig, load_rows
 from executor_sft.synthetic import write_world
@@ -19,7 +20,7 @@ CONFIG = REPO / "recipes" / "configs" / "sweep_width_synthetic.yaml"
 
 def _recipe(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
+    return run_script(
         [sys.executable, str(REPO / "recipes" / "budget_sweep.py"), *args, "--no_progress"],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 
 from executor_sft.testing.disks import remount, small_tmpfs
 
@@ -32,7 +33,7 @@ def filter_cmd(rollouts: Path, output: Path, report: Path | None = None) -> list
 
 
 def run_filter(rollouts: Path, output: Path, report: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_script(
         filter_cmd(rollouts, output, report), cwd=REPO, capture_output=True, text=True, timeout=300
     )
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 
 from executor_sft.filters import STRATA, FilterConfig, filter_episodes, iter_jsonl
 from executor_sft.testing.docs import write_doc_module
@@ -23,7 +24,7 @@ PAPER = ["single_search", "info_gain_multi_search"]
 
 def _filter(tmp_path: Path, *strata: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
-    return subprocess.run(
+    return run_script(
         [sys.executable, str(RECIPE), "--rollouts", str(ROLLOUTS), "--output", str(tmp_path / "sft.jsonl"),
          "--report", str(tmp_path / "report.json"), "--strata", *strata],
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,

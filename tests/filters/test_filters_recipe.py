@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from filters_helpers import episode, run
+from forkserver import run_script
 
 from executor_sft.filters import FilterConfig, filter_episodes, iter_jsonl
 from executor_sft.store import EpisodeStore
@@ -41,7 +42,7 @@ def _write_rollouts(path: Path) -> None:
 
 
 def _recipe(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(RECIPE), *args], capture_output=True, text=True, timeout=120)
+    return run_script([sys.executable, str(RECIPE), *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.slow

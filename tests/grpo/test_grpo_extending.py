@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from forkserver import run_script
 from post_training import NUM_GENERATIONS, ROOT, SUB_QUERIES, Script, install_script, load_recipe
 
 from executor_sft.grpo import build_grpo_trainer, clp_reward, to_dataset
@@ -98,7 +99,7 @@ def test_docs_reward_weighted_next_to_clp_in_a_real_run(
 
 def run_grpo_recipe(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
+    return run_script(
         [
             sys.executable,
             "recipes/grpo_executor.py",

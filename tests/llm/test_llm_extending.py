@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fastapi import FastAPI
+from forkserver import run_script
 
 from executor_sft.llm import BACKENDS, ModelConfig
 from executor_sft.llm.server import BackgroundServer, create_app
@@ -78,7 +79,7 @@ def _collect(tmp_path: Path, config: dict) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "collect.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     pythonpath = os.pathsep.join([str(tmp_path), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
-    return subprocess.run(
+    return run_script(
         [sys.executable, "recipes/collect_rollouts.py", "--config", str(path)],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": pythonpath, "HF_HUB_OFFLINE": "1"},

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 
 from executor_sft.retrieval import Manifest, load_retriever
 from executor_sft.testing.disks import remount, small_tmpfs
@@ -32,7 +33,7 @@ def corpus(tmp_path: Path) -> Path:
 
 def build(corpus: Path, output: Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, str(RECIPE), "--corpus", str(corpus), "--output", str(output), "--bm25"]
-    return subprocess.run(
+    return run_script(
         cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300
     )
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 
 from executor_sft.retrieval import Manifest, build_index, load_retriever
 from executor_sft.retrieval.bm25 import BM25Retriever
@@ -35,7 +36,7 @@ def write_corpus(path: Path, n: int, topic: str) -> Path:
 def run_recipe(*args: object) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, str(RECIPE), *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    return run_script(cmd, capture_output=True, text=True, env=env, timeout=300)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:

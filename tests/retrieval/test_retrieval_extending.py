@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from forkserver import run_script
 from pydantic import ValidationError
 from retrieval_helpers import free_port
 
@@ -133,7 +134,7 @@ def test_an_unknown_kind_in_a_recipe_is_one_line(recipe, bm25_index, tmp_path):
             encoding="utf-8",
         )
         args = ["--config", str(config)]
-    proc = subprocess.run(
+    proc = run_script(
         [sys.executable, str(ROOT / "recipes" / f"{recipe}.py"), *args],
         capture_output=True,
         text=True,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from forkserver import run_script
 from retrieval_helpers import serve
 
 from executor_sft.retrieval import build_index, load_retriever
@@ -88,7 +88,7 @@ def test_default_limits_refuse_a_10mb_query(small_bm25):
 def test_serve_recipe_bad_input_is_one_line(index_root, args, needle):
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "serve_retriever.py"
     cmd = [sys.executable, str(recipe), *(a.format(root=index_root) for a in args), "--port", "9"]
-    proc = subprocess.run(
+    proc = run_script(
         cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"}
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from forkserver import run_script
 
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.retrieval import server as retrieval_server
@@ -155,22 +156,23 @@ def write_collect_config(path: Path, world_dir: Path, models: dict, retriever: d
     return path
 
 
+RECIPE_ENV = {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
 def recipe(name: str, *args: str, **popen) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
     return subprocess.Popen(
-        [sys.executable, str(REPO / "recipes" / name), *args], cwd=REPO, env=env, text=True, **popen
+        [sys.executable, str(REPO / "recipes" / name), *args],
+        cwd=REPO,
+        env={**os.environ, **RECIPE_ENV},
+        text=True,
+        **popen,
     )
 
 
 def run_recipe(name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    proc = recipe(name, *args)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    cmd = [sys.executable, str(REPO / "recipes" / name), *args]
+    return run_script(cmd, cwd=REPO, env={**os.environ, **RECIPE_ENV}, timeout=timeout)
 
 
 def wait_for(condition, timeout: float = 60, what: str = "condition") -> None:

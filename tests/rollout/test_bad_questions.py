@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from forkserver import run_script
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = b'{"id": "q1", "question": "Who founded Velmora?", "golden_answers": ["Ada Krell"]}\n'
@@ -63,7 +64,7 @@ def _write_config(tmp: Path, questions: Path, recipe: str) -> Path:
 
 def _run(recipe: str, config: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
+    return run_script(
         [sys.executable, str(REPO / "recipes" / recipe), "--config", str(config)],
         cwd=REPO,
         env=env,

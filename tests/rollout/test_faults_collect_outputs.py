@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 
 from executor_sft.jsonl import OutputError
 from executor_sft.retrieval import build_index
@@ -52,7 +53,7 @@ output_dir: {output_dir}
 def run_collect(config: Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, str(REPO / "recipes/collect_rollouts.py"), "--config", str(config)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return run_script(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
 def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:

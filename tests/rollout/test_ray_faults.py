@@ -23,6 +23,8 @@ from executor_sft.testing.ray_cluster import free_port
 
 pytest.importorskip("ray")
 
+from forkserver import run_script
+
 from executor_sft.testing.ray_cluster import BackgroundCollection, world_models, world_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,7 +119,7 @@ output_dir: {tmp_path / "out"}
         encoding="utf-8",
     )
     start = time.monotonic()
-    proc = subprocess.run(
+    proc = run_script(
         [sys.executable, str(REPO / "recipes" / "collect_rollouts.py"), "--config", str(cfg)],
         capture_output=True,
         text=True,

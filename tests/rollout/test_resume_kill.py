@@ -12,6 +12,7 @@ import time
 from collections import defaultdict
 
 import pytest
+from forkserver import run_script
 
 QUESTIONS, SAMPLES = 12, 2
 
@@ -86,7 +87,7 @@ def test_sigkill_at_several_points_then_resume(world_dir, tmp_path):
         assert proc.returncode == -signal.SIGKILL
         assert kill_after <= complete_lines(rollouts) < total, "the kill must land mid-collection"
 
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+    done = run_script(cmd, capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     written, skipped, failed = map(int, done.stdout.split("DONE")[1].split())
     assert failed == 0 and written + skipped == total and skipped >= 12

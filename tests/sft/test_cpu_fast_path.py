@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from forkserver import run_script
 from trl.trainer.utils import add_fused_lm_head
 
 from executor_sft.errors import ConfigError
@@ -152,10 +153,9 @@ def test_bf16_autocast_gives_the_fp32_loss_within_bf16_rounding(smollm2, real_ba
 def test_print_fast_flags_are_the_recipes_own_flags():
     """`accelerate launch recipes/sft_executor.py $(python bench/cpu_fast_path.py --print_fast_flags)`:
     the printed line parses as the recipe's arguments and turns on every fast-path option."""
-    import subprocess
     import sys
 
-    printed = subprocess.run(
+    printed = run_script(
         [sys.executable, str(REPO / "bench" / "cpu_fast_path.py"), "--print_fast_flags"],
         capture_output=True,
         text=True,

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 from rowgen import make_rows, write_jsonl
 
 from executor_sft.sft.output_dir import MARKER
@@ -35,7 +36,7 @@ def run_sft(data: Path, output_dir: Path, *extra: str) -> subprocess.CompletedPr
         "--use_cpu", "true", "--disable_tqdm", "true", *extra,
     ]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    return run_script(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 
 def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 from rowgen import make_rows, write_jsonl
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
@@ -35,7 +36,7 @@ def _cmd(data: Path, out: Path, *extra: str) -> list[str]:
 
 
 def _run(data: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_script(
         _cmd(data, out, *extra),
         env=ENV,
         capture_output=True,

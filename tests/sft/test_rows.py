@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import copy
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 from rowgen import make_row, write_jsonl
 
 from executor_sft.sft import RowError, read_sft_jsonl, validate_row
@@ -93,7 +93,7 @@ def test_the_recipe_stops_on_a_broken_row_with_one_line_before_the_model_loads(t
     _end_on_tool(bad)
     data = write_jsonl(tmp_path / "sft.jsonl", [_row(), _row(), bad])
     before = data.read_bytes()
-    proc = subprocess.run(
+    proc = run_script(
         [sys.executable, str(REPO / "recipes/sft_executor.py"), "--model_name_or_path", "offline:tiny-qwen3",
          "--dataset_name", str(data), "--output_dir", str(tmp_path / "model"), "--use_cpu", "true"],
         env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=600, cwd=tmp_path,

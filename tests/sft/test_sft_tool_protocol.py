@@ -6,11 +6,11 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 from rowgen import make_row, write_jsonl
 
 from executor_sft.sft import RowError, read_sft_jsonl
@@ -71,7 +71,7 @@ def test_a_row_breaking_the_protocol_is_refused_naming_file_line_and_message(
 def test_the_recipe_stops_on_shared_call_ids_with_one_line(tmp_path):
     data = write_jsonl(tmp_path / "sft.jsonl", [_row(), _row(_shared_id)])
     before = data.read_bytes()
-    proc = subprocess.run(
+    proc = run_script(
         [sys.executable, str(REPO / "recipes/sft_executor.py"), "--model_name_or_path", "offline:tiny-qwen3",
          "--dataset_name", str(data), "--output_dir", str(tmp_path / "model"), "--use_cpu", "true"],
         env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=600, cwd=tmp_path,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from forkserver import run_script
 from trl import ModelConfig, SFTConfig
 
 from executor_sft.filters import EpisodeFilter
@@ -158,7 +158,7 @@ def test_filter_recipe_reports_drift_with_the_tokenizer_and_counts_without(qwen3
         (["--fidelity_tokenizer", "offline:qwen3"], {"checked": 2, "drifted": 1}),
         ([], {"checked": 0, "drifted": 0, "unchecked": 2}),
     ):
-        out = subprocess.run(
+        out = run_script(
             [sys.executable, str(REPO / "recipes" / "filter_trajectories.py"), "--rollouts", str(rollouts),
              "--output", str(tmp_path / "sft.jsonl"), "--report", str(tmp_path / "report.json"), *flag],
             capture_output=True, text=True, cwd=REPO,
