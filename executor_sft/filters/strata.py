@@ -16,17 +16,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from executor_sft.filters import stratum
 from executor_sft.filters.config import FilterConfig
 from executor_sft.filters.predicates import is_counterfactual, needs_correction
-from executor_sft.filters.stratum import (
-    ALL_CORRECT,
-    DEFAULT_STRATA,
-    INFO_GAIN_MULTI_SEARCH,
-    SINGLE_SEARCH,
-    STRATA,
-    Stratum,
-    resolve_stratum,
-)
+from executor_sft.filters.stratum import STRATA, Stratum
 from executor_sft.schema import Episode, ExecutorRun
 
 
@@ -58,9 +51,11 @@ class EpisodeContext:
                 covered.add(sub_query_key(run))
             if run.role == config.budget1_role and run.counterfactual_of is not None:
                 cfs[run.counterfactual_of].append(run)
-        routes = [(name, resolve_stratum(name), True) for name in config.strata]
+        routes = [(name, stratum.resolve_stratum(name), True) for name in config.strata]
         routes += [
-            (name, resolve_stratum(name), False) for name in DEFAULT_STRATA if name not in config.strata
+            (name, stratum.resolve_stratum(name), False)
+            for name in stratum.DEFAULT_STRATA
+            if name not in config.strata
         ]
         return cls(
             episode=episode, config=config, covered=covered, counterfactuals=dict(cfs), routes=tuple(routes)
@@ -140,13 +135,14 @@ def all_correct(run: ExecutorRun, ctx: EpisodeContext) -> str | None:
 
 
 STRATA.register(
-    SINGLE_SEARCH, Stratum(claims=lambda run, cfg: run.n_searches == cfg.single_searches, rule=single_search)
+    stratum.SINGLE_SEARCH,
+    Stratum(claims=lambda run, cfg: run.n_searches == cfg.single_searches, rule=single_search),
 )
 STRATA.register(
-    INFO_GAIN_MULTI_SEARCH,
+    stratum.INFO_GAIN_MULTI_SEARCH,
     Stratum(claims=lambda run, cfg: run.n_searches >= cfg.min_searches, rule=info_gain_multi_search),
 )
-STRATA.register(ALL_CORRECT, Stratum(claims=lambda run, cfg: True, rule=all_correct, alone=True))
+STRATA.register(stratum.ALL_CORRECT, Stratum(claims=lambda run, cfg: True, rule=all_correct, alone=True))
 
 
 def _common_reason(run: ExecutorRun, cfg: FilterConfig) -> str | None:
@@ -168,10 +164,10 @@ def _unclaimed_reason(run: ExecutorRun, cfg: FilterConfig) -> str:
 def route(run: ExecutorRun, ctx: EpisodeContext) -> tuple[str | None, str | None]:
     """(stratum, None) for the stratum that takes the run, else (None, why not)."""
     first_reason = None
-    for name, stratum, selected in ctx.routes:
-        if not stratum.claims(run, ctx.config):
+    for name, candidate, selected in ctx.routes:
+        if not candidate.claims(run, ctx.config):
             continue
-        reason = stratum.rule(run, ctx)
+        reason = candidate.rule(run, ctx)
         if reason is None:
             return (name, None) if selected else (None, "stratum_disabled")
         first_reason = first_reason or reason
@@ -188,12 +184,12 @@ def classify_run(run: ExecutorRun, ctx: EpisodeContext) -> Decision:
     cfg = ctx.config
     if reason := _common_reason(run, cfg):
         return Decision(run, reason=reason)
-    stratum, reason = route(run, ctx)
+    taken, reason = route(run, ctx)
     if reason:
         return Decision(run, reason=reason)
     if cfg.exclude_corrected and needs_correction(run):
         return Decision(run, reason="corrected_turn")
-    return Decision(run, stratum=stratum)
+    return Decision(run, stratum=taken)
 
 
 def classify_episode(episode: Episode, config: FilterConfig) -> list[Decision]:

@@ -230,16 +230,12 @@ def _add_context(
 
 
 def grpo_examples_from_rollouts(
-    path: str | Path | Iterable[str | Path],
-    roles: tuple[str, ...] = (Role.TEACHER,),
-    require_judge: bool = True,
-    system_prompt: str | None = None,
-    top_k: int = 3,
-    max_searches: int = 2,
-    report: GRPODataReport | None = None,
+    path: str | Path | Iterable[str | Path], report: GRPODataReport | None = None, **options: Any
 ) -> list[dict[str, Any]]:
-    """GRPO rows from one or more rollouts.jsonl files (see `grpo_examples_from_episodes`), each
-    read by episode id as the filter reads it, so the rows do not depend on the order runs finished in."""
+    """GRPO rows from one or more rollouts.jsonl files, each read by episode id as the filter reads
+    it, so the rows do not depend on the order runs finished in. `options` are the keyword arguments
+    of `grpo_examples_from_episodes` (roles, require_judge, system_prompt, top_k, max_searches),
+    whose defaults apply."""
     paths = [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
     report = report if report is not None else GRPODataReport()
     for p in paths:
@@ -250,9 +246,7 @@ def grpo_examples_from_rollouts(
         for p in paths:
             yield from tqdm(iter_episodes_by_id(p), desc=f"read {p.name}", unit="ep", leave=False)
 
-    rows = grpo_examples_from_episodes(
-        episodes(), roles, require_judge, system_prompt, top_k, max_searches, report
-    )
+    rows = grpo_examples_from_episodes(episodes(), report=report, **options)
     logger.info(report.summary())
     return rows
 

@@ -166,18 +166,11 @@ def prepare_dataset(
     report = LengthReport(max_length=max_length, policy=overflow)
     fidelity = fidelity if fidelity is not None else FidelityReport("warn")
     input_ids, labels = [], []
+    fitting = {"enable_thinking": enable_thinking, "chat_template": chat_template, "overflow": overflow}
     for row in tqdm(rows, desc="tokenising SFT rows", disable=disable_progress):
         report.rows += 1
         try:
-            fit = fit_row(
-                row,
-                tokenizer,
-                max_length,
-                enable_thinking=enable_thinking,
-                chat_template=chat_template,
-                overflow=overflow,
-                min_line_tokens=min_passage_tokens,
-            )
+            fit = fit_row(row, tokenizer, max_length, min_line_tokens=min_passage_tokens, **fitting)
         except RowTooLongError as e:
             report.dropped += 1
             report.dropped_ids.append(str(row.get("source_run_id", report.rows - 1)))

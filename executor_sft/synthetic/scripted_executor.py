@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from executor_sft.agents.tools import SEARCH_TOOL_NAME
@@ -96,6 +96,7 @@ def _protocol(
     return "native", False
 
 
+@dataclass(eq=False)
 class ScriptedTeacherExecutor:
     """Scripted executor policy (a `ChatModel`) that reads the world's passages like a careful teacher.
 
@@ -106,23 +107,14 @@ class ScriptedTeacherExecutor:
       the first search already had the answer (the budget-1 re-run then succeeds).
     """
 
-    def __init__(
-        self,
-        world: World,
-        name: str = "scripted-teacher",
-        *,
-        reformulate: bool = True,
-        noise: float = 0.0,
-        extra_search_rate: float = 0.0,
-        seed: int = 0,
-    ):
-        self.world = world
-        self.name = name
-        self.reformulate = reformulate
-        self.noise = noise
-        self.extra_search_rate = extra_search_rate
-        self.seed = seed
-        self.calls = 0
+    world: World
+    name: str = "scripted-teacher"
+    _: KW_ONLY
+    reformulate: bool = True
+    noise: float = 0.0
+    extra_search_rate: float = 0.0
+    seed: int = 0
+    calls: int = field(default=0, init=False)
 
     async def chat(
         self,
