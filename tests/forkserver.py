@@ -15,7 +15,7 @@ recipe's output for import-time warnings still sees them.
 
 A launch runs as a plain subprocess instead when the server could not give the same process:
 another interpreter, `-m`/`-c`, a variable those libraries read at import (HF_*, TRANSFORMERS_*,
-TORCH*, OMP_*, ...) set differently from the server's, or `EXECUTOR_SFT_FRESH_INTERPRETERS=1`
+XDG_*, OMP_*, PYTHON*, ...) set differently from the server's, or `EXECUTOR_SFT_FRESH_INTERPRETERS=1`
 (which turns the server off for a whole run). The README and documented-command tests keep fresh
 interpreters throughout: they are where a user's first start-up is checked.
 """
@@ -46,11 +46,22 @@ PRELOAD = (
 """What every TRL recipe imports before it reads an argument (the slow part of its start)."""
 
 READ_AT_IMPORT = (
-    "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "KMP_",
-    "ACCELERATE_", "TRL_", "PEFT_", "DATASETS_", "CUDA_", "XDG_", "PYTHON", "LD_", "WANDB_", "TQDM_",
-)  # fmt: skip
-"""Prefixes of variables a pre-imported library may read once, at import: a launch whose value of
-any of them differs from the server's would not see its own, so it gets a fresh interpreter."""
+    "HF_",
+    "HUGGINGFACE_",
+    "TRANSFORMERS_",
+    "TORCH_HOME",
+    "XDG_",
+    "PYTHON",
+    "OMP_",
+    "MKL_",
+    "LD_",
+    "CUDA_",
+)
+"""Prefixes of variables a pre-imported library (or the interpreter) reads once, at start-up: cache
+and hub locations, offline switches, thread counts, interpreter options. A launch whose value of
+any of them differs from the server's would not see its own, so it gets a fresh interpreter.
+Variables the libraries set for themselves in a running process (ACCELERATE_MIXED_PRECISION from
+TrainingArguments, KMP_* and TORCHINDUCTOR_CACHE_DIR from torch) are read when used, and pass."""
 
 FRESH = "EXECUTOR_SFT_FRESH_INTERPRETERS"
 
@@ -68,14 +79,18 @@ class _Server:
         self.pending = b""
         self.lock = threading.Lock()
 
-    def accepts(self, cmd: list[str], env: dict[str, str]) -> bool:
-        return (
-            os.environ.get(FRESH) != "1"
-            and len(cmd) >= 2
-            and cmd[0] == sys.executable
-            and str(cmd[1]).endswith(".py")
-            and _read_at_import(env) == _read_at_import(self.env)
-        )
+    def refuses(self, cmd: list, env: dict[str, str]) -> str | None:
+        """Why this launch needs a fresh interpreter, or None."""
+        if os.environ.get(FRESH) == "1":
+            return FRESH
+        if len(cmd) < 2 or cmd[0] != sys.executable or not str(cmd[1]).endswith(".py"):
+            return "not `python <script>.py`"
+        ours, theirs = _read_at_import(env), _read_at_import(self.env)
+        if ours != theirs:
+            return "differs: " + ", ".join(
+                sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+            )
+        return None
 
     def _start(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
@@ -130,6 +145,13 @@ class _Server:
 _SERVER = _Server()
 
 
+def _log(how: str, cmd: list) -> None:
+    """One line per launch to $EXECUTOR_SFT_FORKSERVER_LOG, where set: which launches were forked."""
+    if path := os.environ.get("EXECUTOR_SFT_FORKSERVER_LOG"):
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"{how}\t{' '.join(map(str, cmd[1:3]))}\n")
+
+
 def run_script(
     cmd: list,
     *,
@@ -143,24 +165,34 @@ def run_script(
 ) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(cmd, capture_output=True, text=True, ...)`, forked warm where that is the same."""
     env = dict(os.environ if env is None else env)
-    if capture_output and text and _SERVER.accepts(cmd, env) and _SERVER.lock.acquire(blocking=False):
+    refused = _SERVER.refuses(cmd, env) if capture_output and text else "not captured as text"
+    if refused is None and _SERVER.lock.acquire(blocking=False):
         try:
             proc = _SERVER.run(cmd, cwd=cwd, env=env, timeout=timeout, input=input)
         finally:
             _SERVER.lock.release()
+        _log("forked", cmd)
         if check:
             proc.check_returncode()
         return proc
-    return subprocess.run(
-        cmd,
-        cwd=cwd,
-        env=env,
-        timeout=timeout,
-        input=input,
-        capture_output=capture_output,
-        text=text,
-        check=check,
-    )
+    _log(f"fresh ({refused or 'the server is busy'})", cmd)
+    try:
+        return subprocess.run(
+            cmd,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
+            input=input,
+            capture_output=capture_output,
+            text=text,
+            check=check,
+        )
+    except subprocess.TimeoutExpired as e:  # subprocess.run leaves these bytes even with text=True
+        if text:
+            e.output, e.stderr = (
+                b.decode(errors="replace") if isinstance(b, bytes) else b for b in (e.output, e.stderr)
+            )
+        raise
 
 
 # --- the server ---------------------------------------------------------------------------------

@@ -62,11 +62,15 @@ def test_a_recipes_bad_input_reads_the_same_forked_as_fresh_and_faster(tmp_path)
     assert forked_s < fresh_s / 2, (forked_s, fresh_s)  # TRL's import is what the server saves
 
 
-def test_a_variable_read_at_import_gets_a_fresh_interpreter(tmp_path):
+def test_a_variable_read_at_import_gets_a_fresh_interpreter(tmp_path, monkeypatch):
     script = tmp_path / "which.py"
     script.write_text(
         f"import sys; print(sorted(m for m in sys.modules if m in {PRELOAD!r}))", encoding="utf-8"
     )
+    # what TrainingArguments and torch set in a test's own process: read when used, so still forked
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "no")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    monkeypatch.setenv("KMP_INIT_AT_FORK", "FALSE")
     same = run_script([sys.executable, str(script)])
     other = run_script([sys.executable, str(script)], env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
     assert "trl" in same.stdout  # forked from the warm server
