@@ -66,8 +66,13 @@ TrainingArguments, KMP_* and TORCHINDUCTOR_CACHE_DIR from torch) are read when u
 FRESH = "EXECUTOR_SFT_FRESH_INTERPRETERS"
 
 
+READ_WHEN_USED = {"PYTHONPATH", "PYTHONBREAKPOINT"}
+"""Applied to the child itself (its `sys.path`), or read at each use: `ray.init` sets
+PYTHONBREAKPOINT in the test's process, which `breakpoint()` reads when called."""
+
+
 def _read_at_import(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k.startswith(READ_AT_IMPORT) and k != "PYTHONPATH"}
+    return {k: v for k, v in env.items() if k.startswith(READ_AT_IMPORT) and k not in READ_WHEN_USED}
 
 
 class _Server:

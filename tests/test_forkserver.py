@@ -71,6 +71,7 @@ def test_a_variable_read_at_import_gets_a_fresh_interpreter(tmp_path, monkeypatc
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "no")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     monkeypatch.setenv("KMP_INIT_AT_FORK", "FALSE")
+    monkeypatch.setenv("PYTHONBREAKPOINT", "ray.util.rpdb.set_trace")  # what ray.init sets
     same = run_script([sys.executable, str(script)])
     other = run_script([sys.executable, str(script)], env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
     assert "trl" in same.stdout  # forked from the warm server
