@@ -88,6 +88,10 @@ class _Server:
         """Why this launch needs a fresh interpreter, or None."""
         if os.environ.get(FRESH) == "1":
             return FRESH
+        if (
+            sys.platform != "linux"
+        ):  # no fork on Windows; on macOS a fork after system frameworks load can abort
+            return f"not on {sys.platform}"
         if len(cmd) < 2 or cmd[0] != sys.executable or not str(cmd[1]).endswith(".py"):
             return "not `python <script>.py`"
         ours, theirs = _read_at_import(env), _read_at_import(self.env)
