@@ -13,7 +13,6 @@ left free (random text).
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import re
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import torch
 from forkserver import run_script
+from script_modules import load_script
 from transformers import LogitsProcessor, LogitsProcessorList
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,11 +111,7 @@ def install_script(model, script: Script) -> None:
 
 def load_recipe(name: str):
     """`recipes/<name>.py` as a module (its `main` and `parse_args` run in this process)."""
-    spec = importlib.util.spec_from_file_location(f"recipes_{name}", ROOT / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[f"recipes_{name}"] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"recipes/{name}.py")
 
 
 def run_recipe(name: str, *args: str, expect: int = 0, timeout: int = 1200):

@@ -4,13 +4,13 @@ TRL's, and no path of the machine it runs on."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from pathlib import Path
 
 import pytest
 from forkserver import run_script
+from script_modules import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted((REPO / "recipes").glob("*.py"))
@@ -62,12 +62,7 @@ def test_help_describes_the_recipe_first(recipe):
 
 
 def _make_sample_data_module():
-    spec = importlib.util.spec_from_file_location(
-        "make_sample_data", REPO / "recipes" / "make_sample_data.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("recipes/make_sample_data.py")
 
 
 def test_make_sample_data_reads_a_config_that_flags_override(tmp_path):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from script_modules import load_script
 
 from executor_sft.demos.demo import load_config
 
@@ -16,10 +16,7 @@ TINY = REPO / "recipes" / "configs" / "demo_tiny.yaml"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("demo_ablation", REPO / "bench" / "demo_ablation.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/demo_ablation.py")
 
 
 def test_conclusions_follow_the_numbers():

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+from script_modules import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "demo_second_search", REPO / "bench" / "demo_second_search.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/demo_second_search.py")
 
 
 def _row(question: str, searches: int) -> dict:

@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "post_training_bench", REPO / "bench" / "post_training_bench.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    # Registered under its own name, so the teacher's SFT process (spawned) finds its function.
-    sys.modules["post_training_bench"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/post_training_bench.py", name="post_training_bench")
 
 
 @pytest.mark.slow

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from script_modules import load_script
 
 from executor_sft.demos.probe import AMBIGUOUS, Turn2Prompt
 
@@ -11,12 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "demo_reads_passages", REPO / "bench" / "demo_reads_passages.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/demo_reads_passages.py")
 
 
 NAMESAKES = "\n".join(

@@ -6,13 +6,13 @@ and that the files it promises exist and agree with the episodes.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 import yaml
 from eval_helpers import scripted, scripted_factory
 from PIL import Image
+from script_modules import load_script
 
 from executor_sft.eval import EvalResults, run_sweep
 from executor_sft.eval.sweep import SweepConfig
@@ -27,10 +27,7 @@ TINY = {"backend": "transformers", "model": "offline:tiny-qwen3"}
 
 
 def _recipe(name: str):
-    spec = importlib.util.spec_from_file_location(f"recipe_{name}", REPO_ROOT / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"recipes/{name}.py")
 
 
 def _small_pipeline(max_tokens: int = 24) -> dict:

@@ -11,15 +11,14 @@ mechanism the other evaluation tests use.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
-import sys
 
 import pytest
 import yaml
 from eval_helpers import scripted_factory
+from script_modules import load_script
 
 from executor_sft.eval import QuestionSource, select_questions
 from executor_sft.llm import pool as model_pool
@@ -40,12 +39,7 @@ def doc_commands() -> list[list[str]]:
 
 
 def _recipe(path: str):
-    name = "recipe_" + path.rsplit("/", 1)[-1].removesuffix(".py")
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the recipe loads
-    spec.loader.exec_module(module)
-    return module
+    return load_script(path)
 
 
 def _policies() -> dict[str, str]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
 from executor_sft.data import load_questions
 from executor_sft.retrieval import BM25Retriever, load_corpus
@@ -41,9 +40,4 @@ def world_bm25(world_dir):
 @pytest.fixture(scope="session")
 def shapes():
     """bench/rollout_bench.py as a module: its fixed-shape doubles have hand-countable calls and tokens."""
-    path = REPO / "bench" / "rollout_bench.py"
-    spec = importlib.util.spec_from_file_location("rollout_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("rollout_bench", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/rollout_bench.py", name="rollout_bench")

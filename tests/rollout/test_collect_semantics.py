@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
+
+from script_modules import load_script
 
 from executor_sft.agents.answerer import render_findings
 from executor_sft.filters.predicates import is_correct
@@ -226,11 +227,7 @@ def test_two_shards_cover_every_question_once_and_merge(world, world_dir, world_
 
 
 def test_merge_subcommand(world, world_dir, world_bm25, tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location(
-        "recipe_collect_rollouts", REPO / "recipes" / "collect_rollouts.py"
-    )
-    recipe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recipe)
+    recipe = load_script("recipes/collect_rollouts.py")
     config = make_config(
         world_dir, tmp_path, questions={"path": str(world_dir / "questions.jsonl"), "limit": 4}
     )

@@ -4,12 +4,11 @@ executor run (kept in a stratum, or excluded with a reason)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
 import yaml
+from script_modules import load_script
 
 from executor_sft.eval.runner import ensure_index
 from executor_sft.testing import cache_dir
@@ -30,11 +29,7 @@ def one_torch_thread():
 
 
 def _recipe(name: str):
-    spec = importlib.util.spec_from_file_location(f"recipe_{name}", REPO_ROOT / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # the filter recipe's dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"recipes/{name}.py")
 
 
 def test_offline_collect_config_runs_executors_and_the_filter_counts_every_run(

@@ -3,7 +3,6 @@ the recipe's command line and DeepSpeed ZeRO-2 (one process, CPU)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from rowgen import make_rows, write_jsonl
+from script_modules import load_script
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import ModelConfig, SFTConfig
 
@@ -25,10 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _recipe():
-    spec = importlib.util.spec_from_file_location("sft_executor", REPO / "recipes" / "sft_executor.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("recipes/sft_executor.py")
 
 
 def _args(tmp_path, out="out", **overrides):
