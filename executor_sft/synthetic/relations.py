@@ -50,99 +50,32 @@ class Relation:
         return re.compile(re.escape(head) + r"(?P<s>[^?\n]+?)" + re.escape(tail))
 
 
-RELATIONS: dict[str, Relation] = {
-    r.key: r
-    for r in [
-        Relation(
-            "directed_by",
-            "film",
-            "person",
-            "Who directed {s}?",
-            "directed film",
-            "the director of {s}",
-            "film director",
-        ),
-        Relation("release_year", "film", "year", "In what year was {s} released?", "released"),
-        Relation(
-            "written_by",
-            "book",
-            "person",
-            "Who wrote {s}?",
-            "novel written by",
-            "the author of {s}",
-            "novelist",
-        ),
-        Relation(
-            "published_year", "book", "year", "In what year was {s} first published?", "first published"
-        ),
-        Relation(
-            "lead_singer",
-            "band",
-            "person",
-            "Who is the lead singer of {s}?",
-            "lead singer",
-            "the lead singer of {s}",
-            "singer",
-        ),
-        Relation(
-            "formed_in",
-            "band",
-            "city",
-            "In which city was {s} formed?",
-            "band formed in",
-            "the city where {s} was formed",
-        ),
-        Relation("formed_year", "band", "year", "In what year was {s} formed?", "band formed"),
-        Relation(
-            "founded_by",
-            "company",
-            "person",
-            "Who founded {s}?",
-            "company founded by",
-            "the founder of {s}",
-            "entrepreneur",
-        ),
-        Relation(
-            "headquartered_in",
-            "company",
-            "city",
-            "In which city is {s} headquartered?",
-            "headquartered",
-            "the city where {s} is headquartered",
-        ),
-        Relation("company_founded", "company", "year", "In what year was {s} founded?", "company founded"),
-        Relation(
-            "born_in", "person", "city", "In which city was {s} born?", "born in", "the birthplace of {s}"
-        ),
-        Relation("birth_year", "person", "year", "In what year was {s} born?", "born"),
-        Relation(
-            "located_in",
-            "city",
-            "country",
-            "In which country is {s} located?",
-            "city in country",
-            "the country where {s} is located",
-        ),
-        Relation("population", "city", "number", "What is the population of {s}?", "population"),
-        Relation("city_founded", "city", "year", "In what year was {s} founded?", "city founded"),
-        Relation(
-            "capital", "country", "city", "What is the capital of {s}?", "capital", "the capital of {s}"
-        ),
-        Relation(
-            "established", "country", "year", "In what year was {s} established?", "established as a state"
-        ),
-        Relation(
-            "flows_through",
-            "river",
-            "country",
-            "Through which country does {s} flow?",
-            "river flows through",
-            "the country that {s} flows through",
-        ),
-        Relation("length", "river", "length", "How long is {s}?", "river length km"),
-        Relation("cities", "country", "list", "Which cities are in {s}?", "cities of"),
-    ]
-}
+# One relation a line: Relation(key, subject, object, question, keywords, phrase, occupation).
+# fmt: off
+RELATIONS: dict[str, Relation] = {r.key: r for r in [
+    Relation("directed_by", "film", "person", "Who directed {s}?", "directed film", "the director of {s}", "film director"),
+    Relation("release_year", "film", "year", "In what year was {s} released?", "released"),
+    Relation("written_by", "book", "person", "Who wrote {s}?", "novel written by", "the author of {s}", "novelist"),
+    Relation("published_year", "book", "year", "In what year was {s} first published?", "first published"),
+    Relation("lead_singer", "band", "person", "Who is the lead singer of {s}?", "lead singer", "the lead singer of {s}", "singer"),
+    Relation("formed_in", "band", "city", "In which city was {s} formed?", "band formed in", "the city where {s} was formed"),
+    Relation("formed_year", "band", "year", "In what year was {s} formed?", "band formed"),
+    Relation("founded_by", "company", "person", "Who founded {s}?", "company founded by", "the founder of {s}", "entrepreneur"),
+    Relation("headquartered_in", "company", "city", "In which city is {s} headquartered?", "headquartered", "the city where {s} is headquartered"),
+    Relation("company_founded", "company", "year", "In what year was {s} founded?", "company founded"),
+    Relation("born_in", "person", "city", "In which city was {s} born?", "born in", "the birthplace of {s}"),
+    Relation("birth_year", "person", "year", "In what year was {s} born?", "born"),
+    Relation("located_in", "city", "country", "In which country is {s} located?", "city in country", "the country where {s} is located"),
+    Relation("population", "city", "number", "What is the population of {s}?", "population"),
+    Relation("city_founded", "city", "year", "In what year was {s} founded?", "city founded"),
+    Relation("capital", "country", "city", "What is the capital of {s}?", "capital", "the capital of {s}"),
+    Relation("established", "country", "year", "In what year was {s} established?", "established as a state"),
+    Relation("flows_through", "river", "country", "Through which country does {s} flow?", "river flows through", "the country that {s} flows through"),
+    Relation("length", "river", "length", "How long is {s}?", "river length km"),
+    Relation("cities", "country", "list", "Which cities are in {s}?", "cities of"),
+]}
+# fmt: on
+
 LIST_RELATIONS = frozenset(k for k, r in RELATIONS.items() if r.object == "list")
 """Relations whose answer is a list of names (a wide task's first hop); never a bridge question's hop."""
 
