@@ -35,6 +35,9 @@ class Control:
     down: set[str] = field(default_factory=set)
     """Roles whose chat calls answer 500."""
     delay_s: float = 0.0
+    then_delay: tuple[str, float] | None = None
+    """(role, seconds): once `role` has answered a call, every later call waits `seconds` instead of
+    `delay_s`; after an episode's first answer the rest of the run is slow whatever the load."""
     refuse: dict[str, tuple[int, dict]] = field(default_factory=dict)
     """Text -> (status, error body): a chat request whose body holds the text is refused so."""
     served: Counter = field(default_factory=Counter)
@@ -52,9 +55,12 @@ class Control:
         if role in self.down:
             self.served[f"{role}:500"] += 1
             return JSONResponse(status_code=500, content={"error": {"message": "upstream down", "code": 500}})
+        delay = self.delay_s
+        if self.then_delay is not None and self.served[self.then_delay[0]]:
+            delay = self.then_delay[1]
         self.served[role] += 1
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
+        if delay:
+            await asyncio.sleep(delay)
         return await call_next(request)
 
 

@@ -88,6 +88,7 @@ def test_sigterm_to_the_parent_stops_both_workers(served, world_dir, tmp_path):
 def test_ctrl_c_in_collect_keeps_what_finished_and_says_how_to_resume(served, world_dir, tmp_path, workers):
     endpoints, retriever = served
     endpoints.control.delay_s = 0.05
+    endpoints.control.then_delay = ("answerer", 1.0)  # the signal lands mid-run however late the poll wakes
     config = write_collect_config(
         tmp_path / "cfg.yaml", world_dir, endpoints.models(), retriever, num_workers=workers, limit=N
     )
@@ -116,7 +117,7 @@ def test_ctrl_c_in_collect_keeps_what_finished_and_says_how_to_resume(served, wo
         f"kept {len(kept)}; {_part_lines(out)} lines in part files; files {left}; {stderr[-2000:]}"
     )
     assert assert_complete(rollouts, len(kept))
-    endpoints.control.delay_s = 0.0
+    endpoints.control.delay_s, endpoints.control.then_delay = 0.0, None
     again = run_recipe("collect_rollouts.py", "--config", str(config), timeout=180)
     assert again.returncode == 0, again.stderr[-3000:]
     assert_complete(rollouts, N)
@@ -127,6 +128,7 @@ def test_ctrl_c_in_collect_keeps_what_finished_and_says_how_to_resume(served, wo
 def test_ctrl_c_in_evaluate_keeps_what_finished_and_says_how_to_resume(served, world_dir, tmp_path):
     endpoints, retriever = served
     endpoints.control.delay_s = 0.05
+    endpoints.control.then_delay = ("answerer", 1.0)
     models = endpoints.models()
     config = {
         "name": "faults",
@@ -153,7 +155,7 @@ def test_ctrl_c_in_evaluate_keeps_what_finished_and_says_how_to_resume(served, w
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     kept = lines(episodes)
     assert f"interrupted: {len(kept)} finished episodes are kept in {episodes}; run the same" in stderr
-    endpoints.control.delay_s = 0.0
+    endpoints.control.delay_s, endpoints.control.then_delay = 0.0, None
     again = run_recipe("evaluate.py", "--config", str(path), "--no_progress", timeout=180)
     assert again.returncode == 0, again.stderr[-3000:]
     assert_complete(episodes, N)
