@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,18 @@ def share_the_cores() -> None:
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
 
 
+def take_ctrl_c_as_a_terminal_would() -> None:
+    """Launch recipes with Ctrl-C's default action, as a terminal's foreground job has it.
+
+    A non-interactive shell starts a background job (`cmd &`) with SIGINT ignored, and an ignored
+    signal stays ignored across fork and exec, so the recipes the Ctrl-C tests interrupt would
+    run on to the end (exit 0). A handled signal is reset to its default across exec instead."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 share_the_cores()
+take_ctrl_c_as_a_terminal_would()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
