@@ -31,7 +31,7 @@ def plot_probe_curves(
     top = min(1.0, max(1.1 * top, 0.01))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, len(curves), figsize=(5.2 * len(curves), 4.0), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(curves), figsize=(5.2 * len(curves), 4.4), sharey=True, squeeze=False)
     for ax, (label, records) in zip(axes[0], curves.items(), strict=True):
         records = sorted(records, key=lambda r: r["step"])
         steps = [r["step"] for r in records]
@@ -58,10 +58,13 @@ def plot_probe_curves(
             ax.axhline(0.5, color="black", lw=0.6, ls=":", label="0.5: greedy decoding searches again")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("P(search again) at the teacher's turn-2 prompt")
-    axes[0][-1].legend(loc="upper left", fontsize=8)
+    # One legend under the panels: inside one it hid the points it sat on.
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 2 * len(curves)), fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    rows = -(-len(labels) // min(len(labels), 2 * len(curves)))
+    fig.tight_layout(rect=(0, 0.045 * rows + 0.02, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
