@@ -60,11 +60,12 @@ def plot_probe_curves(
     axes[0][0].set_ylabel("P(search again) at the teacher's turn-2 prompt")
     # One legend under the panels: inside one it hid the points it sat on.
     handles, labels = axes[0][-1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 2 * len(curves)), fontsize=8)
+    ncol = min(len(labels), 2 * len(curves))
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8)
     if title:
         fig.suptitle(title)
-    rows = -(-len(labels) // min(len(labels), 2 * len(curves)))
-    fig.tight_layout(rect=(0, 0.045 * rows + 0.02, 1, 1))
+    legend_rows = -(-len(labels) // ncol)
+    fig.tight_layout(rect=(0, 0.045 * legend_rows + 0.02, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
