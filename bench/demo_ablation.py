@@ -56,7 +56,7 @@ Convergence mode (issue #39), on with `--epochs E`:
   over at most `--plateau_loss` times its latest value. Each variant records what stopped it,
   `"stopped": "epochs"` or `"plateau"`, and its `probe_curve`;
 - the seed's `probe` (beside `mechanism`) is (c)'s probe difference, interval and step at its
-  final checkpoint; one PNG per seed, (a) and (c) side by side, under `--img_dir`;
+  final checkpoint; one PNG per seed, (a), (b) and (c) side by side, under `--img_dir`;
 - each finished (variant, seed) is written to `--done_dir`/seed<k>-<variant>.json (small: commit
   it), and read back as done by a run with the same settings on any machine.
 """
@@ -123,8 +123,8 @@ HELDOUT = "heldout.jsonl"
 PROBE = "probe.jsonl"
 TRAINING = "training.json"
 """The key a variant's checkpoints were trained with (convergence mode): another key starts afresh."""
-PLOTTED = ("a", "c")
-"""The variants side by side in each seed's probe figure."""
+PLOTTED = ("a", "b", "c")
+"""The variants side by side in each seed's probe figure, in the tables' order."""
 GREEDY = "greedy"
 MECHANISM_VARIANT = "c"
 EVAL_FIELDS = {"eval_samples", "eval_temperature"}
@@ -960,7 +960,7 @@ def probe_png(img_dir: Path, seed: int) -> Path:
 
 
 def plot_seed(seed: dict, img_dir: Path) -> Path | None:
-    """The seed's probe curves, (a) and (c) side by side (those of them that have one)."""
+    """The seed's probe curves, a panel per variant of `PLOTTED` that has one."""
     from executor_sft.demos.probe_plot import plot_probe_curves
 
     curves = {
