@@ -58,7 +58,8 @@ Convergence mode (issue #39), on with `--epochs E`:
 - the seed's `probe` (beside `mechanism`) is (c)'s probe difference, interval and step at its
   final checkpoint; one PNG per seed, (a), (b) and (c) side by side, under `--img_dir`;
 - each finished (variant, seed) is written to `--done_dir`/seed<k>-<variant>.json (small: commit
-  it), and read back as done by a run with the same settings on any machine.
+  it), and read back as done by a run with the same settings on any machine; `--done_only` makes
+  the tables from those alone while other units are still training (it trains nothing).
 """
 
 from __future__ import annotations
@@ -518,13 +519,15 @@ def run_variant(
     convergence=None,
     probe_prompts=(),
     done_dir=None,
-) -> dict:
+    done_only=False,
+) -> dict | None:
     """Train `variant` once, evaluate it in each of `modes` (each resumable on its own): the first
     mode is the variant's `eval`, every mode's summary is in `evals`.
 
     With `done_dir`, the finished result is also written to `done_dir/seed<k>-<variant>.json`
     (small, to be committed), and one found there with the same key (the output folder aside)
-    is read back instead of training or evaluating: a run resumes across machines."""
+    is read back instead of training or evaluating: a run resumes across machines. With
+    `done_only`, a variant not found there is left out (None) instead of trained."""
     var_dir = out / f"variant-{variant}"
     key = {
         **_train_key(cfg, variant, convergence),
@@ -535,6 +538,9 @@ def run_variant(
     if done_path is not None and (done := _done(done_path, _portable_key(key))) is not None:
         log(f"seed {cfg.seed} variant {variant}: reading the finished result {done_path}")
         return done["result"]
+    if done_only:
+        log(f"seed {cfg.seed} variant {variant}: not finished in {done_dir}; left out (--done_only)")
+        return None
     key = {k: v for k, v in key.items() if k != "evals"}
     evals: dict[str, dict] = {}
     seconds: dict[str, float] = {}
@@ -599,13 +605,14 @@ def run_seed(
     on_step=None,
     convergence: ConvergenceConfig | None = None,
     done_dir: Path | None = None,
+    done_only: bool = False,
 ) -> dict[str, Any]:
     """One seed: collect once, evaluate the references, train each variant and evaluate it in
     every mode of `modes` (the first is the one reported as its `eval` and `mechanism`).
 
     `on_step(partial)` is called with the seed's partial result after every finished step.
     With `convergence`, the scripted teacher's evaluation is always run: its turn-2 prompts on
-    the held-out sub-queries are the probe's. `done_dir`: see `run_variant`.
+    the held-out sub-queries are the probe's. `done_dir`, `done_only`: see `run_variant`.
     """
     if convergence is not None and "teacher" not in references:
         references = [*references, "teacher"]
@@ -647,7 +654,10 @@ def run_seed(
             convergence=convergence,
             probe_prompts=prompts,
             done_dir=done_dir,
+            done_only=done_only,
         )
+        if res is None:
+            continue
         partial["variants"][v] = res
         partial["seconds"][f"variant_{v}"] = sum(res["seconds"].values())
         partial.update(seed_verdict(partial))
@@ -1027,6 +1037,20 @@ def probe_lines(seeds: list[dict], img_dir: Path | None = None, md_dir: Path | N
     return lines
 
 
+def uneven_lines(seeds: list[dict]) -> list[str]:
+    """When the variants do not share their seeds (`--done_only` while units train): say so, since
+    the means above then average different seeds and are not compared."""
+    by_variant = {v: [s["seed"] for s in seeds if v in s["variants"]] for v in VARIANTS}
+    by_variant = {v: found for v, found in by_variant.items() if found}
+    if len({tuple(found) for found in by_variant.values()}) <= 1:
+        return []
+    units = "; ".join(f"({v}) seed {', '.join(map(str, found))}" for v, found in by_variant.items())
+    return [
+        f"Not every variant has every seed yet ({units}): the rows above average different seeds, so "
+        "they are not compared here; the per-seed tables below compare the variants seed by seed."
+    ]
+
+
 def render(
     seeds: list[dict], command: str, elapsed: float, img_dir: Path | None = None, md_dir: Path | None = None
 ) -> str:
@@ -1063,7 +1087,7 @@ def render(
             for key, _, scale in METRICS
         ]
         lines.append(f"| {label} | {rows} | " + " | ".join(cells) + " |")
-    lines += ["", *conclusions(agg, seeds), ""]
+    lines += ["", *(uneven_lines(seeds) or conclusions(agg, seeds)), ""]
     lines += mechanism_lines(seeds)
     lines += probe_lines(seeds, img_dir, md_dir)
     lines += follow_lines(seeds)
@@ -1171,8 +1195,16 @@ def main(argv: list[str] | None = None) -> int:
         help="each finished (variant, seed) result as seed<k>-<variant>.json, read back as done "
         "(commit it to resume on another machine); convergence mode only",
     )
+    conv.add_argument(
+        "--done_only",
+        action="store_true",
+        help="tables from the finished units in --done_dir only: a (variant, seed) not there is left "
+        "out, and nothing is trained (the seed's collection and reference are still made if missing)",
+    )
     conv.add_argument("--img_dir", default=str(REPO / "bench" / "results" / "img"), help="probe PNGs")
     a = p.parse_args(argv)
+    if a.done_only and a.epochs is None:
+        p.error("--done_only reads --done_dir, which only the convergence mode (--epochs) writes")
     convergence = None
     if a.epochs is not None:
         convergence = ConvergenceConfig(
@@ -1238,6 +1270,7 @@ def main(argv: list[str] | None = None) -> int:
                 on_step=write,
                 convergence=convergence,
                 done_dir=Path(a.done_dir) if convergence is not None else None,
+                done_only=a.done_only,
             )
         )
     text = write(None)

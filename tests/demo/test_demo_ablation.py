@@ -220,6 +220,15 @@ def _curve(*diffs):
     ]  # fmt: skip
 
 
+def test_tables_over_uneven_seeds_say_so_instead_of_comparing_means():
+    bench = _bench()
+    both = [{"seed": s, "variants": {"a": {}, "c": {}}} for s in (0, 1)]
+    assert bench.uneven_lines(both) == []
+    partial = [both[0], {"seed": 1, "variants": {"c": {}}}]
+    (line,) = bench.uneven_lines(partial)
+    assert line.startswith("Not every variant has every seed yet ((a) seed 0; (c) seed 0, 1)")
+
+
 def test_probe_entry_and_lines_come_from_the_final_checkpoint():
     bench = _bench()
     from executor_sft.demos.convergence import ConvergenceConfig
@@ -273,3 +282,10 @@ def test_convergence_mode_records_the_probe_curve_and_resumes_from_done_dir(tmp_
         show_progress=False,
     )  # fmt: skip
     assert again["variants"]["c"] == c and again["probe"] == result["probe"]
+
+    # Tables from the finished units only: (b) has no result in done_dir, so it is left out, untrained.
+    partial = bench.run_seed(
+        other, ["c", "b"], per_type=2, modes=("greedy",), references=(), convergence=conv, done_dir=done,
+        show_progress=False, done_only=True,
+    )  # fmt: skip
+    assert partial["variants"].keys() == {"c"} and partial["mechanism"] == result["mechanism"]
