@@ -146,9 +146,9 @@ def parse_eval(text: str) -> tuple[int, float]:
     return samples, temperature
 
 
-def _eval_tag(mode: str) -> str:
-    """A directory name for an evaluation mode."""
-    return mode.replace("@", "").replace(":", "_t")
+def eval_dir(mode: str) -> str:
+    """A variant's folder for one evaluation mode ("mean@4:0.6" -> "eval-mean4_t0.6")."""
+    return "eval-" + mode.replace("@", "").replace(":", "_t")
 
 
 def _with_mode(cfg: DemoConfig, mode: str) -> DemoConfig:
@@ -547,7 +547,7 @@ def run_variant(
     trained = ckpt = None
     for mode in modes:
         mode_cfg = _with_mode(cfg, mode)
-        mode_dir = var_dir / f"eval-{_eval_tag(mode)}"
+        mode_dir = var_dir / eval_dir(mode)
         mode_key = {**key, "eval": mode}
         if (done := _done(mode_dir / RESULT, mode_key)) is not None:
             log(f"seed {cfg.seed} variant {variant}: reusing its {mode} evaluation")

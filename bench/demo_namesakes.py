@@ -24,10 +24,13 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from executor_sft.demos.probe import AMBIGUOUS, PLAIN
-from executor_sft.jsonl import read_jsonl
-from executor_sft.synthetic.relations import parse_subquery
-from executor_sft.synthetic.world import World, load_world
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import demo_ablation as ablation  # noqa: E402  (the sibling bench script: where it keeps each evaluation)
+
+from executor_sft.demos.probe import AMBIGUOUS, PLAIN  # noqa: E402
+from executor_sft.jsonl import read_jsonl  # noqa: E402
+from executor_sft.synthetic.relations import parse_subquery  # noqa: E402
+from executor_sft.synthetic.world import World, load_world  # noqa: E402
 
 
 def subject_kind(world: World, sub_query: str) -> tuple[str, bool]:
@@ -69,11 +72,6 @@ def held_out_runs(world: World, runs: Iterable[dict]) -> dict[tuple[str, str, bo
     }
 
 
-def _eval_dir(mode: str) -> str:
-    """The folder `bench/demo_ablation.py` gives an evaluation mode ("mean@4:0.6" -> "eval-mean4_t0.6")."""
-    return "eval-" + mode.replace("@", "").replace(":", "_t")
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="outputs/demo-ablation", help="what bench/demo_ablation.py wrote")
@@ -99,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         world = load_world(seed_dir / "world")
         for variant in a.variants:
             variant_dir = seed_dir / f"variant-{variant}"
-            runs_path = variant_dir / _eval_dir(a.mode) / "eval.jsonl"
+            runs_path = variant_dir / ablation.eval_dir(a.mode) / "eval.jsonl"
             if not runs_path.is_file():
                 print(
                     f"seed {seed} ({variant}): no evaluation in {runs_path.parent}; skipped", file=sys.stderr

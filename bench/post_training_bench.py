@@ -302,7 +302,7 @@ def _train_variant(variant: str, config: dict, per_type: int) -> None:
 
 def _variant_result(out: Path, variant: str) -> Path:
     """Where `demo_ablation.run_variant` saves a variant's greedy held-out evaluation."""
-    return out / f"variant-{variant}" / f"eval-{ablation._eval_tag(ablation.GREEDY)}" / ablation.RESULT
+    return out / f"variant-{variant}" / ablation.eval_dir(ablation.GREEDY) / ablation.RESULT
 
 
 def _variant_done(out: Path, variant: str) -> bool:
