@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n".join(rows)
     print(table)
     if a.results:
-        Path(a.results).write_text(table + "\n", encoding="utf-8")
+        command = "python bench/demo_reads_passages.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        Path(a.results).write_text(f"Command: `{command.strip()}`\n\n{table}\n", encoding="utf-8")
     return 0
 
 
