@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from forkserver import run_script
 from slow import launches
 
@@ -51,14 +52,57 @@ sys.argv = [recipe, *argv]
 runpy.run_path(recipe, run_name="__main__")
 """
 
+WORLD = ROOT / "data" / "world"
+
+
+def on_the_sample_world(config: str, tmp: Path, **replace: object) -> str:
+    """A shipped config with its shared-data paths moved to the committed sample world, so these
+    tests need no `../shared` (a public clone has none) and still start the recipe as shipped."""
+    data = yaml.safe_load((ROOT / config).read_text(encoding="utf-8"))
+    data.update(replace)
+    for source in (
+        data.get("questions", []) if isinstance(data.get("questions"), list) else [data.get("questions")]
+    ):
+        if isinstance(source, dict):
+            source.update(path=str(WORLD / "questions.jsonl"))
+            source.pop("datasets", None)
+            source.pop("split", None)
+    backbone = data.get("models", {}).get("backbone", {})
+    if backbone.get("backend") == "oracle":
+        backbone["questions"] = str(WORLD / "questions.jsonl")
+    if "build_index_from" in data:
+        data["build_index_from"] = str(WORLD / "corpus.jsonl")
+    if isinstance(data.get("retriever"), dict):
+        data["retriever"]["index"] = str(tmp / "index")
+        if "corpus" in data["retriever"]:
+            data["retriever"]["corpus"] = str(WORLD / "corpus.jsonl")
+    out = tmp / Path(config).name
+    out.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return str(out)
+
+
 RECIPES = {
     "evaluate": (
         "executor_sft.eval:run_eval",
-        lambda t: ["--config", "recipes/configs/eval_minibench_smollm2.yaml", "--output_dir", str(t)],
+        lambda t: [
+            "--config",
+            on_the_sample_world("recipes/configs/eval_minibench_smollm2.yaml", t),
+            "--output_dir",
+            str(t),
+        ],
     ),
     "sweep": (
         "executor_sft.eval.sweep:run_sweep",
-        lambda t: ["--config", "recipes/configs/sweep_minibench.yaml", "--output_dir", str(t)],
+        lambda t: [
+            "--config",
+            on_the_sample_world(
+                "recipes/configs/sweep_minibench.yaml",
+                t,
+                base=on_the_sample_world("recipes/configs/eval_minibench_smollm2.yaml", t),
+            ),
+            "--output_dir",
+            str(t),
+        ],
     ),
     "build_eval_set": (
         "executor_sft.eval.eval_set:build_eval_set",
@@ -66,7 +110,12 @@ RECIPES = {
     ),
     "collect_rollouts": (
         "executor_sft.preflight:check_config",
-        lambda t: ["--config", "recipes/configs/collect_minibench_offline.yaml", "--output_dir", str(t)],
+        lambda t: [
+            "--config",
+            on_the_sample_world("recipes/configs/collect_minibench_offline.yaml", t),
+            "--output_dir",
+            str(t),
+        ],
     ),
     "build_grpo_data": (
         "executor_sft.grpo.data:grpo_examples_from_rollouts",
