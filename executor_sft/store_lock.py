@@ -31,9 +31,10 @@ def lock_path(path: str | Path) -> Path:
 class WriterLock:
     """An exclusive lock on `path` for this process (`wait`: block until the holder is done)."""
 
-    def __init__(self, path: str | Path, *, wait: bool = False):
+    def __init__(self, path: str | Path, *, wait: bool = False, advice: str | None = None):
         self.path = Path(path)
         self.file = lock_path(self.path)
+        self.advice = advice or "run with --wait_for_lock (wait_for_lock: true) to wait for it"
         self._fd: int | None = None
         self._acquire(wait)
 
@@ -48,7 +49,7 @@ class WriterLock:
                     os.close(fd)
                     raise StoreLockedError(
                         f"{self.path}: another process ({holder}) is writing it; wait for it to "
-                        "finish, or run with --wait_for_lock (wait_for_lock: true) to wait for it"
+                        f"finish, or {self.advice}"
                     ) from None
                 logger.warning("%s: waiting for %s to finish writing it", self.path, holder)
                 fcntl.flock(fd, fcntl.LOCK_EX)

@@ -2,8 +2,8 @@
 
 Here beside GRPO's prompts, tool, policy and card (`grpo.arguments`, `grpo.environment`,
 `grpo.policy`, `grpo.card`), which distillation already builds on: `distill` imports `grpo`, never
-the other way, so the shared run adds no import edge (both are layer 3, and `sft.checkpoints`
-below them decides where a stage starts).
+the other way. Where a run starts, its record and its output folder's one writer come from the
+training core every stage shares (`executor_sft.training`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,19 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from executor_sft.grpo.card import stage_settings, write_stage_card
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from executor_sft.grpo.card import prompt_sources, stage_settings, write_stage_card
 from executor_sft.grpo.policy import trainer_policy
 from executor_sft.sft.card import TrainingStage
-from executor_sft.sft.checkpoints import begin_stage
+from executor_sft.training.identity import as_recorded, base_identity, files_fingerprint, model_fingerprint
+from executor_sft.training.run_record import RunRecord
+from executor_sft.training.secrets import keep_tokens_off_disk
+from executor_sft.training.start import start_run
+
+LENGTH_FIELDS = frozenset({"max_steps", "num_train_epochs"})
+"""Left out of a run's identity: extending a run is what a resume is for."""
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +64,51 @@ def build_stage_trainer(
     )
 
 
+def stage_record(
+    stage: TrainingStage,
+    script_args: Any,
+    training_args: Any,
+    model_args: Any,
+    settings: tuple[str, ...],
+    extra_config: dict[str, Any],
+) -> RunRecord:
+    """The stage's run record: the shared identity (prompt files by content, base model), the
+    named training settings, the prompts' budget, the stage's own options and, for distillation,
+    the teacher's fingerprint."""
+    teacher = getattr(training_args, "teacher_model_name_or_path", None)
+    identity = {
+        **base_identity(training_args, model_args, files_fingerprint(prompt_sources(script_args))),
+        **{
+            n: getattr(training_args, n)
+            for n in settings
+            if hasattr(training_args, n) and n not in LENGTH_FIELDS
+        },
+        "max_searches": script_args.max_searches,
+        "retriever_top_k": script_args.retriever_top_k,
+        **extra_config,
+        **({"teacher_fingerprint": model_fingerprint(teacher)} if teacher else {}),
+    }
+    return RunRecord(
+        identity=as_recorded(identity),
+        data_source=", ".join(prompt_sources(script_args)),
+        config=stage_settings(script_args, training_args, model_args, settings) | extra_config,
+        stage=stage.tag,
+    )
+
+
+class _RecordInCheckpoints(TrainerCallback):
+    """Each checkpoint carries the run record; a checkpoint saved without it (the process died
+    in between) is incomplete, so a resume never skips the check."""
+
+    def __init__(self, record: RunRecord):
+        self.record = record
+
+    def on_save(self, args, state, control, **kwargs):
+        if args.should_save:
+            folder = f"{args.output_dir}/{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            RunRecord(**{**self.record.__dict__, "global_step": state.global_step}).write(folder)
+
+
 def run_stage(
     build: Callable[..., Any],
     stage: TrainingStage,
@@ -69,33 +123,41 @@ def run_stage(
 ):
     """Build the trainer (`build(script_args, training_args, model_args, **overrides)`), train
     (resuming the last complete checkpoint), save to `output_dir`; returns the trainer, or None when
-    `output_dir` already holds a finished run.
+    `output_dir` already holds a finished run of these data and settings.
 
     On the main process `outcome(trainer)` prints the stage's closing line and returns the card's
     outcome lines; the card records the model, the prompts' budget, the `settings` named (read after
     the build, which fills some in) and `extra_config`."""
-    start = begin_stage(training_args, fresh=script_args.fresh)
-    if start.finished is not None:
-        return None
-    trainer = build(script_args, training_args, model_args, **(overrides or {}))
-    trainer.train(resume_from_checkpoint=start.resume)
-    trainer.save_model(training_args.output_dir)
-    trainer.save_state()  # trainer_state.json: how a relaunch knows the run is finished
-    if trainer.accelerator.is_main_process:
-        lines = outcome(trainer)
-        write_stage_card(
-            trainer,
-            stage,
-            script_args=script_args,
-            base_model=model_args.model_name_or_path,
-            config={
-                **stage_settings(script_args, training_args, model_args, settings),
-                **(extra_config or {}),
-            },
-            outcome=lines,
+    keep_tokens_off_disk(training_args)
+    record = stage_record(stage, script_args, training_args, model_args, settings, extra_config or {})
+    with start_run(training_args, record, fresh=script_args.fresh) as start:
+        if start.finished is not None:
+            return None
+        callbacks = [*((overrides or {}).get("callbacks") or []), _RecordInCheckpoints(start.record)]
+        trainer = build(
+            script_args, training_args, model_args, **{**(overrides or {}), "callbacks": callbacks}
         )
-        trainer.accelerator.print(f"model saved to {training_args.output_dir}")
-    return trainer
+        trainer.train(resume_from_checkpoint=start.resume)
+        trainer.save_model(training_args.output_dir)
+        trainer.save_state()  # trainer_state.json: how a relaunch knows the run is finished
+        if trainer.accelerator.is_main_process:
+            lines = outcome(trainer)
+            write_stage_card(
+                trainer,
+                stage,
+                script_args=script_args,
+                base_model=model_args.model_name_or_path,
+                config={
+                    **stage_settings(script_args, training_args, model_args, settings),
+                    **(extra_config or {}),
+                },
+                outcome=lines,
+            )
+            RunRecord(**{**start.record.__dict__, "global_step": trainer.state.global_step}).write(
+                training_args.output_dir
+            )
+            trainer.accelerator.print(f"model saved to {training_args.output_dir}")
+        return trainer
 
 
 def steps_text(n: int) -> str:

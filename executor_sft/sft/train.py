@@ -27,19 +27,13 @@ from executor_sft.jsonl import InputError, MissingFileError
 from executor_sft.llm.response_template import ensure_response_template
 from executor_sft.llm.sources import check_source
 from executor_sft.sft.card import config_record, executor_card_section, model_card
-from executor_sft.sft.checkpoints import (
-    check_resume_checkpoint,
-    finished_message,
-    finished_run,
-    last_complete_checkpoint,
-)
 from executor_sft.sft.compile import compile_decoder_layers
 from executor_sft.sft.data import DEFAULT_SFT_DATA, find_composition_report, load_sft_rows, row_counts
 from executor_sft.sft.fidelity import FidelityReport, check_row, train_on_recorded
 from executor_sft.sft.gathered_loss import add_gathered_lm_head
+from executor_sft.sft.identity import run_identity
 from executor_sft.sft.length import LengthReport, RowTooLongError, fit_row
 from executor_sft.sft.models import DEFAULT_MODEL, load_tokenizer_and_model
-from executor_sft.sft.output_dir import claim_output_dir
 from executor_sft.sft.partial import (
     TrainedPart,
     decoder_layers,
@@ -48,9 +42,11 @@ from executor_sft.sft.partial import (
     top_layer_indices,
     trained_part,
 )
-from executor_sft.sft.resume import RunRecord, check_finished, continue_run, run_identity
 from executor_sft.sft.templates import inference_chat_template
 from executor_sft.sft.varlen import VARLEN_ATTENTION
+from executor_sft.training.run_record import RunRecord
+from executor_sft.training.secrets import keep_tokens_off_disk
+from executor_sft.training.start import RunStart, start_run
 
 logger = logging.getLogger(__name__)
 
@@ -363,36 +359,12 @@ def name_the_cpu_accelerator() -> None:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
-def _finished(script_args: SFTScriptArguments, training_args, record: RunRecord) -> TrainResult | None:
-    """The result of a finished run already in `output_dir` (said once, on rank 0), or None;
-    refused when that run was trained with other data or settings."""
-    done = finished_run(training_args.output_dir, training_args.max_steps, training_args.num_train_epochs)
-    if not done:
-        return None
-    check_finished(training_args.output_dir, record)
+def _finished(script_args: SFTScriptArguments, training_args, start: RunStart) -> TrainResult:
+    """The result of the finished run `start` found (its line was printed on rank 0)."""
+    done = start.finished or {}
     loss = next((h["train_loss"] for h in reversed(done.get("log_history", [])) if "train_loss" in h), None)
-    if training_args.process_index == 0:
-        print(finished_message(training_args.output_dir, done))
     report = LengthReport(max_length=training_args.max_length, policy=script_args.overflow)
     return TrainResult(training_args.output_dir, {"train_loss": loss}, report, None)
-
-
-def _resume_point(
-    script_args: SFTScriptArguments, training_args, record: RunRecord
-) -> tuple[str | None, RunRecord]:
-    """The checkpoint to resume (an explicit `resume_from_checkpoint`, else the last complete one
-    in output_dir), and this run's record continuing it; checked before any model loads."""
-    with_optimizer = not training_args.save_only_model
-    resume = training_args.resume_from_checkpoint
-    if resume:
-        check_resume_checkpoint(resume, with_optimizer=with_optimizer)
-    elif script_args.auto_resume and not script_args.fresh:
-        resume = last_complete_checkpoint(training_args.output_dir, with_optimizer=with_optimizer)
-    if not resume:
-        return None, record
-    record = continue_run(resume, record, accept_changes=script_args.resume_with_changes)
-    logger.warning("resuming from %s", resume)
-    return resume, record
 
 
 def _training_template(script_args: SFTScriptArguments) -> str | None:
@@ -427,9 +399,9 @@ def train_executor(
     """Load rows, check what a resume would continue, tokenise with passage masks, train, save
     (model, inference-template tokenizer, card, run record). `callbacks` go to the Trainer."""
     from transformers import set_seed
-    from trl import get_peft_config
 
     set_seed(training_args.seed)
+    keep_tokens_off_disk(training_args)
     if model_args.attn_implementation == VARLEN_ATTENTION and not (
         training_args.packing or training_args.padding_free
     ):
@@ -446,11 +418,24 @@ def train_executor(
         config=config_record(script_args, training_args, model_args),
     )
     # Ours before anything is written into it; after the rows, so a bad row leaves no folder behind.
-    claim_output_dir(training_args.output_dir, main_process=training_args.process_index == 0)
-    if not script_args.fresh and (done := _finished(script_args, training_args, record)):
-        return done
-    resume, record = _resume_point(script_args, training_args, record)
+    start = start_run(
+        training_args,
+        record,
+        fresh=script_args.fresh,
+        auto_resume=script_args.auto_resume,
+        accept_changes=script_args.resume_with_changes,
+    )
+    with start:
+        if start.finished is not None:
+            return _finished(script_args, training_args, start)
+        return _train(script_args, training_args, model_args, rows, training_template, start, callbacks)
 
+
+def _train(script_args, training_args, model_args, rows, training_template, start: RunStart, callbacks):
+    """Tokenise, train from `start`, save model, card and record; push if asked."""
+    from trl import get_peft_config
+
+    resume, record = start.resume, start.record
     tokenizer, model = load_tokenizer_and_model(model_args, training_args)
     # Saved with the model: the template whose turn prompts are the prefixes trained on.
     inference_template = tokenizer.chat_template = inference_chat_template(tokenizer)

@@ -15,8 +15,8 @@ import pytest
 from forkserver import run_script
 from rowgen import make_rows, write_jsonl
 
-from executor_sft.sft.output_dir import MARKER
 from executor_sft.testing.disks import remount, small_tmpfs
+from executor_sft.training.output_dir import MARKER
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # every test launches the SFT recipe (tests/slow.py)

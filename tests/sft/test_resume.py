@@ -13,9 +13,10 @@ from rowgen import make_rows, write_jsonl
 from trl import ModelConfig, SFTConfig
 
 from executor_sft.jsonl import InputError, MissingFileError
-from executor_sft.sft.checkpoints import checkpoint_problems, last_complete_checkpoint
-from executor_sft.sft.resume import RUN_RECORD, ResumeChangedError, identity_changes, run_identity
+from executor_sft.sft.identity import run_identity
 from executor_sft.sft.train import SFTScriptArguments, train_executor
+from executor_sft.training.checkpoints import checkpoint_problems, last_complete_checkpoint
+from executor_sft.training.run_record import RUN_RECORD, ResumeChangedError, identity_changes
 
 
 def _args(out: Path, **overrides) -> SFTConfig:
@@ -72,16 +73,27 @@ def _cut(path: Path) -> None:
         (lambda c: _cut(c / "model.safetensors"), ["model.safetensors (cut short)"]),
         (lambda c: _cut(c / "optimizer.pt"), ["optimizer.pt (cut short)"]),
         (lambda c: (c / "scheduler.pt").unlink(), ["scheduler state"]),
+        (lambda c: (c / RUN_RECORD).unlink(), [RUN_RECORD]),
+        (lambda c: _cut(c / RUN_RECORD), [RUN_RECORD]),
     ],
-    ids=["no-state", "torn-state", "no-weights", "weights-cut", "optimizer-cut", "no-scheduler"],
+    ids=[
+        "no-state",
+        "torn-state",
+        "no-weights",
+        "weights-cut",
+        "optimizer-cut",
+        "no-scheduler",
+        "no-record",
+        "torn-record",
+    ],  # fmt: skip
 )
 def test_an_incomplete_checkpoint_is_skipped_for_the_one_before(run, tmp_path, caplog, damage, problems):
     out = _copy(run, tmp_path)
     assert checkpoint_problems(out / "checkpoint-2") == []
     assert last_complete_checkpoint(out) == str(out / "checkpoint-2")
     damage(out / "checkpoint-2")
-    assert checkpoint_problems(out / "checkpoint-2") == problems
-    with caplog.at_level(logging.WARNING, logger="executor_sft.sft.checkpoints"):
+    assert checkpoint_problems(out / "checkpoint-2", with_record=True) == problems
+    with caplog.at_level(logging.WARNING, logger="executor_sft.training.checkpoints"):
         assert last_complete_checkpoint(out) == str(out / "checkpoint-1")
     assert (
         f"skipping incomplete checkpoint {out}/checkpoint-2 (missing or damaged: {', '.join(problems)})"
@@ -177,10 +189,14 @@ def test_train_loss_of_a_resumed_run_spans_every_step_even_without_a_run_record(
     out = tmp_path / "out"
     first = train_executor(script, _args(out, save_steps=2), model)
     (out / "checkpoint-2" / RUN_RECORD).unlink()  # a checkpoint made by plain TRL: only its logged losses
-    with caplog.at_level(logging.WARNING, logger="executor_sft.sft.resume"):
-        resumed = train_executor(script, _args(out, max_steps=4, save_steps=2), model)
+    explicit = _args(out, max_steps=4, save_steps=2, resume_from_checkpoint=str(out / "checkpoint-2"))
+    with pytest.raises(ResumeChangedError, match=f"{RUN_RECORD} is missing or damaged"):
+        train_executor(script, explicit, model)  # nothing tells what it was trained with
+    script.resume_with_changes = True
+    with caplog.at_level(logging.WARNING, logger="executor_sft.training.run_record"):
+        resumed = train_executor(script, explicit, model)
     assert resumed.resumed_from == str(out / "checkpoint-2")
-    assert f"{out}/checkpoint-2 has no {RUN_RECORD}: resuming without checking" in caplog.text
+    assert f"{out}/checkpoint-2 has no readable {RUN_RECORD}: resuming it with these settings" in caplog.text
     assert resumed.metrics["train_loss"] == pytest.approx(whole.metrics["train_loss"], rel=1e-6)
     assert first.metrics["train_loss"] != pytest.approx(whole.metrics["train_loss"], rel=1e-3)
     record = json.loads((out / RUN_RECORD).read_text())

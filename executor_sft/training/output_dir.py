@@ -1,4 +1,4 @@
-"""The SFT `output_dir` is the user's unless we made it: a non-empty folder without our mark is refused.
+"""A training `output_dir` is the user's unless we made it: a non-empty folder without our mark is refused.
 
 Training writes `README.md`, `config.json`, weights and checkpoints into `output_dir`, and a
 relaunch resumes or finds a finished run there. So the folder is marked ours (`MARKER`) when a
@@ -43,4 +43,4 @@ def claim_output_dir(output_dir: str | Path, *, main_process: bool = True) -> No
             "choose another --output_dir, or empty it",
         )
     if main_process:
-        write_json(path / MARKER, {"made_by": "executor_sft.sft.train_executor"})
+        write_json(path / MARKER, {"made_by": "executor_sft"})

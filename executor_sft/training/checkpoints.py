@@ -1,9 +1,10 @@
-"""Which `checkpoint-N/` folders in an output_dir can be resumed from.
+"""Which `checkpoint-N/` folders in an output_dir can be resumed from, and whether a run is finished.
 
-A process killed while the Trainer saves leaves a folder with only some of its files. The
-Trainer writes `trainer_state.json` last, so a folder without a readable one is incomplete;
-the weights and the optimizer/scheduler state must be there too (in whichever form the run's
-backend saved them), and safetensors and torch files must be whole.
+A process killed while the Trainer saves leaves a folder with only some of its files. A
+checkpoint is complete when `trainer_state.json` is readable, the run record
+(`executor_sft_run.json`) is readable, the weights and the optimizer/scheduler state are there
+(in whichever form the run's backend saved them), and safetensors and torch files are whole. A
+finished run's folder must hold a whole model that opens (its `config.json` and weights).
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import logging
 import re
 import struct
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from executor_sft.jsonl import InputError, MissingFileError
+from executor_sft.training.identity import RUN_RECORD
 
 logger = logging.getLogger(__name__)
 
@@ -40,12 +41,17 @@ def checkpoint_step(path: str | Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def checkpoint_problems(path: str | Path, *, with_optimizer: bool = True) -> list[str]:
-    """What a checkpoint folder lacks for a resume (empty: complete)."""
+def checkpoint_problems(
+    path: str | Path, *, with_optimizer: bool = True, with_record: bool = False
+) -> list[str]:
+    """What a checkpoint folder lacks for a resume (empty: complete); `with_record`: the run
+    record too (every checkpoint of ours has one; a plain TRL checkpoint has none)."""
     path = Path(path)
     problems = []
     if not _readable_state(path / "trainer_state.json"):
         problems.append("trainer_state.json")
+    if with_record and not _readable_json(path / RUN_RECORD):
+        problems.append(RUN_RECORD)
     # DeepSpeed keeps weights, optimizer and scheduler in its own `global_stepN/` folder.
     deepspeed = any(p.is_dir() and any(p.iterdir()) for p in path.glob("global_step*"))
     if not deepspeed and not any((path / name).exists() for name in _WEIGHTS):
@@ -59,7 +65,9 @@ def checkpoint_problems(path: str | Path, *, with_optimizer: bool = True) -> lis
     return problems
 
 
-def last_complete_checkpoint(output_dir: str | Path, *, with_optimizer: bool = True) -> str | None:
+def last_complete_checkpoint(
+    output_dir: str | Path, *, with_optimizer: bool = True, with_record: bool = True
+) -> str | None:
     """The highest-numbered complete checkpoint in `output_dir`; incomplete ones above it are
     skipped with a warning."""
     output_dir = Path(output_dir)
@@ -69,7 +77,7 @@ def last_complete_checkpoint(output_dir: str | Path, *, with_optimizer: bool = T
         (step, p) for p in output_dir.iterdir() if p.is_dir() and (step := checkpoint_step(p)) is not None
     )
     for _, path in reversed(found):
-        problems = checkpoint_problems(path, with_optimizer=with_optimizer)
+        problems = checkpoint_problems(path, with_optimizer=with_optimizer, with_record=with_record)
         if not problems:
             return str(path)
         logger.warning(
@@ -79,6 +87,13 @@ def last_complete_checkpoint(output_dir: str | Path, *, with_optimizer: bool = T
             ", ".join(problems),
         )
     return None
+
+
+def _readable_json(path: Path) -> bool:
+    try:
+        return isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
 
 
 def _readable_state(path: Path) -> bool:
@@ -137,15 +152,30 @@ def finished_run(output_dir: str | Path, max_steps: int, num_train_epochs: float
         return None
     step, epoch = state.get("global_step", 0), state.get("epoch") or 0.0
     done = step >= max_steps if max_steps > 0 else epoch >= num_train_epochs
-    return state if done and step > 0 else None
+    if not (done and step > 0):
+        return None
+    if problems := final_model_problems(output_dir):
+        logger.warning(
+            "%s reached step %d but its model is damaged (%s): the run is not finished",
+            output_dir,
+            step,
+            ", ".join(problems),
+        )
+        return None
+    return state
 
 
-@dataclass(frozen=True)
-class StageStart:
-    """Where a training stage starts: a finished run to report, a checkpoint to resume, or the start."""
+def final_model_problems(output_dir: str | Path) -> list[str]:
+    """What keeps the saved model in `output_dir` from opening (empty: it opens)."""
+    path = Path(output_dir)
+    problems = [] if _readable_json(path / "config.json") or _is_adapter(path) else ["config.json"]
+    return problems + [
+        p for p in checkpoint_problems(path, with_optimizer=False) if p != "trainer_state.json"
+    ]
 
-    finished: dict[str, Any] | None = None
-    resume: str | None = None
+
+def _is_adapter(path: Path) -> bool:
+    return _readable_json(path / "adapter_config.json")
 
 
 def check_resume_checkpoint(path: str | Path, *, with_optimizer: bool) -> None:
@@ -157,29 +187,6 @@ def check_resume_checkpoint(path: str | Path, *, with_optimizer: bool) -> None:
             f"{path}: incomplete checkpoint (missing or damaged: {', '.join(problems)}); "
             "pass a complete one to --resume_from_checkpoint"
         )
-
-
-def begin_stage(training_args: Any, *, fresh: bool) -> StageStart:
-    """Where a post-SFT stage (GRPO, distillation) starts, decided before any model loads: a
-    finished run in `output_dir` is reported (printed on rank 0), not retrained; else the explicit
-    `resume_from_checkpoint` or the last complete checkpoint there resumes. `fresh` starts over."""
-    explicit = training_args.resume_from_checkpoint
-    with_optimizer = not training_args.save_only_model
-    out = training_args.output_dir
-    if explicit:
-        check_resume_checkpoint(explicit, with_optimizer=with_optimizer)
-        start = StageStart(resume=str(explicit))
-    elif fresh:
-        start = StageStart()
-    elif done := finished_run(out, training_args.max_steps, training_args.num_train_epochs):
-        if training_args.process_index == 0:
-            print(finished_message(out, done))
-        return StageStart(finished=done)
-    else:
-        start = StageStart(resume=last_complete_checkpoint(out, with_optimizer=with_optimizer))
-    if start.resume:
-        logger.warning("resuming from %s", start.resume)
-    return start
 
 
 def finished_message(output_dir: str | Path, state: dict[str, Any], loss_key: str = "train_loss") -> str:
