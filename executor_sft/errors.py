@@ -47,6 +47,15 @@ INTERRUPTED = (
 atomically, stores keep whole episodes, index builds and SFT keep their staging and checkpoints."""
 
 
+class StoppedBySignal(Exception):
+    """A run that stopped cleanly on a signal after keeping its work; the message says where it
+    stands and how to go on. `exit_status` is 128 + the signal's number, as a shell reports it."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_status = 128 + signum
+
+
 def report_user_errors(fn: Callable[[], T]) -> T | int:
     """Run a recipe body; a `UserError` becomes `error: <message>` on stderr (a line per problem
     for a `PreflightError`) and exit status 2,
@@ -57,6 +66,9 @@ def report_user_errors(fn: Callable[[], T]) -> T | int:
         for line in exc.lines():
             print(f"error: {line}", file=sys.stderr)
         return 2
+    except StoppedBySignal as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        return exc.exit_status
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)
         return 130

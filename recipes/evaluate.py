@@ -31,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
         help="questions per source (each dataset of the config gets this limit: 3 datasets, --limit 1 -> 3 questions)",
     )
     parser.add_argument("--concurrency", type=int, help="override concurrency")
+    parser.add_argument(
+        "--accept_system_change",
+        action="store_true",
+        default=None,
+        help="add this system's episodes to an output that holds another system's (as collection takes it)",
+    )
     args = parse_config_recipe_args(parser, argv)
 
     overrides = {
@@ -39,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             "output_dir": args.output_dir,
             "samples": args.samples,
             "concurrency": args.concurrency,
+            "accept_system_change": args.accept_system_change,
         }.items()
         if v is not None
     }

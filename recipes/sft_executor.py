@@ -36,19 +36,28 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None):
     """Train; bad data, a resume of a checkpoint trained with other data or settings, or an
     output_dir that is not ours ends with one line and exit 2 before any model loads
-    (`train_executor` checks them first); so does a full or read-only disk met while saving."""
-    from executor_sft.errors import INTERRUPTED, UserError
+    (`train_executor` checks them first); so does a full or read-only disk met while saving.
+    Ctrl-C or SIGTERM while training saves a checkpoint at the current step and says so (exit
+    130 or 143); the same command resumes from it."""
+    from executor_sft.errors import INTERRUPTED, StoppedBySignal, UserError
     from executor_sft.jsonl import as_output_error
     from executor_sft.sft.train import train_executor
 
-    script_args, training_args, model_args = parse_args(argv)
+    output_dir = None
     try:
+        script_args, training_args, model_args = parse_args(argv)
+        output_dir = training_args.output_dir
         return train_executor(script_args, training_args, model_args)
+    except StoppedBySignal as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        raise SystemExit(exc.exit_status) from None
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)
         raise SystemExit(130) from None
     except Exception as exc:
-        error = exc if isinstance(exc, UserError) else as_output_error(training_args.output_dir, exc)
+        error = (
+            exc if isinstance(exc, UserError) else as_output_error(output_dir, exc) if output_dir else None
+        )
         if error is None:
             raise
         print(f"error: {error}", file=sys.stderr)
@@ -56,7 +65,11 @@ def main(argv: list[str] | None = None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # before main's own handler is in place (the first imports)
+        print("interrupted: nothing was started; run the same command again", file=sys.stderr)
+        raise SystemExit(130) from None
     import torch.distributed as dist
 
     # Under `accelerate launch` with several processes, leave the process group before exit:

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from executor_sft.data.local_path import did_you_mean, names_a_local_file
 from executor_sft.errors import UserError
 from executor_sft.jsonl import MalformedLineError, MissingFileError, iter_records
 from executor_sft.metrics.table import ColumnRule, table_scores
@@ -239,25 +240,14 @@ def _distinct_ids(questions: list[Question], source: str) -> list[Question]:
     return out
 
 
-def _names_a_file(name: str) -> bool:
-    """A local path by its spelling (a question-file suffix, or ./ ../ / ~ in front), never a Hub id."""
-    if name.startswith("hf://"):
-        return False
-    return name.startswith(("/", "./", "../", "~")) or Path(name).suffix.lower() in (
-        ".jsonl",
-        ".json",
-        ".parquet",
-    )
-
-
 def questions_file_problem(path_or_name: str | Path) -> str | None:
     """What to do about a questions path that names a local file that is not there (else None)."""
     path = Path(path_or_name)
-    if path.exists() or not _names_a_file(str(path_or_name)):
+    if path.exists() or not names_a_local_file(path_or_name):
         return None
     return (
-        f"{path}: questions file not found; check the path (relative paths start where the "
-        "command runs: the repository root), or write a Hub dataset as hf://org/name"
+        f"{path}: questions file not found{did_you_mean(path)}; check the path (relative paths start "
+        "where the command runs: the repository root), or write a Hub dataset as hf://org/name"
     )
 
 

@@ -19,6 +19,7 @@ from executor_sft.grpo.card import prompt_sources, stage_settings, write_stage_c
 from executor_sft.grpo.policy import trainer_policy
 from executor_sft.sft.card import TrainingStage
 from executor_sft.training.identity import as_recorded, base_identity, files_fingerprint, model_fingerprint
+from executor_sft.training.interrupt import SaveOnInterrupt
 from executor_sft.training.run_record import RunRecord
 from executor_sft.training.secrets import keep_tokens_off_disk
 from executor_sft.training.start import start_run
@@ -133,11 +134,17 @@ def run_stage(
     with start_run(training_args, record, fresh=script_args.fresh) as start:
         if start.finished is not None:
             return None
-        callbacks = [*((overrides or {}).get("callbacks") or []), _RecordInCheckpoints(start.record)]
+        interrupt = SaveOnInterrupt()
+        callbacks = [
+            *((overrides or {}).get("callbacks") or []),
+            _RecordInCheckpoints(start.record),
+            interrupt,
+        ]
         trainer = build(
             script_args, training_args, model_args, **{**(overrides or {}), "callbacks": callbacks}
         )
         trainer.train(resume_from_checkpoint=start.resume)
+        interrupt.check(training_args.output_dir, trainer.state.global_step, trainer.state.max_steps)
         trainer.save_model(training_args.output_dir)
         trainer.save_state()  # trainer_state.json: how a relaunch knows the run is finished
         if trainer.accelerator.is_main_process:

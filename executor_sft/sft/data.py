@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from executor_sft.data.local_path import HUB_PREFIX, did_you_mean, names_a_local_file
 from executor_sft.jsonl import MalformedLineError, MissingFileError, RowError, iter_records
 from executor_sft.llm.parsing import parse_tool_call
 from executor_sft.tool_protocol import first_problem
@@ -90,7 +91,10 @@ def _check_chat_protocol(messages: list[dict[str, Any]], where: str) -> None:
 def read_sft_jsonl(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
-        raise MissingFileError(f"{path}: SFT data file not found (--dataset_name); check the path")
+        raise MissingFileError(
+            f"{path}: SFT data file not found (--dataset_name){did_you_mean(path)}; check the path, "
+            "or write a Hub dataset as hf://org/name"
+        )
     try:
         rows = [validate_row(row, f"{path}:{i}") for i, row in iter_records(path, require_object=False)]
     except MalformedLineError as exc:
@@ -104,8 +108,7 @@ def read_sft_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 
 def is_local(source: str | Path) -> bool:
-    p = Path(source)
-    return p.exists() or p.suffix in {".jsonl", ".json"}
+    return names_a_local_file(source)
 
 
 def load_sft_rows(
@@ -116,7 +119,7 @@ def load_sft_rows(
         return read_sft_jsonl(source)
     from datasets import load_dataset
 
-    ds = load_dataset(str(source), name=config, split=split)
+    ds = load_dataset(str(source).removeprefix(HUB_PREFIX), name=config, split=split)
     return [validate_row(dict(r), f"{source}[{split}] row {i}") for i, r in enumerate(ds)]
 
 

@@ -44,6 +44,7 @@ from executor_sft.sft.partial import (
 )
 from executor_sft.sft.templates import inference_chat_template
 from executor_sft.sft.varlen import VARLEN_ATTENTION
+from executor_sft.training.interrupt import SaveOnInterrupt
 from executor_sft.training.run_record import RunRecord
 from executor_sft.training.secrets import keep_tokens_off_disk
 from executor_sft.training.start import RunStart, start_run
@@ -489,7 +490,10 @@ def _train(script_args, training_args, model_args, rows, training_template, star
             trainable_layers=script_args.trainable_layers,
             callbacks=callbacks,
         )
+    interrupt = SaveOnInterrupt()
+    trainer.add_callback(interrupt)
     result = trainer.train(resume_from_checkpoint=resume)
+    interrupt.check(training_args.output_dir, trainer.state.global_step, trainer.state.max_steps)
     with _quiet_library_output(training_args):
         trainer.save_model(training_args.output_dir)
     # The tokenizer must go out with the template used at inference, never the training one.
