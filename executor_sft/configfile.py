@@ -26,7 +26,7 @@ from typing import Any, TypeVar, get_type_hints
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from executor_sft.errors import ConfigError, report_user_errors
+from executor_sft.errors import ConfigError, first_local_process, report_user_errors
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
@@ -423,7 +423,8 @@ def parse_trl_args(
     config = args[args.index("--config") + 1] if "--config" in args[:-1] else None
 
     def fail(message: str):
-        print(f"error: {message}".replace("\n", " "), file=sys.stderr)
+        if first_local_process():  # every process of a launch meets it: one line says it
+            print(f"error: {message}".replace("\n", " "), file=sys.stderr)
         raise SystemExit(2)
 
     for flag in (a.split("=", 1)[0] for a in args if a.startswith("--")):

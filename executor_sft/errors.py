@@ -56,6 +56,12 @@ class StoppedBySignal(Exception):
         self.exit_status = 128 + signum
 
 
+def first_local_process() -> bool:
+    """False in the 2nd..Nth process a launcher started on this machine: each meets the same bad
+    input, and one line says it (the others exit 2 silently)."""
+    return os.environ.get("LOCAL_RANK", "0") == "0"
+
+
 def report_user_errors(fn: Callable[[], T]) -> T | int:
     """Run a recipe body; a `UserError` becomes `error: <message>` on stderr (a line per problem
     for a `PreflightError`) and exit status 2,
@@ -63,7 +69,7 @@ def report_user_errors(fn: Callable[[], T]) -> T | int:
     try:
         return fn()
     except UserError as exc:
-        for line in exc.lines():
+        for line in exc.lines() if first_local_process() else ():
             print(f"error: {line}", file=sys.stderr)
         return 2
     except StoppedBySignal as exc:

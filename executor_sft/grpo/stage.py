@@ -15,9 +15,11 @@ from typing import Any
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from executor_sft.errors import ConfigError
 from executor_sft.grpo.card import prompt_sources, stage_settings, write_stage_card
 from executor_sft.grpo.policy import trainer_policy
 from executor_sft.sft.card import TrainingStage
+from executor_sft.training.hub_push import push_problem
 from executor_sft.training.identity import as_recorded, base_identity, files_fingerprint, model_fingerprint
 from executor_sft.training.interrupt import SaveOnInterrupt
 from executor_sft.training.run_record import RunRecord
@@ -130,6 +132,8 @@ def run_stage(
     outcome lines; the card records the model, the prompts' budget, the `settings` named (read after
     the build, which fills some in) and `extra_config`."""
     keep_tokens_off_disk(training_args)
+    if problem := push_problem(training_args):
+        raise ConfigError(problem)
     record = stage_record(stage, script_args, training_args, model_args, settings, extra_config or {})
     with start_run(training_args, record, fresh=script_args.fresh) as start:
         if start.finished is not None:

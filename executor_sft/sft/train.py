@@ -44,6 +44,7 @@ from executor_sft.sft.partial import (
 )
 from executor_sft.sft.templates import inference_chat_template
 from executor_sft.sft.varlen import VARLEN_ATTENTION
+from executor_sft.training.hub_push import push_problem
 from executor_sft.training.interrupt import SaveOnInterrupt
 from executor_sft.training.run_record import RunRecord
 from executor_sft.training.secrets import keep_tokens_off_disk
@@ -403,6 +404,8 @@ def train_executor(
 
     set_seed(training_args.seed)
     keep_tokens_off_disk(training_args)
+    if problem := push_problem(training_args):
+        raise ConfigError(problem)
     if model_args.attn_implementation == VARLEN_ATTENTION and not (
         training_args.packing or training_args.padding_free
     ):

@@ -60,12 +60,9 @@ def start_run(
     Only the main process locks and marks the folder; every process makes the same decision."""
     out = Path(training_args.output_dir)
     main = training_args.process_index == 0
-    lock = None
-    if main:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        lock = WriterLock(out, advice="choose another --output_dir")
+    claim_output_dir(out, main_process=main)  # first: a folder we cannot write gets its own line
+    lock = WriterLock(out, advice="choose another --output_dir") if main else None
     try:
-        claim_output_dir(out, main_process=main)
         return _decide(training_args, record, fresh, auto_resume, accept_changes, lock)
     except BaseException:
         if lock is not None:

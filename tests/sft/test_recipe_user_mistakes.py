@@ -1,0 +1,149 @@
+"""SFT's command as a user types it: a mistake is one line and exit 2 before anything loads or is
+written, a launch asking for GPUs this machine lacks is one line, and Ctrl-C while training keeps
+a checkpoint that the same command resumes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from slow import launches
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = str(REPO / "recipes" / "sft_executor.py")
+TINY = ["--model_name_or_path", "offline:tiny-qwen3", "--max_length", "4096", "--disable_tqdm", "true"]
+
+
+def _run(args: list[str], cwd: Path, timeout: int = 600, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, RECIPE, *args],
+        cwd=cwd,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    return errors[0]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_typo_in_the_data_files_extension_is_a_missing_local_file_with_the_near_one(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "sft.jsonl").write_text((REPO / "data" / "sft.jsonl").read_text())
+    started = time.monotonic()
+    line = _one_line(_run(["--dataset_name", "runs/sft.jsnol", "--output_dir", "out"], tmp_path))
+    assert line.startswith("error: runs/sft.jsnol: SFT data file not found (--dataset_name)")
+    assert "did you mean 'runs/sft.jsonl'?" in line and "hf://org/name" in line
+    assert time.monotonic() - started < 60  # no Hub retries
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE=1 forbids reaching the hub"),
+        ({"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:{port}"}, "did not answer in 5 s"),
+    ],
+    ids=["offline", "no-network"],
+)
+def test_push_to_hub_without_the_hub_is_one_line_before_training(tmp_path, env, says):
+    env = {k: v.format(port=_closed_port()) for k, v in env.items()}
+    proc = _run(
+        [*TINY, "--push_to_hub", "true", "--hub_model_id", "me/x", "--output_dir", "out"], tmp_path, **env
+    )
+    line = _one_line(proc)
+    assert line.startswith("error: --push_to_hub: ") and says in line
+    assert "the checkpoint stays local" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_the_deepspeed_row_on_a_cpu_machine_is_one_line_from_one_process(tmp_path):
+    """docs/sft.md's GPU row verbatim: its accelerate config starts 8 processes."""
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "accelerate.commands.launch",
+            "--config_file", "accelerate_configs/deepspeed_zero2.yaml",
+            "recipes/sft_executor.py", "--config", "recipes/configs/sft_qwen3_1.7b.yaml",
+            "--output_dir", str(tmp_path / "out"),
+        ],
+        cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert ours == [
+        "error: accelerate launch: the launch asks for 8 GPU processes with DeepSpeed and this machine has "
+        "0 GPUs; on a CPU machine drop --config_file (one process), or pass --num_processes to match the GPUs"
+    ], proc.stderr[-3000:]
+    assert proc.returncode != 0 and not (tmp_path / "out").exists()
+
+
+def _interrupt_after_first_step(cmd: list[str], cwd: Path) -> tuple[int, str]:
+    """Start `cmd` as a terminal's foreground job, Ctrl-C it (SIGINT to its process group) once
+    it has logged a step, and return its exit status and output."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    seen, deadline = [], time.monotonic() + 600
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        seen.append(line)
+        if "'loss'" in line or time.monotonic() > deadline:
+            break
+    os.killpg(proc.pid, signal.SIGINT)
+    rest, _ = proc.communicate(timeout=600)
+    return proc.returncode, "".join(seen) + rest
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        launches("sft_executor", [sys.executable], id="python"),
+        launches(
+            "sft_executor", [str(Path(sys.executable).parent / "accelerate"), "launch"], id="accelerate"
+        ),
+    ],
+)
+def test_ctrl_c_while_training_saves_a_checkpoint_that_the_same_command_resumes(tmp_path, launcher):
+    out = tmp_path / "out"
+    args = [*TINY, "--output_dir", str(out), "--max_steps", "400", "--logging_steps", "1"]
+    cmd = [*launcher, RECIPE, *args]
+    status, output = _interrupt_after_first_step(cmd, REPO)
+    saved = sorted(p.name for p in out.glob("checkpoint-*"))
+    assert len(saved) == 1, output[-3000:]
+    step = int(saved[0].split("-")[1])
+    assert (
+        f"interrupted: SIGINT: stopped at step {step} of 400; saved {out}/checkpoint-{step}; "
+        "run the same command again to resume from it" in output
+    ), output[-3000:]
+    if launcher == [sys.executable]:
+        assert status == 130 and "Traceback" not in output, output[-3000:]
+    assert not (out / "model.safetensors").exists()  # not a finished run
+    resumed = _run([*args, "--max_steps", str(step + 1)], REPO)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming from {out}/checkpoint-{step}" in resumed.stderr
