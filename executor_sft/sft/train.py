@@ -33,7 +33,7 @@ from executor_sft.sft.fidelity import FidelityReport, check_row, train_on_record
 from executor_sft.sft.gathered_loss import add_gathered_lm_head
 from executor_sft.sft.identity import run_identity
 from executor_sft.sft.length import LengthReport, RowTooLongError, fit_row
-from executor_sft.sft.models import DEFAULT_MODEL, load_tokenizer_and_model
+from executor_sft.sft.models import DEFAULT_MODEL, check_model_options, load_tokenizer_and_model
 from executor_sft.sft.partial import (
     TrainedPart,
     decoder_layers,
@@ -42,7 +42,8 @@ from executor_sft.sft.partial import (
     top_layer_indices,
     trained_part,
 )
-from executor_sft.sft.templates import inference_chat_template
+from executor_sft.sft.render import IGNORE_INDEX
+from executor_sft.sft.templates import generation_marker_problem, inference_chat_template
 from executor_sft.sft.varlen import VARLEN_ATTENTION
 from executor_sft.training.hub_push import push_problem
 from executor_sft.training.interrupt import SaveOnInterrupt
@@ -188,6 +189,11 @@ def prepare_dataset(
         logger.warning("%s", fidelity.summary())
         for line in fidelity.examples:
             logger.info("token drift in %s", line)
+    if input_ids and all(label == IGNORE_INDEX for row in labels for label in row):
+        raise InputError(
+            f"no row has a trained token ({report.rows} rows): the chat template's generation markers "
+            "mark nothing in them; check the training template's {% generation %} blocks"
+        )
     if not input_ids:
         refused = f"; {fidelity.summary()}" if fidelity.any_ids else ""
         raise InputError(
@@ -375,7 +381,13 @@ def _training_template(script_args: SFTScriptArguments) -> str | None:
     path = Path(script_args.training_chat_template)
     if not path.is_file():
         raise MissingFileError(f"{path}: training chat template not found (--training_chat_template)")
-    return path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    if problem := generation_marker_problem(text):
+        raise ConfigError(
+            f"{path}: {problem}; wrap each assistant turn's text in {{% generation %}}...{{% endgeneration %}} "
+            "(--training_chat_template)"
+        )
+    return text
 
 
 def _push(
@@ -412,6 +424,7 @@ def train_executor(
         raise ConfigError(f"attn_implementation={VARLEN_ATTENTION} needs packing=true or padding_free=true")
     model_args.model_name_or_path = model_args.model_name_or_path or DEFAULT_MODEL
     check_source(model_args.model_name_or_path, "model_name_or_path")
+    check_model_options(model_args, training_args, script_args.trainable_layers)
     training_template = _training_template(script_args)
     rows = load_sft_rows(
         script_args.dataset_name, script_args.dataset_train_split, script_args.dataset_config

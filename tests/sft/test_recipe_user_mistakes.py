@@ -147,3 +147,56 @@ def test_ctrl_c_while_training_saves_a_checkpoint_that_the_same_command_resumes(
     resumed = _run([*args, "--max_steps", str(step + 1)], REPO)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {out}/checkpoint-{step}" in resumed.stderr
+
+
+EMPTY_MARKERS = "{% for m in messages %}{{ m.content }}{% generation %}{% endgeneration %}{% endfor %}"
+NO_MARKERS = "{% for m in messages %}{{ m.content }}{% endfor %}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--trainable_layers", "999"],
+            "error: --trainable_layers 999: offline:smollm2 has 30 decoder layers; give 1 to 30",
+        ),
+        (
+            ["--trainable_layers", "0"],
+            "error: command line: trainable_layers=0: give at least 1, or leave it unset",
+        ),
+        (
+            ["--attn_implementation", "grouped_spda"],
+            "error: --attn_implementation grouped_spda: no such attention kernel; did you mean 'grouped_sdpa'?",
+        ),
+        (
+            ["--training_chat_template", "{tmp}/empty.jinja"],
+            "error: {tmp}/empty.jinja: its {{% generation %}} markers wrap nothing",
+        ),
+        (
+            ["--training_chat_template", "{tmp}/none.jinja"],
+            "error: {tmp}/none.jinja: has no {{% generation %}} markers",
+        ),
+    ],
+    ids=["layers-999", "layers-0", "attention-typo", "markers-wrap-nothing", "no-markers"],
+)
+def test_a_model_option_the_model_cannot_take_is_one_line_before_it_loads(tmp_path, args, line):
+    (tmp_path / "empty.jinja").write_text(EMPTY_MARKERS)
+    (tmp_path / "none.jinja").write_text(NO_MARKERS)
+    args = [a.format(tmp=tmp_path) for a in args]
+    proc = _run([*args, "--output_dir", str(tmp_path / "out")], REPO)
+    assert _one_line(proc).startswith(line.format(tmp=tmp_path))
+    assert "Loading" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_rows_in_which_the_template_marks_no_token_are_one_error_not_an_empty_dataset():
+    """Markers around text that renders empty pass the template check; the rows then say it."""
+    from executor_sft.jsonl import InputError
+    from executor_sft.llm.offline import smollm2_tokenizer
+    from executor_sft.sft import read_sft_jsonl
+    from executor_sft.sft.train import prepare_dataset
+
+    template = "{% for m in messages %}{{ m.content }}{% generation %}{{ '' }}{% endgeneration %}{% endfor %}"
+    rows = read_sft_jsonl(REPO / "data" / "sft.jsonl")[:3]
+    with pytest.raises(InputError, match=r"no row has a trained token \(3 rows\)"):
+        prepare_dataset(rows, smollm2_tokenizer(), 4096, chat_template=template, disable_progress=True)

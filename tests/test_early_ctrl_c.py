@@ -1,0 +1,46 @@
+"""Ctrl-C in a recipe's first second (its imports, its argument parsing) ends it with one line and
+exit status 130, never a KeyboardInterrupt traceback: the filter and SFT commands as typed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from slow import launches
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COMMANDS = {
+    "filter_trajectories": ["--rollouts", "data/rollouts.jsonl", "--output", "{tmp}/sft.jsonl"],
+    "sft_executor": ["--output_dir", "{tmp}/out", "--max_steps", "1"],
+}
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("recipe", [launches(r, r, id=r) for r in COMMANDS])
+@pytest.mark.parametrize("after_s", [0.3, 0.8, 1.5])
+def test_ctrl_c_in_the_first_second_is_one_line(recipe, after_s, tmp_path):
+    args = [a.format(tmp=tmp_path) for a in COMMANDS[recipe]]
+    proc = subprocess.Popen(
+        [sys.executable, f"recipes/{recipe}.py", *args],
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    time.sleep(after_s)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=300)
+    assert "Traceback" not in stderr, stderr[-3000:]
+    if proc.returncode == 0:
+        pytest.skip(f"{recipe} finished within {after_s} s, before the signal")
+    assert proc.returncode in (130, -signal.SIGINT), stderr[-3000:]
+    if proc.returncode == 130:
+        assert stderr.strip().splitlines()[-1].startswith("interrupted: "), stderr[-3000:]
