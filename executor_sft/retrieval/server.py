@@ -279,6 +279,7 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: s
     app = FastAPI(title="executor_sft retrieval", lifespan=lifespan, max_body_size=config.max_body_bytes)
     app.state.batcher = batcher
     app.state.requests = 0
+    app.state.retriever_calls = 0  # without batching; the batcher counts its own
     app.add_exception_handler(RequestValidationError, _readable_422)
     _add_health(app, retriever, config, batcher, kind)
     _add_retrieve(app, retriever, config, batcher, pool)
@@ -305,7 +306,7 @@ def _add_health(
             "kind": kind,
             "batching": config.batching,
             "requests": app.state.requests,
-            "retriever_calls": batcher.calls if batcher else app.state.requests,
+            "retriever_calls": batcher.calls if batcher else app.state.retriever_calls,
         }
 
 
@@ -316,7 +317,11 @@ def _add_retrieve(
     batcher: MicroBatcher | None,
     pool: ThreadPoolExecutor,
 ) -> None:
-    search: Search = batcher.submit if batcher else retriever.asearch
+    async def unbatched(queries: list[str], k: int) -> list[list[Hit]]:
+        app.state.retriever_calls += 1
+        return await retriever.asearch(queries, k)
+
+    search: Search = batcher.submit if batcher else unbatched
 
     @app.post("/retrieve")
     async def retrieve(req: RetrieveRequest):
