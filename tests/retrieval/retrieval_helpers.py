@@ -66,4 +66,8 @@ def serve_recipe(index, *args: str, timeout_s: float = 180):
         yield url, proc
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # busy past its graceful shutdown
+            proc.kill()
+            proc.wait(timeout=30)
