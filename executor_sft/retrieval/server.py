@@ -180,29 +180,30 @@ def _doc(h: Hit) -> dict:
     return {"id": h.doc_id, "contents": h.contents}
 
 
-def _json(content: object) -> bytes:
-    """JSON as Starlette's JSONResponse writes it (compact, UTF-8, no NaN)."""
-    return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+"""JSON as Starlette's JSONResponse writes it (compact, UTF-8, no NaN)."""
 
 
 def _encode_rows(results: list[list[Hit]], return_scores: bool) -> bytes:
     """The `result` rows of `results`, comma-separated without the list's brackets, so that the
-    chunks of one request join into one list. Runs on a worker thread."""
+    chunks of one request join into one list. Runs on a worker thread; each query's row is
+    encoded on its own because the C encoder keeps the GIL for a whole call, which the event
+    loop's thread would wait out."""
     if return_scores:
-        rows = [[{"document": _doc(h), "score": h.score} for h in hits] for hits in results]
+        rows = ([{"document": _doc(h), "score": h.score} for h in hits] for hits in results)
     else:
-        rows = [[_doc(h) for h in hits] for hits in results]
-    return _json(rows)[1:-1]
+        rows = ([_doc(h) for h in hits] for hits in results)
+    return ",".join(_ENCODER.encode(row) for row in rows).encode("utf-8")
 
 
 def _encode_documents(docs: list[Hit | None]) -> bytes:
-    return _json(
+    return _ENCODER.encode(
         {
             "documents": [
                 None if d is None else {"id": d.doc_id, "title": d.title, "text": d.text} for d in docs
             ]
         }
-    )
+    ).encode("utf-8")
 
 
 Search = Callable[[list[str], int], Awaitable[list[list[Hit]]]]
