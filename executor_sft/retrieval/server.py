@@ -37,7 +37,6 @@ import asyncio
 import collections
 import contextlib
 import ctypes
-import ctypes.util
 import functools
 import json
 import logging
@@ -235,10 +234,9 @@ async def _encoded_chunks(
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's malloc_trim, which returns freed heap memory to the system; None elsewhere."""
-    name = ctypes.util.find_library("c")
     try:
-        return ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):  # not glibc (musl, macOS)
+        return ctypes.CDLL(None).malloc_trim  # the C library this process already runs on
+    except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS, Windows)
         return None
 
 
