@@ -127,6 +127,9 @@ class ChatCompletionRequest(BaseModel):
     """vLLM's flag: the choice also carries the sampled `token_ids` (where the model returns them)."""
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)  # OpenAI's range
+    parallel_tool_calls: bool | None = None
+    """False: the answer keeps only the first of the model's tool calls (OpenAI's contract; vLLM's
+    `maybe_filter_parallel_tool_calls` does the same after generating)."""
 
     def sampling(self, default: SamplingParams) -> SamplingParams:
         kwargs = self.chat_template_kwargs or {}
@@ -294,10 +297,9 @@ class ContextLimit:
         return dataclasses.replace(sampling, max_tokens=min(sampling.max_tokens, self.window - n_prompt))
 
 
-IGNORED_FIELDS = frozenset(
-    {"user", "metadata", "store", "parallel_tool_calls", "stream_options", "service_tier"}
-)
-"""OpenAI fields that ask nothing of the generation: taken and ignored, as vLLM does."""
+IGNORED_FIELDS = frozenset({"user", "metadata", "store", "stream_options", "service_tier"})
+"""OpenAI fields that ask nothing of a non-streaming generation here (labels, storage on OpenAI's
+side, stream settings, billing tier): accepted and not used."""
 UNSUPPORTED_FIELDS: dict[str, tuple[Any, ...]] = {
     "response_format": (None, {"type": "text"}),
     "frequency_penalty": (None, 0, 0.0),
@@ -367,10 +369,22 @@ def _tool_choice_text(choice: str | NamedToolChoice) -> str:
     return choice if isinstance(choice, str) else f"{{function: {choice.function.name}}}"
 
 
-def _completion(result: ChatResult, name: str, token_ids: bool = False) -> dict[str, Any]:
+def _message(message: dict[str, Any], parallel_tool_calls: bool | None) -> dict[str, Any]:
+    """The answer's message as OpenAI gives it: the first tool call only when parallel calls are
+    off, and `content` null (not "") in a message that is only tool calls."""
+    message = dict(message)
+    calls = message.get("tool_calls")
+    if calls and parallel_tool_calls is False:
+        message["tool_calls"] = calls[:1]
+    message["content"] = message.get("content") or (None if calls else "")
+    return message
+
+
+def _completion(
+    result: ChatResult, name: str, token_ids: bool = False, parallel_tool_calls: bool | None = None
+) -> dict[str, Any]:
     """A chat-completion response body in OpenAI's shape (with vLLM's choice `token_ids` if asked)."""
-    message = dict(result.message)
-    message.setdefault("content", "")
+    message = _message(result.message, parallel_tool_calls)
     finish = result.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop")
     usage = result.usage
     choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
@@ -468,7 +482,12 @@ def create_app(
         result = await _complete(model, limit, request, default)
         if isinstance(result, JSONResponse):
             return result
-        return _completion(result, name, token_ids=bool(request.return_token_ids))
+        return _completion(
+            result,
+            name,
+            token_ids=bool(request.return_token_ids),
+            parallel_tool_calls=request.parallel_tool_calls,
+        )
 
     return app
 

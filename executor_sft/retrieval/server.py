@@ -19,7 +19,16 @@ into `max_batch`-sized retriever calls.
 
 Limits (ServerConfig): a body over `max_body_bytes` gets 413 "Content Too Large" (FastAPI's own
 limit, checked as the body arrives, before it is parsed); more than `max_queries` queries, a
-query over `max_query_chars` characters or a topk over `max_k` get 422.
+query over `max_query_chars` characters or a topk over `max_k` get 422. An empty `queries` list
+gets `{"result": []}`, as Search-R1's server answers the `batch_search([])` its training loop
+sends on a turn where no rollout searched.
+
+One big request must not stall the others: the event loop's thread only routes. A request is
+searched `max_batch` queries at a time, each chunk's hits are turned into JSON on a small pool of
+worker threads and streamed out as they are ready (the next chunk is searched meanwhile), so the
+server never holds a whole 4,096 x 100 answer (about 250 MB of JSON) and `/health` answers while
+it is sent. After a request larger than one chunk, glibc's `malloc_trim` hands the freed memory
+back to the system.
 """
 
 from __future__ import annotations
@@ -27,12 +36,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ctypes
+import functools
+import json
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from executor_sft.retrieval.base import Hit, Retriever
@@ -50,6 +65,7 @@ class ServerConfig:
     default_k: int = 3  # for a request whose topk is null or absent, as Search-R1's server (its --topk)
     max_query_chars: int = 4096  # a search query, not a document
     max_body_bytes: int = 4 << 20  # 4096 queries of ~1 KB (search queries are short); counted as they arrive
+    encode_threads: int = 2  # turn hits into JSON off the event loop's thread; more only contend for the GIL
 
 
 class DocumentsRequest(BaseModel):
@@ -57,7 +73,8 @@ class DocumentsRequest(BaseModel):
 
 
 class RetrieveRequest(BaseModel):
-    queries: list[str] = Field(min_length=1)
+    queries: list[str]
+    """May be empty: Search-R1's training loop sends `[]` on a turn where no rollout searched."""
     topk: int | None = Field(None, ge=1)
     """None (or absent): the server's `default_k`."""
     return_scores: bool = False
@@ -162,6 +179,75 @@ def _doc(h: Hit) -> dict:
     return {"id": h.doc_id, "contents": h.contents}
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+"""JSON as Starlette's JSONResponse writes it (compact, UTF-8, no NaN)."""
+
+
+def _encode_rows(results: list[list[Hit]], return_scores: bool) -> bytes:
+    """The `result` rows of `results`, comma-separated without the list's brackets, so that the
+    chunks of one request join into one list. Runs on a worker thread; each query's row is
+    encoded on its own because the C encoder keeps the GIL for a whole call, which the event
+    loop's thread would wait out."""
+    if return_scores:
+        rows = ([{"document": _doc(h), "score": h.score} for h in hits] for hits in results)
+    else:
+        rows = ([_doc(h) for h in hits] for hits in results)
+    return ",".join(_ENCODER.encode(row) for row in rows).encode("utf-8")
+
+
+def _encode_documents(docs: list[Hit | None]) -> bytes:
+    return _ENCODER.encode(
+        {
+            "documents": [
+                None if d is None else {"id": d.doc_id, "title": d.title, "text": d.text} for d in docs
+            ]
+        }
+    ).encode("utf-8")
+
+
+Search = Callable[[list[str], int], Awaitable[list[list[Hit]]]]
+
+
+async def _encoded_chunks(
+    search: Search,
+    encode: Callable[[list[list[Hit]]], Awaitable[bytes]],
+    queries: list[str],
+    k: int,
+    size: int,
+) -> AsyncIterator[bytes]:
+    """Each `size` queries' rows as JSON, in order; the next chunk is searched while this one is
+    encoded and sent, so at most two chunks' hits are alive at once."""
+    upcoming = asyncio.ensure_future(search(queries[:size], k))
+    try:
+        for start in range(size, len(queries) + size, size):
+            hits = await upcoming
+            rest = queries[start : start + size]
+            upcoming = asyncio.ensure_future(search(rest, k)) if rest else None
+            data = await encode(hits)
+            del hits
+            yield data
+    finally:
+        if upcoming is not None:  # the client left mid-answer
+            upcoming.cancel()
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, which returns freed heap memory to the system; None elsewhere."""
+    try:
+        return ctypes.CDLL(None).malloc_trim  # the C library this process already runs on
+    except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS, Windows)
+        return None
+
+
+def release_memory() -> None:
+    """Hand memory freed by a big answer back to the system (CPython keeps large freed blocks in
+    glibc's heap, so without this the server's RSS stays at its peak)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
 def _over_limit(req: RetrieveRequest, config: ServerConfig) -> str | None:
     """The first server limit `req` breaks, said for the client; None when it keeps them all."""
     if len(req.queries) > config.max_queries:
@@ -178,6 +264,7 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: s
     """The retrieval app over `retriever` (`kind` is reported by /health)."""
     config = config or ServerConfig()
     batcher = MicroBatcher(retriever, config.max_batch, config.max_wait_ms) if config.batching else None
+    pool = ThreadPoolExecutor(config.encode_threads, thread_name_prefix="retrieval-encode")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -186,14 +273,16 @@ def create_app(retriever: Retriever, config: ServerConfig | None = None, kind: s
         yield
         if batcher:
             await batcher.stop()
+        pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="executor_sft retrieval", lifespan=lifespan, max_body_size=config.max_body_bytes)
     app.state.batcher = batcher
     app.state.requests = 0
+    app.state.retriever_calls = 0  # without batching; the batcher counts its own
     app.add_exception_handler(RequestValidationError, _readable_422)
     _add_health(app, retriever, config, batcher, kind)
-    _add_retrieve(app, retriever, config, batcher)
-    _add_documents(app, retriever, config)
+    _add_retrieve(app, retriever, config, batcher, pool)
+    _add_documents(app, retriever, config, pool)
     return app
 
 
@@ -216,13 +305,23 @@ def _add_health(
             "kind": kind,
             "batching": config.batching,
             "requests": app.state.requests,
-            "retriever_calls": batcher.calls if batcher else app.state.requests,
+            "retriever_calls": batcher.calls if batcher else app.state.retriever_calls,
         }
 
 
 def _add_retrieve(
-    app: FastAPI, retriever: Retriever, config: ServerConfig, batcher: MicroBatcher | None
+    app: FastAPI,
+    retriever: Retriever,
+    config: ServerConfig,
+    batcher: MicroBatcher | None,
+    pool: ThreadPoolExecutor,
 ) -> None:
+    async def unbatched(queries: list[str], k: int) -> list[list[Hit]]:
+        app.state.retriever_calls += 1
+        return await retriever.asearch(queries, k)
+
+    search: Search = batcher.submit if batcher else unbatched
+
     @app.post("/retrieve")
     async def retrieve(req: RetrieveRequest):
         if req.topk is None:
@@ -230,19 +329,35 @@ def _add_retrieve(
         if problem := _over_limit(req, config):
             return JSONResponse(status_code=422, content={"detail": problem})
         app.state.requests += 1
-        if batcher:
-            results = await batcher.submit(req.queries, req.topk)
-        else:
-            results = await retriever.asearch(req.queries, req.topk)
-        # A JSONResponse skips FastAPI's recursive jsonable_encoder pass over plain dicts and strings.
-        if req.return_scores:
-            return JSONResponse(
-                {"result": [[{"document": _doc(h), "score": h.score} for h in hits] for hits in results]}
-            )
-        return JSONResponse({"result": [[_doc(h) for h in hits] for hits in results]})
+        if not req.queries:
+            return JSONResponse({"result": []})
+        loop = asyncio.get_running_loop()
+        encode = functools.partial(loop.run_in_executor, pool, _encode_rows)
+        chunks = _encoded_chunks(
+            search, lambda hits: encode(hits, req.return_scores), req.queries, req.topk, config.max_batch
+        )
+        first = await anext(chunks)  # a failing search still gets its 500 before any byte is sent
+        if len(req.queries) <= config.max_batch:
+            await chunks.aclose()
+            return Response(b'{"result":[' + first + b"]}", media_type="application/json")
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                yield b'{"result":[' + first
+                async for data in chunks:
+                    yield b"," + data
+                yield b"]}"
+            finally:
+                with anyio.CancelScope(shield=True):  # also when the client left: stop the next search
+                    await chunks.aclose()
+                loop.run_in_executor(pool, release_memory)
+
+        return StreamingResponse(body(), media_type="application/json")
 
 
-def _add_documents(app: FastAPI, retriever: Retriever, config: ServerConfig) -> None:
+def _add_documents(
+    app: FastAPI, retriever: Retriever, config: ServerConfig, pool: ThreadPoolExecutor
+) -> None:
     @app.post("/documents")
     async def documents(req: DocumentsRequest):
         if len(req.ids) > config.max_queries:
@@ -252,10 +367,5 @@ def _add_documents(app: FastAPI, retriever: Retriever, config: ServerConfig) -> 
             docs = await retriever.adocuments(req.ids)
         except NotImplementedError as e:
             return JSONResponse(status_code=501, content={"detail": str(e)})
-        return JSONResponse(
-            {
-                "documents": [
-                    None if d is None else {"id": d.doc_id, "title": d.title, "text": d.text} for d in docs
-                ]
-            }
-        )
+        body = await asyncio.get_running_loop().run_in_executor(pool, _encode_documents, docs)
+        return Response(body, media_type="application/json")

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
-from retrieval_helpers import free_port, serve
+from retrieval_helpers import free_port, serve, serve_recipe
 
 from executor_sft.retrieval import (
     Hit,
@@ -51,7 +51,6 @@ def test_health_and_wire_format(server, bm25):
 @pytest.mark.parametrize(
     ("body", "needle"),
     [
-        ({"queries": [], "topk": 3}, "queries"),
         ({"topk": 3}, "queries"),
         ({"queries": ["a"], "topk": 0}, "topk"),
         ({"queries": ["a"], "topk": 21}, "limit of 20"),
@@ -249,38 +248,42 @@ def test_search_r1_request_shape_with_512_queries_against_the_served_recipe(bm25
     """`recipes/serve_retriever.py` as a subprocess, sent what Search-R1's client sends for a
     training batch: 512 queries in one `POST /retrieve` with `topk` and `return_scores: true`, then
     read the way it reads them (`result[i][j]["document"]["contents"]`)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    recipe = Path(__file__).resolve().parents[2] / "recipes" / "serve_retriever.py"
-    port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, str(recipe), "--index", str(bm25_index), "--kind", "bm25", "--port", str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, proc.stderr.read()
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "serve_retriever.py did not answer /health in 180 s"
-            time.sleep(0.5)
+    with serve_recipe(bm25_index, "--kind", "bm25") as (url, _):
         queries = [f"who played drums for the Canadian rock band, take {i}" for i in range(512)]
         response = httpx.post(
             f"{url}/retrieve", json={"queries": queries, "topk": 3, "return_scores": True}, timeout=300
         )
         assert response.status_code == 200, response.text
         result = response.json()["result"]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        # A turn where no rollout searched: its `batch_search([])`, which reads `["result"]`.
+        empty = httpx.post(f"{url}/retrieve", json={"queries": [], "topk": 3, "return_scores": True})
+        assert (empty.status_code, empty.json()) == (200, {"result": []})
     assert len(result) == 512 and all(len(hits) == 3 for hits in result)
     expected = bm25.search([queries[300]], 3)[0]
     assert [hit["document"]["contents"] for hit in result[300]] == [h.contents for h in expected]
     assert [hit["score"] for hit in result[300]] == pytest.approx([h.score for h in expected])
+
+
+def search_r1_passages(result: list[dict]) -> str:
+    """How Search-R1's client reads one query's answer (`_passages2string`): title and text from
+    each hit's `document.contents`."""
+    lines = []
+    for i, item in enumerate(result):
+        title, _, text = item["document"]["contents"].partition("\n")
+        lines.append(f"Doc {i + 1}(Title: {title}) {text}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("topk", [3, None])
+def test_an_empty_search_r1_batch_gets_an_empty_result(server, topk):
+    """Search-R1's `execute_predictions` calls `batch_search([])` on a turn where no rollout
+    searched: it posts `{"queries": [], "topk": ..., "return_scores": true}` and reads
+    `.json()["result"]`, as its own server answers. A 422 there was its `KeyError: 'result'`."""
+    payload = {"queries": [], "topk": topk, "return_scores": True}
+    response = httpx.post(f"{server}/retrieve", json=payload)
+    assert response.status_code == 200 and response.json() == {"result": []}
+    assert [search_r1_passages(r) for r in response.json()["result"]] == []
+    # The server goes on answering searches.
+    q = "Canadian rock band drummer"
+    (row,) = httpx.post(f"{server}/retrieve", json={**payload, "queries": [q]}).json()["result"]
+    assert search_r1_passages(row).startswith("Doc 1(Title: ")
