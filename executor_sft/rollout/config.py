@@ -187,9 +187,12 @@ class CollectConfig(BaseModel):
         return Path(self.output_dir) / name
 
 
-def load_collect_config(path: str | Path, overrides: dict[str, Any] | None = None) -> CollectConfig:
-    """Read a YAML config; errors are one line naming the file and the offending field path."""
-    return load_config(CollectConfig, path, overrides)
+def load_collect_config(
+    path: str | Path, overrides: dict[str, Any] | None = None, sets: list[str] | None = None
+) -> CollectConfig:
+    """Read a YAML config, apply `--set` items then top-level overrides; errors are one line
+    naming the file and the offending field path."""
+    return load_config(CollectConfig, path, overrides, sets)
 
 
 def check_inputs(config: CollectConfig) -> None:
