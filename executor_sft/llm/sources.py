@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from executor_sft.cache import CacheError, cache_dir
 from executor_sft.errors import ConfigError
 from executor_sft.llm.hub import hub_model_problem
 
@@ -24,7 +25,13 @@ def source_problem(name: str, what: str = "model") -> str | None:
 
     if is_offline(name):
         known = [a for a, m in OFFLINE_MODELS.items() if what != "model" or m.load is not None]
-        return None if name in known else f"{name}: no such offline {what}; known: {', '.join(known)}"
+        if name not in known:
+            return f"{name}: no such offline {what}; known: {', '.join(known)}"
+        try:
+            cache_dir()  # where offline models are converted to (or read from)
+        except CacheError as exc:
+            return str(exc)
+        return None
     path = Path(name).expanduser()
     if path.exists():
         return folder_problem(path, what)
