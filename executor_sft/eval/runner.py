@@ -74,7 +74,8 @@ def system_record(config: EvalConfig) -> dict[str, Any]:
 
     Every model by its `identity()`, the judge included (its verdicts are stored with the
     episodes), as collection records them: endpoints, timeouts, routing and transport options
-    (a new one included) change how a model is reached, not what it answers.
+    (a new one included) change how a model is reached, not what it answers. Every prompt read
+    from a file enters by its content's hash, so a file edited in place is a changed system.
     """
     data = config.model_dump(mode="json", include={"mode", "retriever"})
     data["models"] = {role: json.loads(m.identity()) for role, m in sorted(config.models.items())}
@@ -88,6 +89,8 @@ def system_record(config: EvalConfig) -> dict[str, Any]:
         if config.mode == "single_agent"
         else config.pipeline.model_dump(mode="json")
     )
+    if digests := config.pipeline.prompts.file_digests():  # the judge's too, in every mode
+        data["prompt_files"] = digests
     return data
 
 

@@ -138,7 +138,8 @@ class CollectConfig(BaseModel):
 
         Models by their `identity()` (endpoints and timeouts left out; their sampling is in the
         pipeline, where the config merges it), the pipeline, counterfactuals, collection mode and
-        the retriever less its cache and transport settings. Questions, samples and run settings
+        the retriever less its cache and transport settings, and the content hash of every prompt
+        read from a file. Questions, samples and run settings
         are left out: adding questions or samples to a collection keeps its system.
         """
         data = self.model_dump(mode="json", include={"pipeline", "counterfactual", "collection"})
@@ -146,6 +147,8 @@ class CollectConfig(BaseModel):
         data["retriever"] = self.retriever.model_dump(
             mode="json", exclude={"cache", "timeout_s", "max_retries"}
         )
+        if digests := self.pipeline.prompts.file_digests():  # prompt files by content, not only path
+            data["prompt_files"] = digests
         return data
 
     def open_store(self) -> EpisodeStore:

@@ -1,0 +1,136 @@
+"""A `file:` prompt edited in place between a run and its resume is a changed system (issue 55).
+
+The config names only the prompt file's path, so the run records its content's hash: a resume
+after an edit is refused as any other system change is (collect: the executor prompt; evaluate:
+the judge prompt), and the output keeps only the first version's episodes. The same content
+again (the edit undone) is the same system. Every role is a scripted synthetic-world policy
+behind an OpenAI-compatible server on 127.0.0.1; the recipes run as subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from fastapi import FastAPI
+from forkserver import run_script
+
+from executor_sft.agents.prompting import packaged_prompt
+from executor_sft.llm.server import BackgroundServer, create_app
+from executor_sft.retrieval.build import build_index
+from executor_sft.synthetic import scripted_models
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def served(world, world_dir, tmp_path_factory):
+    """(base url, index dir): one mounted OpenAI-compatible app per scripted role."""
+    index = tmp_path_factory.mktemp("prompt_files_index") / "index"
+    build_index(world_dir / "corpus.jsonl", index)
+    app = FastAPI()
+    for role, model in scripted_models(world).items():
+        app.mount(f"/{role}", create_app(model, served_name=role))
+    with BackgroundServer(app) as server:
+        yield server.base_url.removesuffix("/v1"), index
+
+
+def models(base: str, roles: dict[str, str]) -> dict:
+    return {
+        role: {"backend": "openai", "model": served, "base_urls": f"{base}/{served}/v1", "timeout_s": 60}
+        for role, served in roles.items()
+    }
+
+
+def run(recipe: str, config: dict, tmp_path: Path, name: str):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    return run_script(
+        [sys.executable, f"recipes/{recipe}", "--config", str(path)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def refused_for(proc, stored: Path, prompt: str, old: str, new: str) -> None:
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    (line,) = [s for s in proc.stderr.splitlines() if s.startswith("error:")]
+    assert line.startswith(
+        f'error: {stored}: holds episodes of a different system (changed: prompt_files.{prompt}: "{old[:36]}...'
+    ), line
+    assert f' -> "{new[:36]}...' in line
+
+
+def digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_collect_refuses_a_resume_after_its_executor_prompt_file_changed(world_dir, served, tmp_path):
+    base, index = served
+    prompt = tmp_path / "executor.md"
+    prompt.write_text(packaged_prompt("executor_native") + "\n", encoding="utf-8")
+    first = digest(prompt)
+    config = {
+        "questions": {"path": str(world_dir / "questions.jsonl"), "limit": 2},
+        "retriever": {"index": str(index), "kind": "bm25", "k": 3},
+        "models": models(base, {r: r for r in ("backbone", "teacher", "student", "answerer")}),
+        "pipeline": {"prompts": {"executor_native": f"file:{prompt}"}},
+        "output_dir": str(tmp_path / "out"),
+        "concurrency": 2,
+    }
+    done = run("collect_rollouts.py", config, tmp_path, "collect.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rollouts = tmp_path / "out" / "rollouts.jsonl"
+    before = rollouts.read_bytes()
+    system = json.loads((tmp_path / "out" / "rollouts.system.json").read_text())
+    assert system["system"]["prompt_files"] == {"executor_native": first}
+
+    prompt.write_text(packaged_prompt("executor_native") + "\nAnswer in one word.\n", encoding="utf-8")
+    config["questions"]["limit"] = 3  # a resume that would add episodes
+    refused = run("collect_rollouts.py", config, tmp_path, "collect.yaml")
+    refused_for(refused, rollouts, "executor_native", first, digest(prompt))
+    assert rollouts.read_bytes() == before
+
+    prompt.write_text(packaged_prompt("executor_native") + "\n", encoding="utf-8")  # the edit undone
+    resumed = run("collect_rollouts.py", config, tmp_path, "collect.yaml")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert rollouts.read_bytes().startswith(before) and len(rollouts.read_bytes()) > len(before)
+
+
+def test_evaluate_refuses_a_resume_after_its_judge_prompt_file_changed(world_dir, served, tmp_path):
+    base, index = served
+    prompt = tmp_path / "judge.md"
+    prompt.write_text(packaged_prompt("judge") + "\n", encoding="utf-8")
+    first = digest(prompt)
+    config = {
+        "name": "prompt-files",
+        "questions": [{"path": str(world_dir / "questions.jsonl"), "limit": 2, "limit_per": "source"}],
+        "retriever": {"index": str(index), "kind": "bm25", "k": 3},
+        "models": models(
+            base, {"backbone": "backbone", "executor": "teacher", "answerer": "answerer", "judge": "judge"}
+        ),
+        "pipeline": {
+            "executor_roles": ["executor"],
+            "driver": "executor",
+            "prompts": {"judge": f"file:{prompt}"},
+        },
+        "output_dir": str(tmp_path / "eval"),
+        "concurrency": 2,
+    }
+    done = run("evaluate.py", config, tmp_path, "eval.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    episodes = tmp_path / "eval" / "episodes.jsonl"
+    before = episodes.read_bytes()
+
+    prompt.write_text(packaged_prompt("judge") + "\nBe strict.\n", encoding="utf-8")
+    config["questions"][0]["limit"] = 3
+    refused = run("evaluate.py", config, tmp_path, "eval.yaml")
+    refused_for(refused, episodes, "judge", first, digest(prompt))
+    assert episodes.read_bytes() == before
