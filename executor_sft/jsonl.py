@@ -267,7 +267,7 @@ def output_errors(path: str | Path) -> Iterator[None]:
     """A full disk or read-only file system met in the block becomes the one-line `OutputError`."""
     try:
         yield
-    except OutputError:
+    except UserError:  # already one line about its own file (a cache entry, an input)
         raise
     except Exception as exc:
         if (error := as_output_error(path, exc)) is None:

@@ -14,36 +14,13 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
-from fastapi import FastAPI
+from fault_helpers import served_models
 from forkserver import run_script
 
 from executor_sft.agents.prompting import packaged_prompt
-from executor_sft.llm.server import BackgroundServer, create_app
-from executor_sft.retrieval.build import build_index
-from executor_sft.synthetic import scripted_models
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def served(world, world_dir, tmp_path_factory):
-    """(base url, index dir): one mounted OpenAI-compatible app per scripted role."""
-    index = tmp_path_factory.mktemp("prompt_files_index") / "index"
-    build_index(world_dir / "corpus.jsonl", index)
-    app = FastAPI()
-    for role, model in scripted_models(world).items():
-        app.mount(f"/{role}", create_app(model, served_name=role))
-    with BackgroundServer(app) as server:
-        yield server.base_url.removesuffix("/v1"), index
-
-
-def models(base: str, roles: dict[str, str]) -> dict:
-    return {
-        role: {"backend": "openai", "model": served, "base_urls": f"{base}/{served}/v1", "timeout_s": 60}
-        for role, served in roles.items()
-    }
 
 
 def run(recipe: str, config: dict, tmp_path: Path, name: str):
@@ -72,15 +49,17 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_collect_refuses_a_resume_after_its_executor_prompt_file_changed(world_dir, served, tmp_path):
-    base, index = served
+def test_collect_refuses_a_resume_after_its_executor_prompt_file_changed(
+    world_dir, scripted_endpoints, tmp_path
+):
+    base, index = scripted_endpoints
     prompt = tmp_path / "executor.md"
     prompt.write_text(packaged_prompt("executor_native") + "\n", encoding="utf-8")
     first = digest(prompt)
     config = {
         "questions": {"path": str(world_dir / "questions.jsonl"), "limit": 2},
         "retriever": {"index": str(index), "kind": "bm25", "k": 3},
-        "models": models(base, {r: r for r in ("backbone", "teacher", "student", "answerer")}),
+        "models": served_models(base, {r: r for r in ("backbone", "teacher", "student", "answerer")}),
         "pipeline": {"prompts": {"executor_native": f"file:{prompt}"}},
         "output_dir": str(tmp_path / "out"),
         "concurrency": 2,
@@ -104,8 +83,10 @@ def test_collect_refuses_a_resume_after_its_executor_prompt_file_changed(world_d
     assert rollouts.read_bytes().startswith(before) and len(rollouts.read_bytes()) > len(before)
 
 
-def test_evaluate_refuses_a_resume_after_its_judge_prompt_file_changed(world_dir, served, tmp_path):
-    base, index = served
+def test_evaluate_refuses_a_resume_after_its_judge_prompt_file_changed(
+    world_dir, scripted_endpoints, tmp_path
+):
+    base, index = scripted_endpoints
     prompt = tmp_path / "judge.md"
     prompt.write_text(packaged_prompt("judge") + "\n", encoding="utf-8")
     first = digest(prompt)
@@ -113,7 +94,7 @@ def test_evaluate_refuses_a_resume_after_its_judge_prompt_file_changed(world_dir
         "name": "prompt-files",
         "questions": [{"path": str(world_dir / "questions.jsonl"), "limit": 2, "limit_per": "source"}],
         "retriever": {"index": str(index), "kind": "bm25", "k": 3},
-        "models": models(
+        "models": served_models(
             base, {"backbone": "backbone", "executor": "teacher", "answerer": "answerer", "judge": "judge"}
         ),
         "pipeline": {
