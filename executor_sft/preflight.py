@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from executor_sft.errors import PreflightError, UserError
+from executor_sft.urls import redact
 
 PLACEHOLDER = "SET-THIS"
 """What the shipped configs put where a user must fill in a value (a host, a path)."""
@@ -68,7 +69,8 @@ def problems(parts: Iterable[Part], timeout_s: float = PROBE_TIMEOUT_S) -> list[
                 if reason is not None:
                     found[i].append(
                         parts[i].line(
-                            field, f"GET {url} got no answer ({reason}); start the server or fix the URL"
+                            field,
+                            redact(f"GET {url} got no answer ({reason}); start the server or fix the URL"),
                         )
                     )
     return list(dict.fromkeys(line for lines in found for line in lines))

@@ -39,6 +39,7 @@ from executor_sft.registry import Registry
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import Episode, Question
 from executor_sft.store import EpisodeStore
+from executor_sft.urls import redact
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +85,8 @@ def system_record(config: EvalConfig) -> dict[str, Any]:
         if config.needs_retriever
         else None
     )
+    if data["retriever"] and data["retriever"].get("url"):  # a password written in it never reaches disk
+        data["retriever"]["url"] = redact(data["retriever"]["url"])
     data["system"] = (
         config.single_agent.model_dump(mode="json")
         if config.mode == "single_agent"

@@ -23,6 +23,7 @@ from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
 from executor_sft.schema import Question, Role
 from executor_sft.store import EpisodeStore, check_jsonl
+from executor_sft.urls import redact
 
 
 class CollectQuestionSource(BaseQuestionSource):
@@ -147,6 +148,8 @@ class CollectConfig(BaseModel):
         data["retriever"] = self.retriever.model_dump(
             mode="json", exclude={"cache", "timeout_s", "max_retries"}
         )
+        if data["retriever"].get("url"):  # a password written in it never reaches disk
+            data["retriever"]["url"] = redact(data["retriever"]["url"])
         if digests := self.pipeline.prompts.file_digests():  # prompt files by content, not only path
             data["prompt_files"] = digests
         return data
