@@ -49,36 +49,53 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def prompt_file(tmp_path: Path, name: str, extra: str = "") -> Path:
+    """The packaged prompt `name` as a file (`extra` appended: an edit in place)."""
+    path = tmp_path / f"{name}.md"
+    path.write_text(packaged_prompt(name) + "\n" + extra, encoding="utf-8")
+    return path
+
+
+def edit_between_run_and_resume(recipe: str, config: dict, tmp_path: Path, name: str, stored: Path) -> bytes:
+    """Run `recipe` on `config`, edit prompt file `name` in place, ask for one more question and
+    run it again: refused, `stored` untouched. Returns what the first run stored."""
+    first = digest(tmp_path / f"{name}.md")
+    done = run(recipe, config, tmp_path, "config.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    before = stored.read_bytes()
+    prompt_file(tmp_path, name, "Answer in one word.\n")
+    questions = config["questions"] if isinstance(config["questions"], dict) else config["questions"][0]
+    questions["limit"] = 3  # a resume that would add episodes
+    refused = run(recipe, config, tmp_path, "config.yaml")
+    refused_for(refused, stored, name, first, digest(tmp_path / f"{name}.md"))
+    assert stored.read_bytes() == before
+    return before
+
+
+def retrieval(index: Path) -> dict:
+    return {"index": str(index), "kind": "bm25", "k": 3}
+
+
 def test_collect_refuses_a_resume_after_its_executor_prompt_file_changed(
     world_dir, scripted_endpoints, tmp_path
 ):
     base, index = scripted_endpoints
-    prompt = tmp_path / "executor.md"
-    prompt.write_text(packaged_prompt("executor_native") + "\n", encoding="utf-8")
-    first = digest(prompt)
+    first = digest(prompt := prompt_file(tmp_path, "executor_native"))
     config = {
         "questions": {"path": str(world_dir / "questions.jsonl"), "limit": 2},
-        "retriever": {"index": str(index), "kind": "bm25", "k": 3},
+        "retriever": retrieval(index),
         "models": served_models(base, {r: r for r in ("backbone", "teacher", "student", "answerer")}),
         "pipeline": {"prompts": {"executor_native": f"file:{prompt}"}},
         "output_dir": str(tmp_path / "out"),
         "concurrency": 2,
     }
-    done = run("collect_rollouts.py", config, tmp_path, "collect.yaml")
-    assert done.returncode == 0, done.stderr[-3000:]
     rollouts = tmp_path / "out" / "rollouts.jsonl"
-    before = rollouts.read_bytes()
+    before = edit_between_run_and_resume("collect_rollouts.py", config, tmp_path, "executor_native", rollouts)
     system = json.loads((tmp_path / "out" / "rollouts.system.json").read_text())
     assert system["system"]["prompt_files"] == {"executor_native": first}
 
-    prompt.write_text(packaged_prompt("executor_native") + "\nAnswer in one word.\n", encoding="utf-8")
-    config["questions"]["limit"] = 3  # a resume that would add episodes
-    refused = run("collect_rollouts.py", config, tmp_path, "collect.yaml")
-    refused_for(refused, rollouts, "executor_native", first, digest(prompt))
-    assert rollouts.read_bytes() == before
-
-    prompt.write_text(packaged_prompt("executor_native") + "\n", encoding="utf-8")  # the edit undone
-    resumed = run("collect_rollouts.py", config, tmp_path, "collect.yaml")
+    prompt_file(tmp_path, "executor_native")  # the edit undone
+    resumed = run("collect_rollouts.py", config, tmp_path, "config.yaml")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert rollouts.read_bytes().startswith(before) and len(rollouts.read_bytes()) > len(before)
 
@@ -87,13 +104,11 @@ def test_evaluate_refuses_a_resume_after_its_judge_prompt_file_changed(
     world_dir, scripted_endpoints, tmp_path
 ):
     base, index = scripted_endpoints
-    prompt = tmp_path / "judge.md"
-    prompt.write_text(packaged_prompt("judge") + "\n", encoding="utf-8")
-    first = digest(prompt)
+    first = digest(prompt := prompt_file(tmp_path, "judge"))
     config = {
         "name": "prompt-files",
         "questions": [{"path": str(world_dir / "questions.jsonl"), "limit": 2, "limit_per": "source"}],
-        "retriever": {"index": str(index), "kind": "bm25", "k": 3},
+        "retriever": retrieval(index),
         "models": served_models(
             base, {"backbone": "backbone", "executor": "teacher", "answerer": "answerer", "judge": "judge"}
         ),
@@ -105,13 +120,7 @@ def test_evaluate_refuses_a_resume_after_its_judge_prompt_file_changed(
         "output_dir": str(tmp_path / "eval"),
         "concurrency": 2,
     }
-    done = run("evaluate.py", config, tmp_path, "eval.yaml")
-    assert done.returncode == 0, done.stderr[-3000:]
     episodes = tmp_path / "eval" / "episodes.jsonl"
-    before = episodes.read_bytes()
-
-    prompt.write_text(packaged_prompt("judge") + "\nBe strict.\n", encoding="utf-8")
-    config["questions"][0]["limit"] = 3
-    refused = run("evaluate.py", config, tmp_path, "eval.yaml")
-    refused_for(refused, episodes, "judge", first, digest(prompt))
-    assert episodes.read_bytes() == before
+    edit_between_run_and_resume("evaluate.py", config, tmp_path, "judge", episodes)
+    system = json.loads((tmp_path / "eval" / "episodes.system.json").read_text())
+    assert system["system"]["prompt_files"] == {"judge": first}
