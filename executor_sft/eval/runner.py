@@ -33,6 +33,7 @@ from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROL
 from executor_sft.eval.report import judge_warning, results_markdown, write_markdown
 from executor_sft.jsonl import MissingFileError
 from executor_sft.llm.base import ChatModel
+from executor_sft.llm.config import api_keys
 from executor_sft.llm.pool import ModelPool, build_models
 from executor_sft.ray_runner import ActorWork, run_episodes_ray
 from executor_sft.registry import Registry
@@ -268,6 +269,7 @@ def on_ray(config: EvalConfig, work: list[WorkItem], store: EpisodeStore, inputs
             concurrency=config.concurrency,
             progress={"desc": f"{config.name} (ray)"} if inputs.progress else None,
             max_attempts=config.max_attempts,
+            env=api_keys(config.models.values()),
         )
     )
     if report.lost_actors:

@@ -12,12 +12,12 @@ not finished.
 from __future__ import annotations
 
 import functools
-import os
 import tempfile
 import time
 from collections.abc import Sequence
 
 from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS
+from executor_sft.llm.config import api_keys
 from executor_sft.llm.routing import merge_replica_counts, replica_counts
 from executor_sft.ray_runner import ActorWork, run_episodes_ray
 from executor_sft.rollout.config import CollectConfig
@@ -62,13 +62,6 @@ def actor_work(
     )
 
 
-def api_keys(config: CollectConfig) -> dict[str, str]:
-    """The driver's values of every `api_key_env` the config's models name (what the actors need;
-    a cluster started without them, `ray start` in another shell, would not have them)."""
-    names = {getattr(model, "api_key_env", None) for model in config.models.values()}
-    return {name: os.environ[name] for name in sorted(n for n in names if n) if os.environ.get(name)}
-
-
 async def collect_on_ray(
     config: CollectConfig,
     *,
@@ -97,7 +90,7 @@ async def collect_on_ray(
             progress={"desc": "episodes (ray)", "dynamic_ncols": True} if show_progress else None,
             max_attempts=config.max_attempts,
             attempts_file=config.attempts_file(),
-            env=api_keys(config),
+            env=api_keys(config.models.values()),
         )
         extra = {"engine": "ray", "actors": report.actors}
         if report.lost_actors:
