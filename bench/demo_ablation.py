@@ -88,6 +88,7 @@ from executor_sft.demos.demo import (
 from executor_sft.demos.probe import AMBIGUOUS, PLAIN, turn2_prompts
 from executor_sft.demos.probe_callback import ProbeCallback, read_records, stopped_by
 from executor_sft.demos.sample_data import ROLLOUTS, SFT, SFT_REPORT, bm25_index, provenance
+from executor_sft.errors import report_user_errors
 from executor_sft.filters import (
     ALL_CORRECT,
     SINGLE_SEARCH,
@@ -97,7 +98,7 @@ from executor_sft.filters import (
     write_json,
     write_jsonl,
 )
-from executor_sft.jsonl import write_text
+from executor_sft.jsonl import InputError, read_json_object, write_text
 from executor_sft.metrics.share_difference import share_difference
 
 REPO = Path(__file__).resolve().parents[1]
@@ -169,12 +170,25 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def _done(path: Path, key: dict) -> dict | None:
-    """The saved result at `path` if it was made with exactly `key`."""
+def _done(path: Path, key: dict, needs: tuple[str, ...] = (), match: bool = True) -> dict | None:
+    """The saved result at `path` if it was made with exactly `key` (and holds `needs`); a file
+    that cannot be one (cut, empty, a list, not UTF-8, a folder, a field missing) is an `InputError`.
+    `match=False` checks the file whatever its key."""
     if not path.exists():
         return None
-    saved = json.loads(path.read_text(encoding="utf-8"))
-    return saved if saved.get("key") == _jsonable(key) else None
+    fix = "delete it to redo this unit, or restore it (git checkout -- FILE)"
+    saved = read_json_object(path, fix)
+    if match and saved.get("key") != _jsonable(key):
+        return None
+    if missing := [n for n in needs if n not in saved]:
+        raise InputError(f"{path}: has no {', '.join(map(repr, missing))}; {fix}")
+    return saved
+
+
+def _done_file_problem(path: Path) -> None:
+    """Raise an `InputError` when `path` exists and is not a done file (`_save`'s key and result)."""
+    if path.exists():
+        _done(path, {}, ("key", "result"), match=False)
 
 
 def _save(path: Path, result: dict) -> dict:
@@ -535,7 +549,7 @@ def run_variant(
         "evals": list(modes),
     }
     done_path = Path(done_dir) / f"seed{cfg.seed}-{variant}.json" if done_dir is not None else None
-    if done_path is not None and (done := _done(done_path, _portable_key(key))) is not None:
+    if done_path is not None and (done := _done(done_path, _portable_key(key), ("result",))) is not None:
         log(f"seed {cfg.seed} variant {variant}: reading the finished result {done_path}")
         return done["result"]
     if done_only:
@@ -1128,7 +1142,9 @@ def parse_eval_arg(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--config", default=str(DEFAULT_CONFIG.relative_to(REPO)))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
@@ -1219,6 +1235,10 @@ def main(argv: list[str] | None = None) -> int:
             plateau_min_epochs=a.plateau_min_epochs,
             plateau=not a.no_plateau,
         )
+    if convergence is not None:  # a damaged done file is its line now, not after a seed's collection
+        for seed in a.seeds:
+            for variant in a.variants:
+                _done_file_problem(Path(a.done_dir) / f"seed{seed}-{variant}.json")
     command = "python bench/demo_ablation.py " + " ".join(argv if argv is not None else sys.argv[1:])
     results_md = Path(a.results)
     results_json = results_md.with_suffix(".json")
@@ -1280,4 +1300,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(report_user_errors(main))

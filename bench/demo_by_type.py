@@ -48,7 +48,9 @@ def _cell(values: list[float], digits: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--runs", type=Path, default=Path("outputs/demo-bench"))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     a = p.parse_args(argv)

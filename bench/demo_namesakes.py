@@ -73,7 +73,9 @@ def held_out_runs(world: World, runs: Iterable[dict]) -> dict[tuple[str, str, bo
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", default="outputs/demo-ablation", help="what bench/demo_ablation.py wrote")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--variants", nargs="+", default=["c"])

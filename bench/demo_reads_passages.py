@@ -58,7 +58,9 @@ def _edit(prompt, corpus: dict[str, list[str]], how: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", default="outputs/demo-ablation", help="what bench/demo_ablation.py wrote")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--variants", nargs="+", default=["c"])
@@ -92,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n".join(rows)
     print(table)
     if a.results:
-        command = "python bench/demo_reads_passages.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        command = "python bench/demo_reads_passages.py " + " ".join(
+            argv if argv is not None else sys.argv[1:]
+        )
         Path(a.results).write_text(f"Command: `{command.strip()}`\n\n{table}\n", encoding="utf-8")
     return 0
 

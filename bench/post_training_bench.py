@@ -605,7 +605,9 @@ def render(seeds: list[dict], command: str, elapsed: float, loads: list[str]) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--config", default=str(DEFAULT_CONFIG.relative_to(REPO)))
     p.add_argument("--seeds", type=int, nargs="+", default=[1])
     p.add_argument("--out", default="outputs/post-training", help="one sub-directory per seed")

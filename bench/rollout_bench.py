@@ -375,7 +375,7 @@ def _say(row: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
     parser.add_argument("--waves", type=int, default=4, help="episodes per level = waves * concurrency")

@@ -114,7 +114,7 @@ def driver_cost(rollouts: Path, tmp: Path, episodes: int = 2048, batch: int = 64
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--questions", type=int, default=40)
     parser.add_argument("--latency-ms", type=float, default=200.0)

@@ -69,7 +69,7 @@ def short(label: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--runs", default=str(rb.cache_dir() / "bench" / "search_latency_eval"))

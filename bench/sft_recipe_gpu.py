@@ -465,7 +465,9 @@ def environment(args, shape: Shape, stats: dict, n_params: int, device: str) -> 
 
 
 def parse(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--dry-run", action="store_true", help="tiny model, 3 steps, CPU; compile disabled")
     ap.add_argument("--steps", type=int, default=8, help="timed steps per configuration")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps (compile happens here)")

@@ -296,7 +296,9 @@ def isolation_check(shape, device, attn_names=("sdpa", "executor_varlen")) -> di
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--tiny", action="store_true", help="tiny shape, for CPU debugging")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--steps", type=int, default=6)

@@ -18,6 +18,7 @@ import difflib
 import logging
 import os
 import re
+import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -181,12 +182,25 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
                 break
             child = node[index] if isinstance(node, list) else node.get(part)
             if isinstance(child, str):
-                child = read_yaml(child)
+                child = _included_yaml(key, parts[:depth], child)
             elif child is None:
                 child = {}
             node[index] = child
             node = child
     return data
+
+
+def _included_yaml(key: str, parts: list[str], value: str) -> dict[str, Any]:
+    """The YAML file a string field names (a sweep's `base`), for `--set` to reach into."""
+    field = ".".join(parts)
+    if Path(value).suffix.lower() not in (".yaml", ".yml"):
+        raise ConfigError(
+            f"--set {key}: '{field}' is a value ({value!r}), not a mapping or a YAML file; "
+            f"set it whole: --set {field}=VALUE"
+        )
+    if not Path(value).is_file():
+        raise ConfigError(f"--set {key}: '{field}' names {value}, which is not a file; check the path")
+    return read_yaml(value)
 
 
 def _parse_set_value(key: str, raw: str) -> Any:
@@ -210,6 +224,28 @@ def relative_paths(text: str) -> str:
     return text
 
 
+class RecipeArgumentParser(argparse.ArgumentParser):
+    """argparse with the project's one-line errors: `error: command line: ...`, exit 2, an
+    unknown option named with the nearest known one, and no abbreviations (`--output_d` is not
+    silently `--output_dir`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> typing.NoReturn:
+        unknown = message.removeprefix("unrecognized arguments: ")
+        if unknown != message:
+            flag = next((a for a in unknown.split() if a.startswith("-")), unknown.split()[0])
+            message = (
+                unknown_flag(flag.split("=", 1)[0], self)
+                if flag.startswith("-")
+                else (f"unexpected argument {flag!r}; see --help")
+            )
+        print(f"error: command line: {message}".replace("\n", " "), file=sys.stderr)
+        raise SystemExit(2)
+
+
 class RecipeHelpFormatter(argparse.RawDescriptionHelpFormatter):
     """The recipe's docstring as written (examples keep their lines), paths shown relative."""
 
@@ -231,9 +267,7 @@ def config_recipe_parser(
 ) -> argparse.ArgumentParser:
     """The command line every YAML-config recipe shares: --config, --output_dir, --set, --no_progress,
     -v, and --preflight_only for a recipe that checks its endpoints, keys and indexes first."""
-    parser = argparse.ArgumentParser(
-        description=description, formatter_class=RecipeHelpFormatter, allow_abbrev=False
-    )
+    parser = RecipeArgumentParser(description=description, formatter_class=RecipeHelpFormatter)
     parser.add_argument("--config", required=True, help=config_help)
     add_option(parser, "output_dir", help="override output_dir")
     parser.add_argument(
@@ -409,8 +443,6 @@ def parse_trl_args(
     exit status 2, before anything loads. `default_config` is used when no `--config` is given.
     `description` (the recipe's docstring) opens `--help`.
     """
-    import sys
-
     args: list[str] = []
     for item in argv if argv is not None else sys.argv[1:]:
         args.extend(item.split("=", 1) if item.startswith("--config=") else [item])

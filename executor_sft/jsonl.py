@@ -206,6 +206,29 @@ def read_jsonl(path: str | Path, *, skip_torn_tail: bool = False) -> list[dict[s
     return [record for _, record in iter_records(path, skip_torn_tail=skip_torn_tail)]
 
 
+def read_json_object(path: str | Path, fix: str) -> dict[str, Any]:
+    """The JSON object a file holds; anything else (a folder, not UTF-8, cut, empty, a list) is an
+    `InputError` naming the file, what is wrong and `fix` (what the user can do about it)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except IsADirectoryError:
+        what = "is a folder, not a JSON file"
+    except UnicodeDecodeError as exc:
+        what = f"not UTF-8 (byte {exc.start})"
+    except json.JSONDecodeError as exc:
+        what = (
+            "empty"
+            if not exc.doc.strip()
+            else f"invalid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
+        )
+    else:
+        if isinstance(data, dict):
+            return data
+        what = f"holds a JSON {type(data).__name__}, not an object"
+    raise InputError(f"{path}: {what}; {fix}")
+
+
 class OutputError(UserError, OSError):
     """An output the user named that cannot be written (full disk, read-only, a directory, ...).
 
@@ -267,7 +290,7 @@ def output_errors(path: str | Path) -> Iterator[None]:
     """A full disk or read-only file system met in the block becomes the one-line `OutputError`."""
     try:
         yield
-    except OutputError:
+    except UserError:  # already one line about its own file (a cache entry, an input)
         raise
     except Exception as exc:
         if (error := as_output_error(path, exc)) is None:

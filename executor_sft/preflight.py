@@ -4,7 +4,8 @@ A run names models and a retriever in one or more config files. Each part is che
 placeholder left in (`SET-THIS`, as the paper configs ship their hosts), for what its own
 `preflight()` reports (an API key variable that is not set, weights that are not here, an index
 not built), and for endpoints that do not answer an HTTP GET (`/v1/models` of a model server,
-`/health` of a retrieval server). Every problem is one line naming the file, the key and the fix,
+`/health` of a retrieval server), and for what the run's own input checks refuse (a questions
+file's bad row, an output folder that cannot be written). Every problem is one line naming the file, the key and the fix,
 and all of them are reported at once (`PreflightError`), so a user fixes a config in one pass
 instead of one launch per mistake.
 
@@ -15,11 +16,12 @@ without its key included) counts as answering; only no answer at all is a proble
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from executor_sft.errors import PreflightError
+from executor_sft.errors import PreflightError, UserError
+from executor_sft.urls import redact
 
 PLACEHOLDER = "SET-THIS"
 """What the shipped configs put where a user must fill in a value (a host, a path)."""
@@ -67,25 +69,37 @@ def problems(parts: Iterable[Part], timeout_s: float = PROBE_TIMEOUT_S) -> list[
                 if reason is not None:
                     found[i].append(
                         parts[i].line(
-                            field, f"GET {url} got no answer ({reason}); start the server or fix the URL"
+                            field,
+                            redact(f"GET {url} got no answer ({reason}); start the server or fix the URL"),
                         )
                     )
     return list(dict.fromkeys(line for lines in found for line in lines))
 
 
-def check(parts: Iterable[Part], timeout_s: float = PROBE_TIMEOUT_S) -> str:
-    """Raise `PreflightError` listing every problem of `parts`; else the line that says so."""
+def check(
+    parts: Iterable[Part], timeout_s: float = PROBE_TIMEOUT_S, inputs: Iterable[Callable[[], object]] = ()
+) -> str:
+    """Raise `PreflightError` listing every problem of `parts` and of the run's own input checks
+    (`inputs`: each raises a `UserError`, e.g. a questions file's bad row); else the line that says so.
+
+    An input check's line that a part's line already says (a missing questions file) is dropped."""
     parts = list(parts)
     lines = problems(parts, timeout_s)
+    for step in inputs:
+        try:
+            step()
+        except UserError as exc:
+            lines += [line for line in exc.lines() if not any(line in found for found in lines)]
     if lines:
         raise PreflightError(lines)
     probed = sum(len(part.config.endpoints()) for part in parts)
     return f"preflight: {len(parts)} config parts checked, {probed} endpoints answered; nothing is missing"
 
 
-def check_config(config: Any, where: str) -> str:
-    """`check` over `config.preflight_parts(where)` (eval, sweep and collection configs have it)."""
-    return check(config.preflight_parts(where))
+def check_config(config: Any, where: str, *inputs: Callable[[], object]) -> str:
+    """`check` over `config.preflight_parts(where)` (eval, sweep and collection configs have it)
+    and the run's own input checks `inputs`."""
+    return check(config.preflight_parts(where), inputs=inputs)
 
 
 def model_parts(where: str, prefix: str, models: dict[str, Any]) -> list[Part]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import tempfile
 import time
@@ -150,7 +151,15 @@ class _StreamSink:
 class EpisodeActor:
     """A Ray actor (wrapped by `ray.remote` at run time) that runs tasks of work items."""
 
-    def __init__(self, factory: WorkFactory, concurrency: int, max_attempts: int, heartbeat_every_s: float):
+    def __init__(
+        self,
+        factory: WorkFactory,
+        concurrency: int,
+        max_attempts: int,
+        heartbeat_every_s: float,
+        env: Mapping[str, str] | None = None,
+    ):
+        os.environ.update(env or {})  # before the work is built: its models read their API keys
         self.work = factory()
         self.concurrency = concurrency
         self.max_attempts = max_attempts
@@ -315,8 +324,14 @@ async def run_episodes_ray(
     progress: Mapping[str, Any] | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     attempts_file: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> RayRunReport:
-    """`run_episodes` over Ray actors: same skips, retry bound and store; `on_written` gets digests."""
+    """`run_episodes` over Ray actors: same skips, retry bound and store; `on_written` gets digests.
+
+    `env` (the driver's API keys) is set in every actor's environment. It travels as an argument
+    of the actor's constructor, in memory: not in a `runtime_env`, whose `env_vars` Ray records
+    (its runtime-env agent logs each request, its state API shows each actor's), so a key exported
+    only in the driver's shell reaches the actors and no file."""
     skip = set(skip_ids)
     todo = [item for item in items if item.episode_id not in store and item.episode_id not in skip]
     report = RayRunReport(skipped=len(items) - len(todo))
@@ -333,7 +348,7 @@ async def run_episodes_ray(
     )
 
     def spawn() -> Any:
-        return remote.remote(factory, share, max_attempts, ray_config.heartbeat_s / 4)
+        return remote.remote(factory, share, max_attempts, ray_config.heartbeat_s / 4, dict(env or {}))
 
     actors = [spawn() for _ in range(n_actors)]
     driver = _Driver(

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from executor_sft.errors import UserError
 from executor_sft.jsonl import InputError, Located, iter_jsonl_sorted, iter_records, write_json
 from executor_sft.schema import EPISODE_SCHEMA, Episode
@@ -421,6 +423,24 @@ def read_episodes(path: str | Path) -> Iterator[dict[str, Any]]:
     """Read episode dicts from a JSONL file (read-only; tolerates a partial last line)."""
     for number, record in iter_records(path, skip_torn_tail=True):
         yield check_episode_record(path, number, record)
+
+
+def read_episode_models(path: str | Path) -> Iterator[Episode]:
+    """`read_episodes` as `Episode`s: a record that is not one (a hand-edited line) is an
+    `InputError` at its `file:line` naming the bad fields, not a validation traceback."""
+    for number, record in iter_records(path, skip_torn_tail=True):
+        record = check_episode_record(path, number, record)
+        try:
+            yield Episode.model_validate(record)
+        except ValidationError as exc:
+            problems = [
+                f"field '{'.'.join(map(str, e['loc'])) or '<root>'}': {e['msg']}" for e in exc.errors()
+            ]
+            shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+            raise InputError(
+                f"{path}:{number}: not an episode as collection writes it ({shown}); restore or remove "
+                "the line, or collect into a new output_dir"
+            ) from None
 
 
 def iter_episodes_by_id(path: str | Path) -> Iterator[Located]:

@@ -2,6 +2,7 @@
 
     python recipes/collect_rollouts.py --config recipes/configs/collect_minibench_offline.yaml
     python recipes/collect_rollouts.py --config CFG --num_shards 4 --shard_index 0   # one machine of four
+    python recipes/collect_rollouts.py --config CFG --set models.student.model=runs/sft   # any field
     python recipes/collect_rollouts.py merge --inputs out/rollouts-*.jsonl --output out/rollouts.jsonl
 
 Re-running the same command resumes: finished episodes are skipped, never duplicated. One
@@ -14,12 +15,11 @@ every episode is stored, 1 when some are left for a re-run, 2 for bad input, 130
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import sys
 
-from executor_sft.configfile import add_option
+from executor_sft.configfile import RecipeArgumentParser, RecipeHelpFormatter, add_option
 from executor_sft.episode_runner import interrupted_line
 from executor_sft.errors import report_user_errors, say_on_sigterm
 from executor_sft.jsonl import output_errors
@@ -32,7 +32,7 @@ from executor_sft.rollout.engine import unfinished_line
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "merge":
-        parser = argparse.ArgumentParser(prog="collect_rollouts.py merge")
+        parser = RecipeArgumentParser(prog="collect_rollouts.py merge")
         parser.add_argument("--inputs", nargs="+", required=True)
         parser.add_argument("--output", required=True)
         add_option(parser, "accept_system_change", action="store_true")
@@ -46,11 +46,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
 
         return report_user_errors(merge)
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = RecipeArgumentParser(description=__doc__, formatter_class=RecipeHelpFormatter)
     parser.add_argument(
         "--config", required=True, help="YAML file mapping onto executor_sft.rollout.CollectConfig"
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (YAML value)"
     )
     add_option(parser, "output_dir")
     add_option(parser, "num_shards", type=int)
@@ -75,13 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "preflight_only")}
+    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "preflight_only", "set")}
 
     def run() -> int:
-        config = load_collect_config(args.config, overrides)
-        check_inputs(config)
-        questions = select_questions(config)  # a bad questions file stops the run before any model loads
-        passed = check_config(config, args.config)
+        config = load_collect_config(args.config, overrides, sets=args.set)
+        selected: list = []  # a bad questions file is one more line of the preflight's, before any model loads
+        passed = check_config(
+            config,
+            args.config,
+            lambda: check_inputs(config),
+            lambda: selected.append(select_questions(config)),
+        )
+        questions = selected[0]
         if args.preflight_only:
             print(passed)
             return 0

@@ -10,12 +10,11 @@ Prints the before/after table of the student on held-out sub-queries and writes
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
 
-from executor_sft.configfile import add_option
+from executor_sft.configfile import RecipeArgumentParser, RecipeHelpFormatter, add_option
 from executor_sft.demos.demo import DemoConfig, load_config, run_demo
 from executor_sft.errors import report_user_errors
 
@@ -23,7 +22,7 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "demo.yaml"
 
 
 def parse_args(argv: list[str] | None = None) -> DemoConfig:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = RecipeArgumentParser(description=__doc__, formatter_class=RecipeHelpFormatter)
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="YAML with DemoConfig fields")
     p.add_argument("--seed", type=int)
     p.add_argument("--out", help="output directory (default from the config, e.g. outputs/demo)")

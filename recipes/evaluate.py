@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         config = load_eval_config(args.config, overrides, sets=args.set)
         if args.limit is not None:
             config.questions = [q.model_copy(update={"limit": args.limit}) for q in config.questions]
-        select_questions(config.questions)  # a bad questions file is its own line, before the preflight
-        passed = check_config(config, args.config)
+        # a bad questions file is one more line of the preflight's, before any model loads
+        passed = check_config(config, args.config, lambda: select_questions(config.questions))
         if args.preflight_only:
             print(passed)
             return 0

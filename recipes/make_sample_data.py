@@ -17,7 +17,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from executor_sft.configfile import RecipeHelpFormatter, add_option, read_yaml
+from executor_sft.configfile import RecipeArgumentParser, RecipeHelpFormatter, add_option, read_yaml
 from executor_sft.demos.sample_data import SampleConfig, make_sample_data
 from executor_sft.errors import ConfigError, report_user_errors
 
@@ -25,7 +25,7 @@ DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=RecipeHelpFormatter)
+    p = RecipeArgumentParser(description=__doc__, formatter_class=RecipeHelpFormatter)
     p.add_argument("--config", help="YAML with SampleConfig fields (seed, entities, ...); flags override it")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default: data/)")
     p.add_argument("--seed", type=int)

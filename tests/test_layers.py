@@ -20,6 +20,7 @@ LAYERS = {
     "errors": 0,
     "failures": 0,
     "tool_protocol": 0,
+    "urls": 0,
     "registry": 0,
     "store": 0,
     "store_lock": 0,

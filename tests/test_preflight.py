@@ -199,13 +199,18 @@ def test_index_built_without_the_part_its_kind_reads(index):
     )
 
 
-def test_a_hub_id_that_is_not_cached_is_named_only_when_the_hub_is_off(monkeypatch):
+def test_a_hub_id_that_is_not_cached_is_named(monkeypatch):
+    """Offline, and online with no hub answering (tests/llm/test_hub.py has the recipe runs)."""
+    from huggingface_hub import constants
+
     from executor_sft.llm.sources import source_problem
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert "not in the hub cache" in source_problem("someone/not-cached-here")
+    assert "HF_HUB_OFFLINE=1 forbids a download" in source_problem("someone/not-cached-here")
     monkeypatch.delenv("HF_HUB_OFFLINE")
-    assert source_problem("someone/not-cached-here") is None  # its download is the loader's job
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    assert "did not answer in 5 s" in source_problem("someone/not-cached-here")
     assert source_problem("./relative/checkpoint").endswith(
         "no such directory; give the directory a training run wrote, or a hub id"
     )

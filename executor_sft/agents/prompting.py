@@ -11,6 +11,7 @@ wording, not the paper's (its App. C and Fig. 5 prompts are figures its text doe
 from __future__ import annotations
 
 import functools
+import hashlib
 from importlib import resources
 from pathlib import Path
 
@@ -93,17 +94,33 @@ class Prompts(BaseModel):
 
     def get(self, name: str) -> str:
         """The prompt text for `name`: override text, override file contents, or the default."""
+        path = self.file(name)
+        if path is not None:
+            return path.read_text("utf-8").strip()
+        value = getattr(self, name)
+        return packaged_prompt(name) if value is None else value
+
+    def file(self, name: str) -> Path | None:
+        """The file the prompt `name` is read from (a `file:` field or the directory's), or None."""
         if name not in PROMPT_NAMES:
             raise KeyError(f"unknown prompt {name!r}; expected one of {PROMPT_NAMES}")
         value = getattr(self, name)
         if value is None and self.directory is not None:
             own = Path(self.directory).expanduser() / f"{name}.md"
-            value = f"{FILE_PREFIX}{own}" if own.is_file() else None
-        if value is None:
-            return packaged_prompt(name)
-        if value.startswith(FILE_PREFIX):
-            return Path(value[len(FILE_PREFIX) :]).expanduser().read_text("utf-8").strip()
-        return value
+            return own if own.is_file() else None
+        if value is not None and value.startswith(FILE_PREFIX):
+            return Path(value[len(FILE_PREFIX) :]).expanduser()
+        return None
+
+    def file_digests(self) -> dict[str, str]:
+        """The sha256 of each prompt read from a file, by prompt name. A run's system record holds
+        them, so a prompt file edited in place between a run and its resume is a changed system
+        (the config, which names only the path, is the same)."""
+        return {
+            name: hashlib.sha256(path.read_bytes()).hexdigest()
+            for name in PROMPT_NAMES
+            if (path := self.file(name)) is not None
+        }
 
     def render(self, name: str, **values: object) -> str:
         return fill(self.get(name), **values)

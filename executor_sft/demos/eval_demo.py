@@ -98,7 +98,7 @@ def demo_sweep(out: Path, n_questions: int = 60, seed: int = 0) -> SweepResult:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", default="runs/eval-demo")
     parser.add_argument("--questions", type=int, default=60)

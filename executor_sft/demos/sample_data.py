@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from executor_sft.cache import cache_dir, cache_key, cache_lock
+from executor_sft.cache import cache_dir, cache_key, cached_entry
 from executor_sft.synthetic import TEACHER_EXTRA_SEARCH_RATE
 from executor_sft.versions import library_versions
 
@@ -90,9 +90,11 @@ def bm25_index(corpus: Path, index_dir: Path | None = None) -> tuple[Any, Path]:
     fingerprint = hashlib.sha256(corpus.read_bytes()).hexdigest()
     key = cache_key(fingerprint, BM25Info().model_dump(), packages=BM25_PACKAGES)
     index_dir = index_dir or cache_dir() / "sample_data" / f"bm25-{key}"
-    with cache_lock(index_dir):
-        if not (index_dir / "manifest.json").exists():
-            build_index(corpus=corpus, output=index_dir, bm25=True)
+    cached_entry(
+        index_dir,
+        index_dir / "manifest.json",
+        lambda: build_index(corpus=corpus, output=index_dir, bm25=True),
+    )
     return load_retriever(index_dir, "bm25"), index_dir
 
 

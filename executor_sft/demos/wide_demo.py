@@ -89,7 +89,7 @@ def run_demo(out: Path, widths: list[int] = WIDTHS, progress: bool = True) -> Bu
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", default="runs/wide-demo")
     parser.add_argument("--no_progress", action="store_true")

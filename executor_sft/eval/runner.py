@@ -33,12 +33,14 @@ from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROL
 from executor_sft.eval.report import judge_warning, results_markdown, write_markdown
 from executor_sft.jsonl import MissingFileError
 from executor_sft.llm.base import ChatModel
+from executor_sft.llm.config import api_keys
 from executor_sft.llm.pool import ModelPool, build_models
 from executor_sft.ray_runner import ActorWork, run_episodes_ray
 from executor_sft.registry import Registry
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import Episode, Question
 from executor_sft.store import EpisodeStore
+from executor_sft.urls import redact
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +76,8 @@ def system_record(config: EvalConfig) -> dict[str, Any]:
 
     Every model by its `identity()`, the judge included (its verdicts are stored with the
     episodes), as collection records them: endpoints, timeouts, routing and transport options
-    (a new one included) change how a model is reached, not what it answers.
+    (a new one included) change how a model is reached, not what it answers. Every prompt read
+    from a file enters by its content's hash, so a file edited in place is a changed system.
     """
     data = config.model_dump(mode="json", include={"mode", "retriever"})
     data["models"] = {role: json.loads(m.identity()) for role, m in sorted(config.models.items())}
@@ -83,11 +86,15 @@ def system_record(config: EvalConfig) -> dict[str, Any]:
         if config.needs_retriever
         else None
     )
+    if data["retriever"] and data["retriever"].get("url"):  # a password written in it never reaches disk
+        data["retriever"]["url"] = redact(data["retriever"]["url"])
     data["system"] = (
         config.single_agent.model_dump(mode="json")
         if config.mode == "single_agent"
         else config.pipeline.model_dump(mode="json")
     )
+    if digests := config.pipeline.prompts.file_digests():  # the judge's too, in every mode
+        data["prompt_files"] = digests
     return data
 
 
@@ -262,6 +269,7 @@ def on_ray(config: EvalConfig, work: list[WorkItem], store: EpisodeStore, inputs
             concurrency=config.concurrency,
             progress={"desc": f"{config.name} (ray)"} if inputs.progress else None,
             max_attempts=config.max_attempts,
+            env=api_keys(config.models.values()),
         )
     )
     if report.lost_actors:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from executor_sft.configfile import load_config
+from executor_sft.configfile import load_config, validation_message
 from executor_sft.data.idlist import ids_digest, read_ids
 from executor_sft.data.selection import QuestionSource
 from executor_sft.errors import ConfigError
@@ -153,8 +153,25 @@ class SweepConfig(BaseModel):
 
 
 def load_sweep_config(path: str | Path, sets: list[str] | None = None) -> SweepConfig:
-    """Read a sweep YAML and apply `--set` items (`base.samples=1` reaches into the base config)."""
-    return load_config(SweepConfig, path, sets=sets)
+    """Read a sweep YAML and apply `--set` items (`base.samples=1` reaches into the base config).
+
+    A key the base config does not declare (`--set base.samplez=2`) is refused here: the cells
+    fill in the base's models, so only unknown keys are errors of the base on its own."""
+    sweep = load_config(SweepConfig, path, sets=sets)
+    try:
+        EvalConfig.model_validate(_base_dict(sweep))
+    except ValidationError as exc:
+        unknown = [
+            {"type": err["type"], "loc": err["loc"], "input": err["input"]}
+            for err in exc.errors()
+            if err["type"] == "extra_forbidden"
+        ]
+        if unknown:
+            # the base's own file, else the sweep that holds it (written there, or changed by --set)
+            where = sweep.base if isinstance(sweep.base, str) else f"{path}: base"
+            found = ValidationError.from_exception_data(exc.title, unknown)
+            raise ConfigError(validation_message(where, found, EvalConfig)) from None
+    return sweep
 
 
 @dataclass

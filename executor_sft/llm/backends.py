@@ -18,6 +18,7 @@ from executor_sft.llm.oracle import DEFAULT_NAME as ORACLE_MODEL
 from executor_sft.llm.oracle import OracleMode
 from executor_sft.llm.prefix_cache import DEFAULT_PREFIX_CACHE_TOKENS
 from executor_sft.llm.sources import source_problem
+from executor_sft.urls import check_url
 
 
 class OpenAIConfig(ModelConfig):
@@ -57,6 +58,11 @@ class OpenAIConfig(ModelConfig):
     @classmethod
     def _one_url(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @field_validator("base_urls")
+    @classmethod
+    def _urls(cls, value: list[str]) -> list[str]:
+        return [check_url(url) for url in value]
 
     def preflight(self) -> list[tuple[str, str]]:
         problems = super().preflight()

@@ -17,7 +17,8 @@ environment variable that holds it.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -166,3 +167,10 @@ def build_chat_model(cfg: ModelConfig | dict[str, Any]) -> ChatModel:
     if not isinstance(cfg, ModelConfig):
         cfg = ModelConfig.model_validate(cfg)
     return BACKENDS.get(cfg.backend).build(cfg)
+
+
+def api_keys(models: Iterable[ModelConfig]) -> dict[str, str]:
+    """This process's values of every `api_key_env` the models name (what a Ray actor needs: a
+    cluster started without them, `ray start` in another shell, does not have them)."""
+    names = {getattr(model, "api_key_env", None) for model in models}
+    return {name: os.environ[name] for name in sorted(n for n in names if n) if os.environ.get(name)}

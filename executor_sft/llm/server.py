@@ -533,7 +533,9 @@ class BackgroundServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve a chat model over the OpenAI chat-completions API.")
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description="Serve a chat model over the OpenAI chat-completions API."
+    )
     parser.add_argument(
         "--model", required=True, help='path, hub id or alias ("offline:smollm2", "offline:tiny-qwen3")'
     )

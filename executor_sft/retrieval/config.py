@@ -11,6 +11,7 @@ from executor_sft.errors import ConfigError
 from executor_sft.retrieval.base import Retriever
 from executor_sft.retrieval.kinds import PART_BUILD_FLAGS, open_index, retriever_kind
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest
+from executor_sft.urls import check_url
 
 
 def load_retriever(directory: str | Path, kind: str = "bm25", **opts: Any) -> Retriever:
@@ -53,6 +54,11 @@ class RetrieverConfig(BaseModel):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     timeout_s: float = 60.0
     max_retries: int = 5
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str | None) -> str | None:
+        return None if url is None else check_url(url)
 
     @field_validator("kind")
     @classmethod

@@ -20,6 +20,7 @@ import httpx
 from executor_sft.failures import TRANSPORT_ERRORS, InfrastructureError, RequestRefused, status_kind
 from executor_sft.retrieval.base import Hit, Retriever
 from executor_sft.retrieval.corpus import split_contents
+from executor_sft.urls import redact
 
 
 class RetrievalError(InfrastructureError):
@@ -67,7 +68,7 @@ class RemoteRetriever(Retriever):
             backoff_s,
             max_backoff_s,
         )
-        self.index_id = index_id or self._health_index_id() or f"remote:{self.url}"
+        self.index_id = index_id or self._health_index_id() or f"remote:{redact(self.url)}"
         self._client: httpx.Client | None = None
         self._aclients: dict[int, httpx.AsyncClient] = {}
 
@@ -97,7 +98,7 @@ class RemoteRetriever(Retriever):
         """Raises `_Retry` for an answer worth another attempt, and the caller's error for a refused
         request or a wrong set-up; returns for a success, so both POST loops only catch."""
         kind = status_kind(r.status_code)
-        detail = f"{self.url}/{endpoint} answered {r.status_code}: {r.text[:500]}"
+        detail = f"{redact(self.url)}/{endpoint} answered {r.status_code}: {r.text[:500]}"
         if kind == "outcome":
             raise RetrievalRefused(detail)
         if kind == "setup":
@@ -119,7 +120,9 @@ class RemoteRetriever(Retriever):
         return client
 
     def _failed(self, endpoint: str, last: str) -> RetrievalError:
-        return RetrievalError(f"{self.url}/{endpoint} failed after {self.max_retries + 1} attempts: {last}")
+        return RetrievalError(
+            f"{redact(self.url)}/{endpoint} failed after {self.max_retries + 1} attempts: {last}"
+        )
 
     def _post(self, endpoint: str, body: dict[str, Any], read):
         """POST with retries on infrastructure failures; `read(response)` -> value, or raises `_Retry`."""
@@ -173,7 +176,9 @@ class RemoteRetriever(Retriever):
         document access, as a local retriever without passages has none: `NotImplementedError`,
         not an outage."""
         if r.status_code in (404, 501):
-            raise NotImplementedError(f"{self.url} has no document access ({r.status_code}: {r.text[:200]})")
+            raise NotImplementedError(
+                f"{redact(self.url)} has no document access ({r.status_code}: {r.text[:200]})"
+            )
         self._check(r, "documents")
         try:
             return [

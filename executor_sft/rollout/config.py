@@ -23,6 +23,7 @@ from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
 from executor_sft.schema import Question, Role
 from executor_sft.store import EpisodeStore, check_jsonl
+from executor_sft.urls import redact
 
 
 class CollectQuestionSource(BaseQuestionSource):
@@ -138,7 +139,8 @@ class CollectConfig(BaseModel):
 
         Models by their `identity()` (endpoints and timeouts left out; their sampling is in the
         pipeline, where the config merges it), the pipeline, counterfactuals, collection mode and
-        the retriever less its cache and transport settings. Questions, samples and run settings
+        the retriever less its cache and transport settings, and the content hash of every prompt
+        read from a file. Questions, samples and run settings
         are left out: adding questions or samples to a collection keeps its system.
         """
         data = self.model_dump(mode="json", include={"pipeline", "counterfactual", "collection"})
@@ -146,6 +148,10 @@ class CollectConfig(BaseModel):
         data["retriever"] = self.retriever.model_dump(
             mode="json", exclude={"cache", "timeout_s", "max_retries"}
         )
+        if data["retriever"].get("url"):  # a password written in it never reaches disk
+            data["retriever"]["url"] = redact(data["retriever"]["url"])
+        if digests := self.pipeline.prompts.file_digests():  # prompt files by content, not only path
+            data["prompt_files"] = digests
         return data
 
     def open_store(self) -> EpisodeStore:
@@ -187,9 +193,12 @@ class CollectConfig(BaseModel):
         return Path(self.output_dir) / name
 
 
-def load_collect_config(path: str | Path, overrides: dict[str, Any] | None = None) -> CollectConfig:
-    """Read a YAML config; errors are one line naming the file and the offending field path."""
-    return load_config(CollectConfig, path, overrides)
+def load_collect_config(
+    path: str | Path, overrides: dict[str, Any] | None = None, sets: list[str] | None = None
+) -> CollectConfig:
+    """Read a YAML config, apply `--set` items then top-level overrides; errors are one line
+    naming the file and the offending field path."""
+    return load_config(CollectConfig, path, overrides, sets)
 
 
 def check_inputs(config: CollectConfig) -> None:

@@ -43,7 +43,7 @@ from executor_sft.store import (
     EpisodeStore,
     SystemChangedError,
     read_episode_lines,
-    read_episodes,
+    read_episode_models,
     read_system,
     system_changes,
     system_file,
@@ -180,7 +180,7 @@ def prior_stats(store: EpisodeStore) -> CollectionStats:
     """What a previous run left in the file: the summary covers the whole file, not only this run."""
     if not len(store):
         return CollectionStats()
-    return collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))
+    return collection_stats(read_episode_models(store.path))
 
 
 ModelsFactory = Callable[[list[Question]], Mapping[str, ChatModel]]
@@ -228,6 +228,7 @@ async def collect_in_process(config: CollectConfig, inputs: CollectInputs) -> Co
         questions = (
             list(questions) if questions is not None else select_questions(config)
         )  # before models load
+        stats = prior_stats(store)  # a hand-edited record is its line before any model loads
         models = dict(models) if models is not None else collection_models(config)
         missing = [r for r in config.required_roles() if r not in models]
         if missing:
@@ -242,7 +243,6 @@ async def collect_in_process(config: CollectConfig, inputs: CollectInputs) -> Co
         bar = (
             {"desc": "episodes", "dynamic_ncols": True, **(progress or {})} if inputs.show_progress else None
         )
-        stats = prior_stats(store)
         report = await run_episodes(
             config.work_items(questions),
             run_one,

@@ -41,8 +41,14 @@ from executor_sft.rollout.engine import (
     select_questions,
 )
 from executor_sft.rollout.summary import CollectionStats, collection_stats
-from executor_sft.schema import EPISODE_SCHEMA, Episode, Question
-from executor_sft.store import EpisodeStore, SystemChangedError, read_episodes, read_system, system_changes
+from executor_sft.schema import EPISODE_SCHEMA, Question
+from executor_sft.store import (
+    EpisodeStore,
+    SystemChangedError,
+    read_episode_models,
+    read_system,
+    system_changes,
+)
 
 PARENT_POLL_S = 0.2
 """How often a worker checks that its parent is alive."""
@@ -227,11 +233,7 @@ def collect_parallel(
     with config.open_store() as store:
         merge_parts(config, store)  # parts a killed run left behind
         done = store.completed_ids()
-        prior = (
-            collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))
-            if done
-            else CollectionStats()
-        )
+        prior = collection_stats(read_episode_models(store.path)) if done else CollectionStats()
         try:
             reports = _run_workers(
                 config, workers, questions, done, models_factory, retriever_factory, show_progress, stop
@@ -357,4 +359,4 @@ def _merge_reports(
                 prior.merge(report["stats"])
             return prior
     merge_parts(config, store)
-    return collection_stats(Episode.model_validate(e) for e in read_episodes(store.path))
+    return collection_stats(read_episode_models(store.path))

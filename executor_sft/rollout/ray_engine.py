@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 
 from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS
+from executor_sft.llm.config import api_keys
 from executor_sft.llm.routing import merge_replica_counts, replica_counts
 from executor_sft.ray_runner import ActorWork, run_episodes_ray
 from executor_sft.rollout.config import CollectConfig
@@ -89,6 +90,7 @@ async def collect_on_ray(
             progress={"desc": "episodes (ray)", "dynamic_ncols": True} if show_progress else None,
             max_attempts=config.max_attempts,
             attempts_file=config.attempts_file(),
+            env=api_keys(config.models.values()),
         )
         extra = {"engine": "ray", "actors": report.actors}
         if report.lost_actors:

@@ -11,7 +11,9 @@ def main(argv: list[str] | None = None) -> None:
     """`python -m executor_sft.synthetic --out DIR [--seed S --entities N --questions M --wide_share W]`."""
     import argparse
 
-    ap = argparse.ArgumentParser(description="Write the synthetic world (corpus, questions, splits).")
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description="Write the synthetic world (corpus, questions, splits)."
+    )
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--entities", type=int, default=800)

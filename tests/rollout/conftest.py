@@ -41,3 +41,22 @@ def world_bm25(world_dir):
 def shapes():
     """bench/rollout_bench.py as a module: its fixed-shape doubles have hand-countable calls and tokens."""
     return load_script("bench/rollout_bench.py", name="rollout_bench")
+
+
+@pytest.fixture(scope="module")
+def scripted_endpoints(world, world_dir, tmp_path_factory):
+    """(base url, index dir): each scripted world role (backbone, teacher, student, answerer, judge)
+    served at `<base>/<role>/v1` by an OpenAI-compatible app on 127.0.0.1, and a BM25 index."""
+    from fastapi import FastAPI
+
+    from executor_sft.llm.server import BackgroundServer, create_app
+    from executor_sft.retrieval.build import build_index
+    from executor_sft.synthetic import scripted_models
+
+    index = tmp_path_factory.mktemp("scripted_index") / "index"
+    build_index(world_dir / "corpus.jsonl", index)
+    app = FastAPI()
+    for role, model in scripted_models(world).items():
+        app.mount(f"/{role}", create_app(model, served_name=role))
+    with BackgroundServer(app) as server:
+        yield server.base_url.removesuffix("/v1"), index

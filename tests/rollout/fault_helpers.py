@@ -243,3 +243,11 @@ def interrupt(proc: subprocess.Popen, sig: int = signal.SIGINT, group: bool = Fa
         os.killpg(proc.pid, sig)
     else:
         proc.send_signal(sig)
+
+
+def served_models(base: str, roles: dict[str, str]) -> dict:
+    """Model configs reaching `scripted_endpoints`: config role -> served scripted role."""
+    return {
+        role: {"backend": "openai", "model": served, "base_urls": f"{base}/{served}/v1", "timeout_s": 60}
+        for role, served in roles.items()
+    }
