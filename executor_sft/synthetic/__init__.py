@@ -31,15 +31,24 @@ the paper's frontier teacher shows (Tab. 4). Used by the sample data and the dem
 
 
 def scripted_models(
-    world: World, noise: float = 0.0, seed: int = 0, teacher_extra_search_rate: float = 0.0
+    world: World,
+    noise: float = 0.0,
+    seed: int = 0,
+    teacher_extra_search_rate: float = 0.0,
+    teacher_double_check: bool = False,
 ) -> dict:
-    """Role -> scripted `ChatModel` for `run_episode`: backbone, answerer, judge, teacher, student."""
+    """Role -> scripted `ChatModel` for `run_episode`: backbone, answerer, judge, teacher, student
+    (`teacher_double_check`: see `ScriptedTeacherExecutor.double_check`)."""
     return {
         Role.BACKBONE: ScriptedBackbone(world),
         Role.ANSWERER: ScriptedAnswerer(world),
         Role.JUDGE: ScriptedJudge(),
         Role.TEACHER: ScriptedTeacherExecutor(
-            world, noise=noise, extra_search_rate=teacher_extra_search_rate, seed=seed
+            world,
+            noise=noise,
+            extra_search_rate=teacher_extra_search_rate,
+            double_check=teacher_double_check,
+            seed=seed,
         ),
         Role.STUDENT: scripted_student_executor(world, noise=noise, seed=seed + 1),
     }
