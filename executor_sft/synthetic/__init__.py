@@ -13,6 +13,7 @@ from executor_sft.synthetic.scripted_backbone import ScriptedBackbone, find_ques
 from executor_sft.synthetic.scripted_executor import ScriptedTeacherExecutor, scripted_student_executor
 from executor_sft.synthetic.scripted_judge import ScriptedJudge
 from executor_sft.synthetic.world import (
+    DECOUPLED_WORLD,
     Entity,
     Hop,
     World,
@@ -55,6 +56,7 @@ def scripted_models(
 
 
 __all__ = [
+    "DECOUPLED_WORLD",
     "RELATIONS",
     "TEACHER_EXTRA_SEARCH_RATE",
     "Entity",
