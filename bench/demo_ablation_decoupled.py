@@ -43,6 +43,8 @@ DONE_DIR = REPO / "bench" / "results" / "demo_ablation_decoupled"
 RESULTS = REPO / "bench" / "results" / "demo_ablation_decoupled.md"
 VARIANTS = {"c": "(c) full filter", "m": "(a') matched control", "a": "(a) naive"}
 FIGURES = (
+    ("all_hit", "all, first results hold gold"),
+    ("all_miss", "all, first results miss gold"),
     ("plain_hit", "plain, first results hold gold"),
     ("plain_miss", "plain, first results miss gold"),
     ("amb_hit", "ambiguous, hold gold"),
@@ -345,8 +347,14 @@ def edited_probe(ckpt: Path, prep: dict) -> dict:
 
 
 def _subset(runs: list[dict], figure: str) -> list[dict]:
+    """The runs a figure is over: `all`, `plain` or `amb`(iguous) sub-queries whose first results
+    hold (`hit`) or miss (`miss`) the gold passage."""
     kind, side = figure.split("_")
-    return [r for r in runs if r["ambiguous"] == (kind == "amb") and r["hit"] == (side == "hit")]
+    return [
+        r
+        for r in runs
+        if (kind == "all" or r["ambiguous"] == (kind == "amb")) and r["hit"] == (side == "hit")
+    ]
 
 
 def share_with_interval(runs: list[dict], seed: int = 0) -> dict:

@@ -80,6 +80,10 @@ def test_done_only_renders_from_done_files_and_records_equal_steps(tmp_path):
     assert data["steps_equal_within_seed"] and set(data["steps"].values()) == {40}
     assert data["shortcuts"]["0"]["sub_query"] == 0.5 and data["shortcuts_pooled"]["n_test"] == 12
     assert data["variants"]["m"]["0"]["plain_miss"]["p"] == 1.0
+    assert (
+        data["variants"]["m"]["0"]["all_miss"]["n_runs"] == 2
+        and data["variants"]["m"]["0"]["all_hit"]["p"] == 0.0
+    )
     assert "(a') matched control" in md and "3 of 3" in md
 
 
