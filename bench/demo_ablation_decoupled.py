@@ -29,6 +29,7 @@ units whose done file exists with the same key, and a killed training resumes fr
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import random
@@ -203,9 +204,14 @@ def variant_rows(variant: str, out: Path, seed: int) -> list[dict]:
 
 
 def steps_for(cfg) -> int:
-    """Two epochs of (c)'s rows: every variant trains this many steps."""
+    """Two epochs of (c)'s rows: every variant trains this many steps (kept in `steps.json`)."""
+    path = Path(cfg.out) / "steps.json"
+    if (done := _load(path, _key(cfg))) is not None:
+        return done["steps"]
     n = len(variant_rows("c", Path(cfg.out), cfg.seed))
-    return EPOCHS_OF_C * math.ceil(n / (cfg.batch_size * cfg.grad_accum))
+    steps = EPOCHS_OF_C * math.ceil(n / (cfg.batch_size * cfg.grad_accum))
+    _save(path, {"key": _key(cfg), "c_rows": n, "steps": steps})
+    return steps
 
 
 def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
@@ -249,6 +255,8 @@ def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
     model = _student_model(cfg, str(ckpt))
     evaluate(cfg, model, prep["retriever"], prep["subs"], f"{cfg.model} SFT {VARIANTS[variant]}", runs, False)
     model.close()
+    del model
+    gc.collect()  # the evaluation's prefix cache (GBs) before the probe loads the model again
     seconds["eval"] = time.perf_counter() - t
     t = time.perf_counter()
     probe = edited_probe(ckpt, prep)
@@ -330,6 +338,8 @@ def edited_probe(ckpt: Path, prep: dict) -> dict:
     model, tokenizer = load_model(str(ckpt))
     before = p_search_each(model, tokenizer, [t[1] for t in triples])
     after = p_search_each(model, tokenizer, [t[2] for t in triples])
+    del model
+    gc.collect()
     out = {}
     for side in ("miss", "hit"):
         idx = [i for i, t in enumerate(triples) if t[0] == side]
