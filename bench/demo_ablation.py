@@ -638,7 +638,7 @@ def run_seed(
         "seed": cfg.seed,
         "config": _with_mode(cfg, modes[0]).model_dump(),
         "evals": list(modes),
-        "provenance": provenance(cfg, index_dir),
+        "provenance": _provenance(cfg, modes[0], convergence, index_dir),
         "eval_set": {t: sum(_type_of(q) == t for q in sub_queries) for t in TYPES},
         "seconds": dict(collect_seconds),
         "references": {},
@@ -678,6 +678,16 @@ def run_seed(
         if on_step:
             on_step(partial)
     return partial
+
+
+def _provenance(cfg: DemoConfig, mode: str, convergence: ConvergenceConfig | None, index_dir: Path) -> dict:
+    """What the seed's reported result was made with: the config under its first evaluation mode;
+    in the convergence mode, `max_steps` None (the epochs decide) and the convergence settings."""
+    out = provenance(_with_mode(cfg, mode), index_dir)
+    if convergence is not None:
+        out["config"]["max_steps"] = None
+        out["convergence"] = convergence.model_dump()
+    return out
 
 
 def seed_verdict(seed: dict) -> dict[str, Any]:
@@ -1073,10 +1083,17 @@ def render(
     lines = [
         "# Filter ablation on the CPU demo: naive vs single_search vs full filter",
         "",
+        "On the world with cues (the default synthetic world; issue #57 found its surface gives the label "
+        "away: see [demo_ablation_decoupled.md](demo_ablation_decoupled.md) for the decoupled world).",
         f"Command: `{command}`; {len(seeds)} seed(s), {elapsed / 60:.1f} min wall in this invocation "
         "(steps read back from a previous run cost nothing).",
-        "Each seed collects once; every variant trains from the same rollouts with the same steps, "
-        "random data order and seed. Evaluation: held-out sub-queries ("
+        "Each seed collects once; every variant trains from the same rollouts with the same "
+        + (
+            "number of epochs over its own rows (so with different numbers of steps: see each row's steps), "
+            if any(s.get("convergence") for s in seeds)
+            else "steps, "
+        )
+        + "random data order and seed. Evaluation: held-out sub-queries ("
         + "; ".join(
             f"seed {s['seed']}: " + ", ".join(f"{n} {t}" for t, n in s["eval_set"].items()) for s in seeds
         )

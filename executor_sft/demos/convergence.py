@@ -68,6 +68,17 @@ class ConvergenceConfig(BaseModel):
         }
 
 
+class EqualStepsConfig(ConvergenceConfig):
+    """Every variant trains exactly `max_steps` optimizer steps on one schedule (cosine over
+    `max_steps`), whatever its row count: variants differ only in their rows (issue #57)."""
+
+    max_steps: int = Field(..., ge=1)
+    plateau: bool = False
+
+    def training_overrides(self) -> dict[str, Any]:
+        return {**super().training_overrides(), "max_steps": self.max_steps}
+
+
 def split_heldout(rows: list[dict], n: int, seed: int) -> tuple[list[dict], list[dict]]:
     """(training rows, `n` held-out rows): a seeded sample, both in the rows' order. At most half
     the rows are held out."""
@@ -76,4 +87,4 @@ def split_heldout(rows: list[dict], n: int, seed: int) -> tuple[list[dict], list
     return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]
 
 
-__all__ = ["ConvergenceConfig", "split_heldout"]
+__all__ = ["ConvergenceConfig", "EqualStepsConfig", "split_heldout"]

@@ -151,9 +151,17 @@ def _student_model(cfg: DemoConfig, path: str | None = None):
 
 
 def collect_demo(
-    cfg: DemoConfig, out: Path, world, retriever, index_dir: Path, show_progress: bool = True
+    cfg: DemoConfig,
+    out: Path,
+    world,
+    retriever,
+    index_dir: Path,
+    show_progress: bool = True,
+    *,
+    teacher_double_check: bool = False,
 ) -> int:
-    """Teacher (+ real student on the first `student_questions`) episodes into out/rollouts.jsonl."""
+    """Teacher (+ real student on the first `student_questions`) episodes into out/rollouts.jsonl
+    (`teacher_double_check`: `ScriptedTeacherExecutor.double_check`, the decoupled world's teacher)."""
     from executor_sft.agents import RoleConfig
     from executor_sft.data import load_questions
     from executor_sft.llm import SamplingParams
@@ -164,7 +172,12 @@ def collect_demo(
     rollouts.unlink(missing_ok=True)
     questions_path = out / "world" / "questions_train.jsonl"
     questions = load_questions(questions_path)[: cfg.collect_questions]
-    scripted = scripted_models(world, seed=cfg.seed, teacher_extra_search_rate=cfg.teacher_extra_search_rate)
+    scripted = scripted_models(
+        world,
+        seed=cfg.seed,
+        teacher_extra_search_rate=cfg.teacher_extra_search_rate,
+        teacher_double_check=teacher_double_check,
+    )
     scripted.pop("student")
     n = 0
     k = min(cfg.student_questions, len(questions))

@@ -13,6 +13,7 @@ from executor_sft.synthetic.scripted_backbone import ScriptedBackbone, find_ques
 from executor_sft.synthetic.scripted_executor import ScriptedTeacherExecutor, scripted_student_executor
 from executor_sft.synthetic.scripted_judge import ScriptedJudge
 from executor_sft.synthetic.world import (
+    DECOUPLED_WORLD,
     Entity,
     Hop,
     World,
@@ -31,21 +32,31 @@ the paper's frontier teacher shows (Tab. 4). Used by the sample data and the dem
 
 
 def scripted_models(
-    world: World, noise: float = 0.0, seed: int = 0, teacher_extra_search_rate: float = 0.0
+    world: World,
+    noise: float = 0.0,
+    seed: int = 0,
+    teacher_extra_search_rate: float = 0.0,
+    teacher_double_check: bool = False,
 ) -> dict:
-    """Role -> scripted `ChatModel` for `run_episode`: backbone, answerer, judge, teacher, student."""
+    """Role -> scripted `ChatModel` for `run_episode`: backbone, answerer, judge, teacher, student
+    (`teacher_double_check`: see `ScriptedTeacherExecutor.double_check`)."""
     return {
         Role.BACKBONE: ScriptedBackbone(world),
         Role.ANSWERER: ScriptedAnswerer(world),
         Role.JUDGE: ScriptedJudge(),
         Role.TEACHER: ScriptedTeacherExecutor(
-            world, noise=noise, extra_search_rate=teacher_extra_search_rate, seed=seed
+            world,
+            noise=noise,
+            extra_search_rate=teacher_extra_search_rate,
+            double_check=teacher_double_check,
+            seed=seed,
         ),
         Role.STUDENT: scripted_student_executor(world, noise=noise, seed=seed + 1),
     }
 
 
 __all__ = [
+    "DECOUPLED_WORLD",
     "RELATIONS",
     "TEACHER_EXTRA_SEARCH_RATE",
     "Entity",

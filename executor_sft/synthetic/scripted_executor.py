@@ -104,7 +104,11 @@ class ScriptedTeacherExecutor:
     - `noise`: share of sub-queries (drawn reproducibly from `seed` and the sub-query) whose
       report names a wrong answer.
     - `extra_search_rate`: share of sub-queries where it searches a second time even though
-      the first search already had the answer (the budget-1 re-run then succeeds).
+      the first search already had the answer (the budget-1 re-run then succeeds): a coin that
+      ignores the passages.
+    - `double_check`: it also searches a second time when the first results hold the passage it
+      wants but not first (Doc 1 is someone else): a cautious reader's needless search, decided
+      by the passages (the decoupled world's teacher, docs/synthetic.md).
     """
 
     world: World
@@ -113,6 +117,7 @@ class ScriptedTeacherExecutor:
     reformulate: bool = True
     noise: float = 0.0
     extra_search_rate: float = 0.0
+    double_check: bool = False
     seed: int = 0
     calls: int = field(default=0, init=False)
 
@@ -149,6 +154,10 @@ class ScriptedTeacherExecutor:
         plan.append(parsed.text.rstrip("?"))
         return list(dict.fromkeys(plan))
 
+    def queries(self, sub_query: str) -> list[str]:
+        """The searches it would try for `sub_query`, in order (the first is always made)."""
+        return self._plan(parse_subquery(sub_query, self.world.types_of), sub_query)
+
     def _target(self, parsed: ParsedSubQuery) -> Entity | None:
         return self.world.resolve(parsed.relation.subject, parsed.name, parsed.descriptor)
 
@@ -176,6 +185,9 @@ class ScriptedTeacherExecutor:
         if not self.reformulate:
             plan = plan[:1]
         extra = unit_draw(self.seed, "extra", state.sub_query) < self.extra_search_rate
+        if self.double_check and found is not None and state.passages:
+            first = self.world.entity_of_passage(state.passages[0].title, state.passages[0].text)
+            extra = extra or first is None or first.id != found.id
         if extra and found is not None and state.can_search and len(state.queries) == 1 and plan[1:]:
             return self._search(state, plan[1])
         if found is None and state.can_search:

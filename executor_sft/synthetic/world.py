@@ -18,6 +18,11 @@ surfaces the wrong person, and only a reformulated search with the disambiguatin
   rows (held out: no test sub-query text appears in train);
 - `world.json`: manifest (seed, sizes, statistics, files) and the entity table.
 The same seed and sizes give byte-identical files.
+
+`decoupled=True` (docs/synthetic.md, "The decoupled world") closes the shortcuts by which the
+surface told whether a second search was needed: namesakes are written in the core template with
+another core occupation, most plain people are named with a descriptor too, some plain people
+have name-order twins that crowd the first search, and the held-out split is by subject entity.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -64,6 +70,16 @@ _FILM_GENRES = ["drama", "comedy", "mystery", "war", "musical", "western", "scie
 _BAND_GENRES = ["folk", "rock", "jazz", "electronic", "punk", "soul"]
 _INDUSTRIES = ["shipping", "textile", "software", "mining", "brewing", "publishing", "rail"]
 _STATE_FORMS = ["Republic", "Kingdom", "Federation", "Principality"]
+_CORE_OCCUPATIONS = ["film director", "novelist", "singer", "entrepreneur"]
+_PERSON_RELATIONS = frozenset(k for k, r in RELATIONS.items() if r.subject == "person")
+CORE_TEMPLATE = "core_template"
+"""Entity.extra flag (decoupled world): a namesake or twin written in the core passage template."""
+BARE = "bare"
+"""Entity.extra flag (decoupled world): a plain person that sub-queries name without a descriptor."""
+ASIDE = "aside"
+"""Entity.extra key (decoupled world): a society a person chairs, a sentence that varies passage length."""
+TWIN_OF = "twin_of"
+"""Entity.extra key (decoupled world): the id of the person whose name-order twin this one is."""
 
 
 @dataclass
@@ -134,6 +150,20 @@ class WorldQuestion:
 def _a(noun: str) -> str:
     return f"an {noun}" if noun[:1].lower() in "aeiou" else f"a {noun}"
 
+
+DECOUPLED_WORLD: dict[str, Any] = {
+    "decoupled": True,
+    "ambiguity": 0.5,
+    "namesakes": 5,
+    "twin_share": 0.8,
+    "bare_share": 0.2,
+    "test_share": 0.3,
+}
+"""The decoupled ablation's world options (ours): with top_k 3, 5 same-worded distractors leave the
+meant passage out of the first results about half the time; half the people ambiguous and 80% of
+the plain ones with twins keep "no descriptor" (never a miss) rare; 0.3 held out gives 50-60
+held-out person sub-queries at 600 entities and 400 questions. Measured in
+bench/results/demo_ablation_decoupled.md."""
 
 WIDE_COLUMNS: tuple[tuple[str, str | None], ...] = (
     ("City", None),
@@ -254,10 +284,19 @@ class World:
         n = e.name
         born_in = self.by_id[e.facts["born_in"]].name
         out = [f"{n} is {_a(e.descriptor)} born in {born_in} in {e.facts['birth_year']}."]
-        if e.kind != "core":
+        if e.kind != "core" and not e.extra.get(CORE_TEMPLATE):
             return [*out, f"{n} is known for {_OCCUPATION_WORK.get(e.descriptor, 'a long career')}."]
         works = e.extra.get("works", [])
         listed = " and ".join(works) if len(works) <= 2 else ", ".join(works[:-1]) + " and " + works[-1]
+        if e.extra.get(CORE_TEMPLATE):
+            # The decoupled world's one template for every person: no sentence's length says the occupation.
+            out += [
+                f"{n} is credited with {listed}.",
+                f"Over a career of {e.extra['decades']} decades, this person received several regional awards.",
+            ]
+            if e.extra.get(ASIDE):
+                out.append(f"This person also chairs the {e.extra[ASIDE]} society.")
+            return out
         verb = {
             "film director": "directed the films",
             "novelist": "wrote the novels",
@@ -278,7 +317,7 @@ class World:
         ]
         if e.extra.get("capital_of"):
             out.append(f"{n} is the capital of {e.extra['capital_of']}.")
-        if e.kind == "core":
+        if e.kind == "core" or e.extra.get(CORE_TEMPLATE):
             out.append(f"{n} is known for its {e.extra['feature']}.")
         return out
 
@@ -328,6 +367,12 @@ class WorldConfig:
     wide_share: float = 0.0
     """Share of wide tasks (a table over every city of a country, at most one per country with 3 or
     more cities); each country's passage then lists its cities. 0 keeps the world as before."""
+    decoupled: bool = False
+    """The decoupled world (module docstring); False keeps the world with cues, byte for byte."""
+    twin_share: float = 0.5
+    """Decoupled: share of plain question-bearing people with `namesakes` name-order twins."""
+    bare_share: float = 0.2
+    """Decoupled: share of plain question-bearing people named without a descriptor (never twins')."""
 
     def __post_init__(self) -> None:
         checks = {
@@ -338,6 +383,8 @@ class WorldConfig:
             "comparison_share": 0.0 <= self.comparison_share <= 1.0,
             "test_share": 0.0 <= self.test_share < 1.0,
             "wide_share": 0.0 <= self.wide_share <= 1.0,
+            "twin_share": 0.0 <= self.twin_share <= 1.0,
+            "bare_share": self.bare_share >= 0.0 and self.twin_share + self.bare_share <= 1.0 + 1e-9,
             "hop_weights": len(self.hop_weights) == 3 and min(self.hop_weights) >= 0 < sum(self.hop_weights),
         }
         bad = [k for k, ok in checks.items() if not ok]
@@ -424,7 +471,10 @@ class _Builder:
             r = self.add("river", self.forge.word(2, 3))
             r.facts.update(flows_through=rng.choice(countries).id, length=rng.randint(40, 3200))
 
-        self._namesakes(directors + novelists + singers + founders, cities)
+        if cfg.decoupled:
+            self._decoupled_people(directors + novelists + singers + founders, cities)
+        else:
+            self._namesakes(directors + novelists + singers + founders, cities)
         # Fillers: unrelated people that make the corpus less regular.
         for _ in range(max(0, n - len(self.entities))):
             f = self.add(
@@ -549,6 +599,124 @@ class _Builder:
                     [y for y in range(1900, 1990) if y != p.facts["birth_year"]]
                 )
 
+    def _decoupled_people(self, core_people: list[Entity], cities: list[Entity]) -> None:
+        """The decoupled world's distractors, all in the core template with another core occupation.
+
+        A share `ambiguity` of the core people get `namesakes` exact namesakes; of the rest,
+        `twin_share` get `namesakes` name-order twins ("Mirelk Tavo" for "Tavo Mirelk": the same
+        words to a bag-of-words search, another person to a reader) and `bare_share` are named
+        without a descriptor. Either way the first search ranks the meant passage among
+        same-worded ones by text length alone, so whether it misses shows only in the passages."""
+        cfg, rng = self.cfg, self.rng
+        for p in core_people:
+            p.extra[CORE_TEMPLATE] = True
+            # Lesser works (titles only) so that how much a person lists does not say the occupation.
+            p.extra["works"] += [self.forge.title(rng.choice([1, 2])) for _ in range(rng.randint(0, 2))]
+            if rng.random() < 0.5:
+                p.extra[ASIDE] = self.forge.title(rng.randint(1, 3))
+        shared = set(p.id for p in rng.sample(core_people, round(cfg.ambiguity * len(core_people))))
+        plain = [p for p in core_people if p.id not in shared]
+        order = rng.sample(plain, len(plain))
+        n_twins, n_bare = round(cfg.twin_share * len(plain)), round(cfg.bare_share * len(plain))
+        for p in core_people:
+            if p.id in shared:
+                self._core_template_person(p.name, p, cities)
+        for p in order[:n_twins]:
+            given, surname = p.name.split(" ", 1)
+            twin_name = f"{surname} {given}"
+            if twin_name in self.full_names:
+                continue  # that order is someone else's name already
+            self.full_names.add(twin_name)
+            for twin in self._core_template_person(twin_name, p, cities):
+                twin.extra[TWIN_OF] = p.id
+        for p in order[n_twins : n_twins + n_bare]:
+            p.extra[BARE] = True
+        # City namesakes read like the notable city: the same sentences, another country.
+        for c in self.entities:
+            if c.type == "city" and c.kind == "namesake":
+                c.extra[CORE_TEMPLATE] = True
+
+    def _core_template_person(self, name: str, p: Entity, cities: list[Entity]) -> list[Entity]:
+        """`namesakes` people called `name`, each with a core occupation other than p's, works
+        (titles only) and another birthplace and year: core-template passages with a wrong attribute.
+
+        Each one's passage is a few search tokens longer or shorter than p's (drawn at random), so
+        a bare-name search ranks p among them by chance, not by p's occupation or output."""
+        cfg, rng = self.cfg, self.rng
+        reader = World(self.entities, [], {})
+        target_len = _search_tokens(reader.passage_text(p))
+        out = []
+        others = [o for o in _CORE_OCCUPATIONS if o != p.descriptor]
+        for _ in range(cfg.namesakes):
+            d = self.add("person", name, descriptor=rng.choice(others), kind="namesake")
+            d.facts["born_in"] = rng.choice([c for c in cities if c.id != p.facts["born_in"]]).id
+            d.facts["birth_year"] = rng.choice([y for y in range(1900, 1990) if y != p.facts["birth_year"]])
+            want = target_len + rng.choice([-4, -3, -2, -1, 1, 2, 3, 4])
+            best: tuple[int, dict[str, Any]] | None = None
+            for _ in range(60):
+                works = [self.forge.title(rng.choice([1, 2])) for _ in range(rng.randint(1, 5))]
+                d.extra = {"works": works, "decades": rng.randint(2, 5), CORE_TEMPLATE: True}
+                if rng.random() < 0.5:
+                    d.extra[ASIDE] = self.forge.title(rng.randint(1, 3))
+                gap = abs(_search_tokens(reader.passage_text(d)) - want)
+                if best is None or gap < best[0]:
+                    best = (gap, d.extra)
+                if gap == 0:
+                    break
+            d.extra = best[1] if best else d.extra
+            out.append(d)
+        return out
+
+
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
+)
+_TOKEN = re.compile(r"\w+")
+
+
+def _search_tokens(text: str) -> int:
+    """A passage's length as a bag-of-words search counts it (words, English stopwords aside)."""
+    return sum(1 for w in _TOKEN.findall(text.lower()) if w not in _STOPWORDS)
+
+
+def _person_descriptor(subj: Entity, descriptor: str) -> str:
+    """The descriptor a sub-query names a person by: none for the decoupled world's bare people."""
+    return "" if subj.extra.get(BARE) else descriptor
+
 
 def _bridge(world: World, rng: random.Random, n_hops: int) -> WorldQuestion | None:
     """A random chain of n_hops relations from a work or river, or None when it dead-ends."""
@@ -577,6 +745,7 @@ def _bridge(world: World, rng: random.Random, n_hops: int) -> WorldQuestion | No
         if subj.type == "city" and world.is_ambiguous(subj):
             return None
         descriptor = rels[i - 1].occupation if i > 0 and subj.type == "person" else ""
+        descriptor = _person_descriptor(subj, descriptor)
         hops.append(
             Hop(
                 question=rel.question.format(s=render_subject(subj.type, subj.name, descriptor)),
@@ -628,7 +797,7 @@ def _comparison(world: World, rng: random.Random) -> WorldQuestion | None:
     def mention(e: Entity) -> tuple[str, str]:
         """(text inside the long question, descriptor used in the sub-query)."""
         if e.type == "person":
-            return f"{e.name} the {e.descriptor}", e.descriptor
+            return f"{e.name} the {e.descriptor}", _person_descriptor(e, e.descriptor)
         if e.type == "city":
             return f"{e.name} in {e.descriptor}", e.descriptor
         if e.type == "river":
@@ -709,9 +878,12 @@ def _wide(world: World, rng: random.Random) -> WorldQuestion | None:
     )
 
 
-def _assign_splits(questions: list[WorldQuestion], rng: random.Random, test_share: float) -> None:
-    """Hold out whole groups of questions that share a sub-query, so no test sub-query is trained on."""
-    order = _shared_subquery_groups(questions)
+def _assign_splits(
+    questions: list[WorldQuestion], rng: random.Random, test_share: float, by_subject: bool = False
+) -> None:
+    """Hold out whole groups of questions that share a sub-query, so no test sub-query is trained
+    on; `by_subject`: that share a person's name, so no test person (nor namesake group) is."""
+    order = _shared_subquery_groups(questions, by_subject)
     rng.shuffle(order)
     target = round(test_share * len(questions))
     n_test = 0
@@ -725,8 +897,9 @@ def _assign_splits(questions: list[WorldQuestion], rng: random.Random, test_shar
         n_test += len(g)
 
 
-def _shared_subquery_groups(questions: list[WorldQuestion]) -> list[list[int]]:
-    """Indices of questions linked by a shared sub-query (union-find), ordered by first index."""
+def _shared_subquery_groups(questions: list[WorldQuestion], by_subject: bool = False) -> list[list[int]]:
+    """Indices of questions linked by a shared sub-query, or `by_subject` a shared person's name
+    (union-find), ordered by first index."""
     parent = list(range(len(questions)))
 
     def find(i: int) -> int:
@@ -738,10 +911,13 @@ def _shared_subquery_groups(questions: list[WorldQuestion]) -> list[list[int]]:
     owner: dict[str, int] = {}
     for i, q in enumerate(questions):
         for h in q.decomposition:
-            if h.question in owner:
-                parent[find(i)] = find(owner[h.question])
+            if by_subject and h.relation not in _PERSON_RELATIONS:
+                continue  # cities and works recur across many questions; people are what is evaluated
+            key = h.subject.lower() if by_subject else h.question
+            if key in owner:
+                parent[find(i)] = find(owner[key])
             else:
-                owner[h.question] = i
+                owner[key] = i
     groups: dict[int, list[int]] = {}
     for i in range(len(questions)):
         groups.setdefault(find(i), []).append(i)
@@ -776,10 +952,13 @@ def generate_world(seed: int = 0, n_entities: int = 800, n_questions: int = 400,
             f"could only build {len(questions)} distinct questions from {len(entities)} entities; "
             f"raise n_entities or lower n_questions"
         )
-    _assign_splits(questions, rng, cfg.test_share)
+    _assign_splits(questions, rng, cfg.test_share, by_subject=cfg.decoupled)
     recorded = asdict(cfg)
     if not cfg.wide_share:  # worlds without wide tasks record the config they always did
         del recorded["wide_share"]
+    if not cfg.decoupled:  # so do worlds with cues
+        for key in ("decoupled", "twin_share", "bare_share"):
+            del recorded[key]
     world = World(entities, questions, {"config": recorded})
     world.meta["stats"] = world_stats(world)
     return world
@@ -811,7 +990,11 @@ def world_stats(world: World) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 
 
-def _subquery_rows(questions: list[WorldQuestion], exclude: set[str]) -> list[dict[str, Any]]:
+def _subquery_rows(
+    questions: list[WorldQuestion], exclude: set[str], with_subject: bool = False
+) -> list[dict[str, Any]]:
+    """One row per distinct sub-query; `with_subject` adds its subject's id and descriptor (the
+    decoupled world's evaluation resamples subjects)."""
     rows, seen = [], set(exclude)
     for q in questions:
         for i, h in enumerate(q.decomposition):
@@ -827,9 +1010,36 @@ def _subquery_rows(questions: list[WorldQuestion], exclude: set[str]) -> list[di
                     "positive_doc_ids": [h.gold_doc_id],
                     "type": "single_hop_ambiguous" if h.ambiguous else "single_hop",
                     "relation": h.relation,
+                    **({"subject_id": h.subject_id, "descriptor": h.descriptor} if with_subject else {}),
                 }
             )
     return rows
+
+
+def _sibling_rows(world: World, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each held-out person sub-query, the same person asked the other person relations (same
+    descriptor): more held-out people's sub-queries to evaluate on, none of them in training."""
+    seen = {r["question"] for r in rows}
+    out = []
+    for r in rows:
+        if r["relation"] not in _PERSON_RELATIONS:
+            continue
+        person = world.by_id[r["subject_id"]]
+        for key in sorted(_PERSON_RELATIONS - {r["relation"]}):
+            text = RELATIONS[key].question.format(s=render_subject("person", person.name, r["descriptor"]))
+            if text in seen:
+                continue
+            seen.add(text)
+            out.append(
+                {
+                    **r,
+                    "id": f"{r['id']}-{key}",
+                    "question": text,
+                    "golden_answers": world.aliases(person, key),
+                    "relation": key,
+                }
+            )
+    return out
 
 
 def write_world(
@@ -843,12 +1053,13 @@ def write_world(
     write_jsonl(out / "questions.jsonl", [q.row() for q in world.questions])
     for split in ("train", "test"):
         write_jsonl(out / f"questions_{split}.jsonl", [q.row() for q in world.split(split)])
-    train_rows = _subquery_rows(world.split("train"), set())
+    decoupled = bool(world.meta["config"].get("decoupled"))
+    train_rows = _subquery_rows(world.split("train"), set(), decoupled)
     write_jsonl(out / "subqueries_train.jsonl", train_rows)
-    write_jsonl(
-        out / "subqueries_test.jsonl",
-        _subquery_rows(world.split("test"), {r["question"] for r in train_rows}),
-    )
+    test_rows = _subquery_rows(world.split("test"), {r["question"] for r in train_rows}, decoupled)
+    if decoupled:
+        test_rows += _sibling_rows(world, test_rows)
+    write_jsonl(out / "subqueries_test.jsonl", test_rows)
     manifest = {
         "format": WORLD_FORMAT,
         **world.meta,

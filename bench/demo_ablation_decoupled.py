@@ -1,0 +1,584 @@
+"""The filter's mechanism with the shortcuts closed (issue #57): (c) against a matched control.
+
+    nohup nice -n 19 python bench/demo_ablation_decoupled.py --out /work/decoupled_runs > run.log 2>&1 &
+    python bench/demo_ablation_decoupled.py --done_only      # tables from the finished units only
+
+Per seed, on the decoupled world (`executor_sft.synthetic.DECOUPLED_WORLD`, 600 entities, 400
+questions; docs/synthetic.md): the world, its BM25 index and the scripted teacher's rollouts
+(`double_check` on, the coin off) are made once, and the two bag-of-words shortcut probes
+(`executor_sft.synthetic.surface`) are measured on its person sub-queries. Then three students
+are trained from the same rollouts, each for the same number of optimizer steps (two epochs of
+(c)'s rows) on one cosine schedule:
+
+- (c) the full filter (`single_search` + `info_gain_multi_search`);
+- (a') the matched control (`executor_sft.filters.matched_control`): (c)'s one-search rows and
+  as many two-search rows, drawn at random from the teacher's correct two-search runs;
+- (a) naive: every correct run.
+
+Each is evaluated on every held-out person sub-query under mean@4 at T=0.6: P(second search)
+when the first results hold the gold passage and when they miss it, on plain and on ambiguous
+sub-queries, with 95% intervals from resampling subject entities (all their runs), EM and tokens.
+The edited-prompt probe reads P(search again) at the teacher's turn-2 prompts as collected and
+edited on both sides: the gold passage put in first place where the first results missed it, and
+the gold passage swapped for a same-worded distractor where they held it.
+
+Each (variant, seed) writes `--done_dir`/seed<k>-<v>.json as it finishes (commit it); a rerun skips
+units whose done file exists with the same key, and a killed training resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DONE_DIR = REPO / "bench" / "results" / "demo_ablation_decoupled"
+RESULTS = REPO / "bench" / "results" / "demo_ablation_decoupled.md"
+VARIANTS = {"c": "(c) full filter", "m": "(a') matched control", "a": "(a) naive"}
+FIGURES = (
+    ("all_hit", "all, first results hold gold"),
+    ("all_miss", "all, first results miss gold"),
+    ("plain_hit", "plain, first results hold gold"),
+    ("plain_miss", "plain, first results miss gold"),
+    ("amb_hit", "ambiguous, hold gold"),
+    ("amb_miss", "ambiguous, miss gold"),
+)
+ENTITIES, QUESTIONS, EPOCHS_OF_C, SAVE_EVERY, RESAMPLES = 600, 400, 2, 16, 10_000
+
+
+def log(msg: str) -> None:
+    print(f"[decoupled] {time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
+
+
+def _save(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _load(path: Path, key: dict) -> dict | None:
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if data.get("key") == json.loads(json.dumps(key)) else None
+
+
+def seed_config(args, seed: int):
+    from executor_sft.demos.demo import load_config
+
+    return load_config(
+        args.config,
+        {
+            "seed": seed,
+            "out": str(Path(args.out) / f"seed{seed}"),
+            "entities": ENTITIES,
+            "questions": QUESTIONS,
+            "teacher_extra_search_rate": 0.0,
+            "student_questions": 0,
+            "eval_samples": 4,
+            "eval_temperature": 0.6,
+        },
+    )
+
+
+def _key(cfg) -> dict:
+    from executor_sft.synthetic import DECOUPLED_WORLD
+
+    return {"config": {k: v for k, v in cfg.model_dump().items() if k != "out"}, "world": DECOUPLED_WORLD}
+
+
+# ------------------------------------------------------------------------------------------
+# per seed: world, rollouts, shortcut probes, teacher reference
+# ------------------------------------------------------------------------------------------
+
+
+def prepare(cfg, done_dir: Path) -> dict:
+    """World, index, rollouts, shortcut probes and the teacher's greedy evaluation (resumable)."""
+    from executor_sft.demos.demo import collect_demo, evaluate
+    from executor_sft.demos.sample_data import ROLLOUTS, bm25_index
+    from executor_sft.synthetic import DECOUPLED_WORLD, ScriptedTeacherExecutor, load_world, write_world
+    from executor_sft.synthetic.surface import first_searches, shortcut_accuracy
+
+    out = Path(cfg.out)
+    world_dir = out / "world"
+    marker = out / "prepared.json"
+    if _load(marker, _key(cfg)) is None or not (out / ROLLOUTS).is_file():
+        t = time.perf_counter()
+        world = write_world(world_dir, cfg.seed, cfg.entities, cfg.questions, **DECOUPLED_WORLD)
+        retriever, index_dir = bm25_index(world_dir / "corpus.jsonl", out / "index")
+        episodes = collect_demo(cfg, out, world, retriever, index_dir, False, teacher_double_check=True)
+        log(f"seed {cfg.seed}: world, index and {episodes} episodes in {time.perf_counter() - t:.0f}s")
+        _save(marker, {"key": _key(cfg), "episodes": episodes, "seconds": time.perf_counter() - t})
+    world = load_world(world_dir)
+    retriever, index_dir = bm25_index(world_dir / "corpus.jsonl", out / "index")
+    train_rows, test_rows = (person_rows(world_dir / f"subqueries_{s}.jsonl") for s in ("train", "test"))
+    first_train = first_searches(world, retriever, train_rows, cfg.top_k)
+    first_test = first_searches(world, retriever, test_rows, cfg.top_k)
+    teacher_runs = out / "ref-teacher" / "eval.jsonl"
+    subs = eval_subqueries(world_dir)
+    if not teacher_runs.is_file():
+        greedy = cfg.model_copy(update={"eval_samples": 1, "eval_temperature": 0.0})
+        evaluate(
+            greedy, ScriptedTeacherExecutor(world), retriever, subs, "scripted teacher", teacher_runs, False
+        )
+    seed_file = {
+        "key": _key(cfg),
+        "seed": cfg.seed,
+        "world": world.meta.get("stats", {}),
+        "shortcuts": shortcut_accuracy(first_train, first_test),
+        "first_searches": {
+            "train": [vars(f) for f in first_train],
+            "test": [vars(f) for f in first_test],
+        },
+        "teacher": compact_runs(teacher_runs, subs, world_dir),
+    }
+    _save(done_dir / f"seed{cfg.seed}-world.json", seed_file)
+    log(f"seed {cfg.seed}: shortcut probes {seed_file['shortcuts']}")
+    return {"world": world, "retriever": retriever, "subs": subs, "teacher_runs": teacher_runs}
+
+
+def person_rows(path: Path) -> list[dict]:
+    from executor_sft.jsonl import read_jsonl
+    from executor_sft.synthetic.surface import PERSON_RELATIONS
+
+    return [r for r in read_jsonl(path) if r["relation"] in PERSON_RELATIONS]
+
+
+def eval_subqueries(world_dir: Path) -> list:
+    """Every held-out sub-query about a person (plain and ambiguous)."""
+    from executor_sft.eval.executor_eval import load_subqueries
+
+    path = world_dir / "subqueries_test.jsonl"
+    people = {r["id"] for r in person_rows(path)}
+    return [q for q in load_subqueries(path) if q.id in people]
+
+
+def compact_runs(runs_path: Path, subs: list, world_dir: Path) -> list[dict]:
+    """Per run: subject, type, whether the first results hold gold, searches, EM, tokens."""
+    by_id = {q.id: q for q in subs}
+    rows = {r["id"]: r for r in person_rows(world_dir / "subqueries_test.jsonl")}
+    out = []
+    for line in runs_path.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        score, searches = rec["score"], rec["run"]["searches"]
+        q = by_id[score["id"]]
+        gold = set(q.positive_doc_ids or [])
+        out.append(
+            {
+                "id": q.id,
+                "subject": rows[q.id]["subject_id"],
+                "ambiguous": rows[q.id]["type"] != "single_hop",
+                "hit": bool(searches) and bool(set(searches[0]["doc_ids"]) & gold),
+                "searches": score["n_searches"],
+                "em": float(score["em"]),
+                "tokens": score["tokens"],
+            }
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# per (variant, seed): rows, training, evaluation, the edited-prompt probe
+# ------------------------------------------------------------------------------------------
+
+
+def variant_rows(variant: str, out: Path, seed: int) -> list[dict]:
+    from executor_sft.demos.sample_data import ROLLOUTS
+    from executor_sft.filters import ALL_CORRECT, FilterConfig, filter_episodes, iter_episodes_by_id
+    from executor_sft.filters.matched import matched_control
+
+    full = filter_episodes(iter_episodes_by_id(out / ROLLOUTS), FilterConfig()).rows
+    if variant == "c":
+        return full
+    naive = filter_episodes(iter_episodes_by_id(out / ROLLOUTS), FilterConfig(strata=[ALL_CORRECT])).rows
+    return naive if variant == "a" else matched_control(full, naive, seed)
+
+
+def steps_for(cfg) -> int:
+    """Two epochs of (c)'s rows: every variant trains this many steps (kept in `steps.json`)."""
+    path = Path(cfg.out) / "steps.json"
+    if (done := _load(path, _key(cfg))) is not None:
+        return done["steps"]
+    n = len(variant_rows("c", Path(cfg.out), cfg.seed))
+    steps = EPOCHS_OF_C * math.ceil(n / (cfg.batch_size * cfg.grad_accum))
+    _save(path, {"key": _key(cfg), "c_rows": n, "steps": steps})
+    return steps
+
+
+def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
+    from executor_sft.demos.convergence import EqualStepsConfig
+    from executor_sft.demos.demo import _student_model, evaluate, train_demo
+    from executor_sft.filters import write_jsonl
+    from executor_sft.filters.matched import n_searches
+
+    key = {**_key(cfg), "variant": variant, "steps": steps}
+    done_path = done_dir / f"seed{cfg.seed}-{variant}.json"
+    if (done := _load(done_path, key)) is not None:
+        log(f"seed {cfg.seed} ({variant}): done file found; skipped")
+        return done
+    out = Path(cfg.out)
+    var_dir = out / f"variant-{variant}"
+    ckpt = var_dir / "student-sft"
+    seconds: dict[str, float] = {}
+    rows = variant_rows(variant, out, cfg.seed)
+    var_dir.mkdir(parents=True, exist_ok=True)
+    write_jsonl(var_dir / "sft.jsonl", rows)
+    trained = _load(var_dir / "trained.json", key)
+    if trained is None:
+        if _load(var_dir / "training.json", key) is None:
+            import shutil
+
+            shutil.rmtree(ckpt, ignore_errors=True)
+            _save(var_dir / "training.json", {"key": key})
+        log(f"seed {cfg.seed} ({variant}): training {steps} steps on {len(rows)} rows")
+        t = time.perf_counter()
+        conv = EqualStepsConfig(max_steps=steps, epochs=EPOCHS_OF_C, probe_every=SAVE_EVERY, heldout_rows=0)
+        train = train_demo(cfg, var_dir / "sft.jsonl", ckpt, convergence=conv)
+        metrics = {k: v for k, v in train.metrics.items() if isinstance(v, int | float)}
+        trained = {"key": key, "metrics": metrics, "seconds": time.perf_counter() - t}
+        _save(var_dir / "trained.json", trained)
+        for folder in ckpt.glob("checkpoint-*"):
+            shutil_rm(folder)
+    seconds["train"] = trained["seconds"]
+    runs = var_dir / "eval-mean4_t0.6" / "eval.jsonl"
+    t = time.perf_counter()
+    log(f"seed {cfg.seed} ({variant}): evaluating mean@4, T=0.6 on {len(prep['subs'])} sub-queries")
+    model = _student_model(cfg, str(ckpt))
+    evaluate(cfg, model, prep["retriever"], prep["subs"], f"{cfg.model} SFT {VARIANTS[variant]}", runs, False)
+    model.close()
+    del model
+    gc.collect()  # the evaluation's prefix cache (GBs) before the probe loads the model again
+    seconds["eval"] = time.perf_counter() - t
+    t = time.perf_counter()
+    probe = edited_probe(ckpt, prep)
+    seconds["probe"] = time.perf_counter() - t
+    strata: dict[str, int] = {}
+    for r in rows:
+        strata[r["stratum"]] = strata.get(r["stratum"], 0) + 1
+    result = {
+        "key": key,
+        "seed": cfg.seed,
+        "variant": variant,
+        "steps": trained["metrics"].get("global_step", steps),
+        "rows": len(rows),
+        "two_search_rows": sum(n_searches(r) >= 2 for r in rows),
+        "strata": strata,
+        "train_metrics": trained["metrics"],
+        "runs": compact_runs(runs, prep["subs"], out / "world"),
+        "probe": probe,
+        "seconds": seconds,
+    }
+    _save(done_path, result)
+    log(f"seed {cfg.seed} ({variant}): done -> {done_path}")
+    return result
+
+
+def shutil_rm(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def edited_prompts(prep: dict) -> list[tuple[str, Any, Any]]:
+    """(side, as collected, edited) turn-2 prompts of the teacher: side `miss` puts the gold passage
+    in place of Doc 1; side `hit` swaps the gold passage for a same-worded distractor not shown."""
+    from dataclasses import replace
+
+    from executor_sft.demos.probe import turn2_prompts
+
+    world = prep["world"]
+    subs = {q.id: q for q in prep["subs"]}
+    out = []
+    for prompt in turn2_prompts(prep["teacher_runs"]):
+        q = subs.get(prompt.id)
+        if q is None:
+            continue
+        gold = world.by_id[q.positive_doc_ids[0]]
+        tool = next(i for i, m in enumerate(prompt.messages) if m["role"] == "tool")
+        lines = prompt.messages[tool]["content"].split("\n")
+        shown = [world.entity_of_passage("", line.split(") ", 1)[-1]) for line in lines]
+        shown_ids = {e.id for e in shown if e is not None}
+        if gold.id in shown_ids:
+            side, at = "hit", next(i for i, e in enumerate(shown) if e is not None and e.id == gold.id)
+            same = [
+                e
+                for e in world.entities
+                if e.type == "person"
+                and e.kind == "namesake"
+                and e.id not in shown_ids
+                and (e.name == gold.name or e.extra.get("twin_of") == gold.id)
+            ]
+            if not same:
+                continue
+            new = same[0]
+        else:
+            side, at, new = "miss", 0, gold
+        lines[at] = f"Doc {at + 1} (Title: {new.name}) {world.passage_text(new)}"
+        messages = [dict(m) for m in prompt.messages]
+        messages[tool]["content"] = "\n".join(lines)
+        out.append((side, prompt, replace(prompt, messages=messages)))
+    return out
+
+
+def edited_probe(ckpt: Path, prep: dict) -> dict:
+    """Mean P(search again) per side, as collected and edited."""
+    from executor_sft.demos.probe import p_search_each
+    from executor_sft.llm.transformers_backend import load_model
+
+    triples = edited_prompts(prep)
+    model, tokenizer = load_model(str(ckpt))
+    before = p_search_each(model, tokenizer, [t[1] for t in triples])
+    after = p_search_each(model, tokenizer, [t[2] for t in triples])
+    del model
+    gc.collect()
+    out = {}
+    for side in ("miss", "hit"):
+        idx = [i for i, t in enumerate(triples) if t[0] == side]
+        out[side] = {
+            "n": len(idx),
+            "as_collected": statistics.mean(before[i] for i in idx) if idx else None,
+            "edited": statistics.mean(after[i] for i in idx) if idx else None,
+        }
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# figures and report
+# ------------------------------------------------------------------------------------------
+
+
+def _subset(runs: list[dict], figure: str) -> list[dict]:
+    """The runs a figure is over: `all`, `plain` or `amb`(iguous) sub-queries whose first results
+    hold (`hit`) or miss (`miss`) the gold passage."""
+    kind, side = figure.split("_")
+    return [
+        r
+        for r in runs
+        if (kind == "all" or r["ambiguous"] == (kind == "amb")) and r["hit"] == (side == "hit")
+    ]
+
+
+def share_with_interval(runs: list[dict], seed: int = 0) -> dict:
+    """P(>= 2 searches) over `runs`, with a 95% interval from resampling subject entities (each with
+    all its runs); where every resample gives the same share (0 or 1), the exact one-sided 95% bound
+    over the n subjects (Clopper-Pearson: 1 - 0.05^(1/n) above 0, 0.05^(1/n) below 1)."""
+    if not runs:
+        return {"p": None, "n_runs": 0, "n_subjects": 0}
+    by_subject: dict[str, list[float]] = {}
+    for r in runs:
+        by_subject.setdefault(r["subject"], []).append(float(r["searches"] >= 2))
+    groups = list(by_subject.values())
+    p = sum(map(sum, groups)) / sum(map(len, groups))
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(RESAMPLES):
+        pick = [groups[rng.randrange(len(groups))] for _ in groups]
+        draws.append(sum(map(sum, pick)) / sum(map(len, pick)))
+    draws.sort()
+    lo, hi = draws[int(0.025 * RESAMPLES)], draws[int(0.975 * RESAMPLES) - 1]
+    out = {"p": p, "ci95": [lo, hi], "n_runs": len(runs), "n_subjects": len(groups)}
+    if lo == hi:
+        n = len(groups)
+        out["exact_bound"] = ["<=", 1 - 0.05 ** (1 / n)] if p == 0 else [">=", 0.05 ** (1 / n)]
+    return out
+
+
+def unit_figures(unit: dict) -> dict:
+    runs = unit["runs"]
+    figs = {f: share_with_interval(_subset(runs, f), unit["seed"]) for f, _ in FIGURES}
+    figs["em"] = statistics.mean(r["em"] for r in runs) if runs else None
+    figs["tokens"] = statistics.mean(r["tokens"] for r in runs) if runs else None
+    return figs
+
+
+def _fmt_share(f: dict) -> str:
+    if f.get("p") is None:
+        return "-"
+    text = f"{100 * f['p']:.1f} [{100 * f['ci95'][0]:.1f}, {100 * f['ci95'][1]:.1f}]"
+    if "exact_bound" in f:
+        op, bound = f["exact_bound"]
+        text = f"{100 * f['p']:.1f} ({op} {100 * bound:.1f} exact)"
+    return f"{text} ({f['n_runs']} runs, {f['n_subjects']} subj.)"
+
+
+def _mean_std(values: list[float]) -> str:
+    if not values:
+        return "-"
+    m = statistics.mean(values)
+    return f"{m:.1f}" + (f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else "")
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the repository where it is inside it."""
+    path = path.resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def render(done_dir: Path, command: str) -> tuple[str, dict]:
+    from executor_sft.synthetic.surface import FirstSearch, shortcut_accuracy
+
+    worlds = {
+        int(p.stem[4:].split("-")[0]): json.loads(p.read_text())
+        for p in sorted(done_dir.glob("seed*-world.json"))
+    }
+    units = [json.loads(p.read_text()) for p in sorted(done_dir.glob("seed*-[cma].json"))]
+    units.sort(key=lambda u: (u["seed"], list(VARIANTS).index(u["variant"])))
+    lines = [
+        "# The filter's mechanism on the decoupled world: (c) vs the matched control (a') and (a)",
+        "",
+        f"Command: `{command}`. Written from the done files in `{_shown(done_dir)}/`"
+        f" ({len(units)} of {3 * len(worlds) or 9} (variant, seed) units finished).",
+        "",
+        "World: `DECOUPLED_WORLD` (docs/synthetic.md), 600 entities, 400 questions; the teacher double-checks "
+        "(searches again when the passage it wants is in the first results but not first), no coin. "
+        "Evaluation: every held-out person sub-query, mean@4 at T=0.6; a run's first results hold gold when "
+        "its first search returned the sub-query's gold passage. Intervals: 95%, 10,000 resamples of the "
+        "subject entities (each with all its runs); an interval that collapses to a point is given as the "
+        "exact one-sided 95% bound over the subjects.",
+        "",
+        "## Shortcut probes (before training)",
+        "",
+        "Balanced accuracy of a bag-of-words logistic regression predicting \"the teacher's first search "
+        "misses the gold passage\" (a second search is needed), fitted on the train split's person "
+        "sub-queries and scored on the held-out ones (0.5 = chance; the bar is <= 0.6):",
+        "",
+        "| seed | from the sub-query | from Doc 1 | held-out (needed) | train (needed) |",
+        "|---|---|---|---|---|",
+    ]
+    pooled_train: list = []
+    pooled_test: list = []
+    for seed, w in sorted(worlds.items()):
+        s = w["shortcuts"]
+        lines.append(
+            f"| {seed} | {s['sub_query']:.3f} | {s['doc1']:.3f} | {s['n_test']} ({s['needed_test']}) | "
+            f"{s['n_train']} ({s['needed_train']}) |"
+        )
+        pooled_train += [FirstSearch(**f) for f in w["first_searches"]["train"]]
+        pooled_test += [FirstSearch(**f) for f in w["first_searches"]["test"]]
+    pooled = shortcut_accuracy(pooled_train, pooled_test) if worlds else None
+    if pooled:
+        lines.append(
+            f"| pooled | {pooled['sub_query']:.3f} | {pooled['doc1']:.3f} | {pooled['n_test']} "
+            f"({pooled['needed_test']}) | {pooled['n_train']} ({pooled['needed_train']}) |"
+        )
+    lines += [
+        "",
+        "## P(second search) per seed and variant",
+        "",
+        "| seed | row | steps | rows (two-search) | "
+        + " | ".join(label for _, label in FIGURES)
+        + " | EM | tokens / sub-query |",
+        "|---|---|---|---|" + "---|" * len(FIGURES) + "---|---|",
+    ]
+    table: dict[str, dict[int, dict]] = {}
+    for seed, w in sorted(worlds.items()):
+        teacher = {"seed": seed, "runs": w["teacher"]}
+        figs = unit_figures(teacher)
+        lines.append(
+            f"| {seed} | scripted teacher (greedy) | - | - | "
+            + " | ".join(_fmt_share(figs[f]) for f, _ in FIGURES)
+            + f" | {100 * figs['em']:.1f} | {figs['tokens']:.0f} |"
+        )
+        for u in [u for u in units if u["seed"] == seed]:
+            figs = unit_figures(u)
+            table.setdefault(u["variant"], {})[seed] = {**figs, "steps": u["steps"], "probe": u["probe"]}
+            lines.append(
+                f"| {seed} | {VARIANTS[u['variant']]} | {u['steps']} | {u['rows']} ({u['two_search_rows']}) | "
+                + " | ".join(_fmt_share(figs[f]) for f, _ in FIGURES)
+                + f" | {100 * figs['em']:.1f} | {figs['tokens']:.0f} |"
+            )
+    lines += ["", "Over seeds (mean ± std of the per-seed figures, %; EM %, tokens):", ""]
+    lines += ["| row | seeds | " + " | ".join(label for _, label in FIGURES) + " | EM | tokens |"]
+    lines += ["|---|---|" + "---|" * len(FIGURES) + "---|---|"]
+    for v, per_seed in table.items():
+        cells = [
+            _mean_std([100 * s[f]["p"] for s in per_seed.values() if s[f].get("p") is not None])
+            for f, _ in FIGURES
+        ]
+        em = _mean_std([100 * s["em"] for s in per_seed.values()])
+        tok = _mean_std([s["tokens"] for s in per_seed.values()])
+        lines.append(f"| {VARIANTS[v]} | {len(per_seed)} | " + " | ".join(cells) + f" | {em} | {tok} |")
+    lines += [
+        "",
+        "## The edited-prompt probe",
+        "",
+        "P(search again) at the teacher's turn-2 prompt (one forward pass), mean over prompts. `miss` side: "
+        "prompts whose first results lack the gold passage, edited to put it first (a reader should stop). "
+        "`hit` side: prompts whose first results hold it, edited to swap it for a same-worded distractor "
+        "(a reader should search again).",
+        "",
+        "| seed | row | miss: as collected | miss: gold put first | hit: as collected | hit: gold swapped out |",
+        "|---|---|---|---|---|---|",
+    ]
+    for u in units:
+        p = u["probe"]
+
+        def cell(side: str, which: str, p=p) -> str:
+            v = p[side][which]
+            return "-" if v is None else f"{100 * v:.1f} (n={p[side]['n']})"
+
+        lines.append(
+            f"| {u['seed']} | {VARIANTS[u['variant']]} | {cell('miss', 'as_collected')} | {cell('miss', 'edited')} | "
+            f"{cell('hit', 'as_collected')} | {cell('hit', 'edited')} |"
+        )
+    steps = {(u["seed"], u["variant"]): u["steps"] for u in units}
+    data = {
+        "command": command,
+        "world": {"entities": ENTITIES, "questions": QUESTIONS},
+        "shortcuts": {str(s): w["shortcuts"] for s, w in worlds.items()},
+        "shortcuts_pooled": pooled,
+        "steps": {f"seed{s}-{v}": n for (s, v), n in steps.items()},
+        "steps_equal_within_seed": all(
+            len({n for (s2, _), n in steps.items() if s2 == s}) == 1 for s in {s for s, _ in steps}
+        ),
+        "variants": {v: {str(s): figs for s, figs in per_seed.items()} for v, per_seed in table.items()},
+    }
+    return "\n".join(lines) + "\n", data
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=str(REPO / "recipes" / "configs" / "demo.yaml"))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    p.add_argument("--out", default="outputs/demo-ablation-decoupled", help="one sub-directory per seed")
+    p.add_argument("--done_dir", default=str(DONE_DIR))
+    p.add_argument("--results", default=str(RESULTS), help="markdown; the JSON beside it")
+    p.add_argument("--done_only", action="store_true", help="tables from the finished units; trains nothing")
+    p.add_argument("--steps", type=int, default=None, help="over two epochs of (c)'s rows (smoke runs only)")
+    a = p.parse_args(argv)
+    command = "python bench/demo_ablation_decoupled.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    done_dir = Path(a.done_dir)
+
+    def write() -> None:
+        md, data = render(done_dir, command.strip())
+        results = Path(a.results)
+        results.write_text(md, encoding="utf-8")
+        results.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+    if not a.done_only:
+        configs = {s: seed_config(a, s) for s in a.seeds}
+        preps = {s: prepare(cfg, done_dir) for s, cfg in configs.items()}
+        write()
+        for s, cfg in configs.items():
+            steps = a.steps or steps_for(cfg)
+            for v in a.variants:
+                run_unit(v, cfg, preps[s], steps, done_dir)
+                write()
+    write()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

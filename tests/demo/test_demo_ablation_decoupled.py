@@ -1,0 +1,93 @@
+"""bench/demo_ablation_decoupled.py's figures and report: intervals over subjects, equal steps, done files."""
+
+from __future__ import annotations
+
+import json
+
+from script_modules import load_script
+
+from executor_sft.demos.convergence import EqualStepsConfig
+
+
+def _bench():
+    return load_script("bench/demo_ablation_decoupled.py")
+
+
+def _run(subject, searches, hit=True, ambiguous=False):
+    return {
+        "id": subject,
+        "subject": subject,
+        "ambiguous": ambiguous,
+        "hit": hit,
+        "searches": searches,
+        "em": 1.0,
+        "tokens": 1000,
+    }
+
+
+def test_the_interval_resamples_subjects_not_runs():
+    bench = _bench()
+    # Two subjects, four runs each: one always searches twice, one never. Over runs an interval would
+    # be narrow; over two subjects a resample is often all-one or all-the-other.
+    runs = [_run("s1", 2) for _ in range(4)] + [_run("s2", 1) for _ in range(4)]
+    f = bench.share_with_interval(runs)
+    assert f["p"] == 0.5 and f["n_subjects"] == 2 and f["n_runs"] == 8
+    assert f["ci95"] == [0.0, 1.0]
+
+
+def test_an_interval_that_collapses_gives_the_exact_bound_over_subjects():
+    bench = _bench()
+    f = bench.share_with_interval([_run(f"s{i}", 1) for i in range(20) for _ in range(4)])
+    assert f["ci95"] == [0.0, 0.0]
+    assert f["exact_bound"][0] == "<=" and abs(f["exact_bound"][1] - (1 - 0.05 ** (1 / 20))) < 1e-12
+    f = bench.share_with_interval([_run(f"s{i}", 2) for i in range(20)])
+    assert f["exact_bound"][0] == ">=" and abs(f["exact_bound"][1] - 0.05 ** (1 / 20)) < 1e-12
+    assert "exact" in bench._fmt_share(f)
+
+
+def test_done_only_renders_from_done_files_and_records_equal_steps(tmp_path):
+    bench = _bench()
+    first = [{"sub_query": f"Who {i}", "doc1": f"text {i % 3}", "needed": i % 2 == 0} for i in range(12)]
+    world = {
+        "seed": 0,
+        "shortcuts": {
+            "sub_query": 0.5,
+            "doc1": 0.5,
+            "n_train": 12,
+            "n_test": 12,
+            "needed_train": 6,
+            "needed_test": 6,
+        },
+        "first_searches": {"train": first, "test": first},
+        "teacher": [_run("s1", 1), _run("s2", 2, hit=False)],
+    }
+    (tmp_path / "seed0-world.json").write_text(json.dumps(world))
+    for v in ("c", "m", "a"):
+        unit = {
+            "seed": 0,
+            "variant": v,
+            "steps": 40,
+            "rows": 20,
+            "two_search_rows": 5,
+            "runs": [_run("s1", 1), _run("s2", 2, hit=False), _run("s3", 2, ambiguous=True, hit=False)],
+            "probe": {
+                "miss": {"n": 1, "as_collected": 0.9, "edited": 0.2},
+                "hit": {"n": 0, "as_collected": None, "edited": None},
+            },
+        }
+        (tmp_path / f"seed0-{v}.json").write_text(json.dumps(unit))
+    md, data = bench.render(tmp_path, "python bench/demo_ablation_decoupled.py --done_only")
+    assert data["steps_equal_within_seed"] and set(data["steps"].values()) == {40}
+    assert data["shortcuts"]["0"]["sub_query"] == 0.5 and data["shortcuts_pooled"]["n_test"] == 12
+    assert data["variants"]["m"]["0"]["plain_miss"]["p"] == 1.0
+    assert (
+        data["variants"]["m"]["0"]["all_miss"]["n_runs"] == 2
+        and data["variants"]["m"]["0"]["all_hit"]["p"] == 0.0
+    )
+    assert "(a') matched control" in md and "3 of 3" in md
+
+
+def test_equal_steps_override_epochs_and_never_stop_early():
+    conv = EqualStepsConfig(max_steps=376, epochs=2)
+    assert conv.training_overrides()["max_steps"] == 376
+    assert conv.plateau_rule() is None
