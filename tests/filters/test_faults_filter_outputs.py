@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from forkserver import run_script
+from one_line import one_error_line
 
 from executor_sft.testing.disks import remount, small_tmpfs
 
@@ -36,14 +37,6 @@ def run_filter(rollouts: Path, output: Path, report: Path | None = None) -> subp
     return run_script(
         filter_cmd(rollouts, output, report), cwd=REPO, capture_output=True, text=True, timeout=300
     )
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    return errors[0]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from forkserver import run_script
+from one_line import one_error_line
 
 from executor_sft.retrieval import Manifest, load_retriever
 from executor_sft.testing.disks import remount, small_tmpfs
@@ -36,14 +37,6 @@ def build(corpus: Path, output: Path) -> subprocess.CompletedProcess[str]:
     return run_script(
         cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300
     )
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    return errors[0]
 
 
 def test_a_full_disk_is_one_line_and_the_build_completes_once_there_is_room(tmp_path: Path, corpus: Path):

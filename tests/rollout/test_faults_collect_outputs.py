@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from forkserver import run_script
+from one_line import one_error_line
 
 from executor_sft.jsonl import OutputError
 from executor_sft.retrieval import build_index
@@ -54,14 +55,6 @@ def run_collect(config: Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, str(REPO / "recipes/collect_rollouts.py"), "--config", str(config)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     return run_script(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    return errors[0]
 
 
 def test_an_output_dir_that_is_a_file_is_one_line_before_models_load(inputs: Path) -> None:

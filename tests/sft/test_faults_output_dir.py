@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from forkserver import run_script
+from one_line import one_error_line
 from rowgen import make_rows, write_jsonl
 
 from executor_sft.testing.disks import remount, small_tmpfs
@@ -37,14 +38,6 @@ def run_sft(data: Path, output_dir: Path, *extra: str) -> subprocess.CompletedPr
     ]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     return run_script(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    return errors[0]
 
 
 @pytest.mark.faults

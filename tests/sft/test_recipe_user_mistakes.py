@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from one_line import one_error_line
 from slow import launches
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,14 +32,6 @@ def _run(args: list[str], cwd: Path, timeout: int = 600, **env: str) -> subproce
     )
 
 
-def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    return errors[0]
-
-
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,7 +43,7 @@ def test_a_typo_in_the_data_files_extension_is_a_missing_local_file_with_the_nea
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "sft.jsonl").write_text((REPO / "data" / "sft.jsonl").read_text())
     started = time.monotonic()
-    line = _one_line(_run(["--dataset_name", "runs/sft.jsnol", "--output_dir", "out"], tmp_path))
+    line = one_error_line(_run(["--dataset_name", "runs/sft.jsnol", "--output_dir", "out"], tmp_path))
     assert line.startswith("error: runs/sft.jsnol: SFT data file not found (--dataset_name)")
     assert "did you mean 'runs/sft.jsonl'?" in line and "hf://org/name" in line
     assert time.monotonic() - started < 60  # no Hub retries
@@ -71,7 +64,7 @@ def test_push_to_hub_without_the_hub_is_one_line_before_training(tmp_path, env, 
     proc = _run(
         [*TINY, "--push_to_hub", "true", "--hub_model_id", "me/x", "--output_dir", "out"], tmp_path, **env
     )
-    line = _one_line(proc)
+    line = one_error_line(proc)
     assert line.startswith("error: --push_to_hub: ") and says in line
     assert "the checkpoint stays local" in line
     assert not (tmp_path / "out").exists()
@@ -185,7 +178,7 @@ def test_a_model_option_the_model_cannot_take_is_one_line_before_it_loads(tmp_pa
     (tmp_path / "none.jinja").write_text(NO_MARKERS)
     args = [a.format(tmp=tmp_path) for a in args]
     proc = _run([*args, "--output_dir", str(tmp_path / "out")], REPO)
-    assert _one_line(proc).startswith(line.format(tmp=tmp_path))
+    assert one_error_line(proc).startswith(line.format(tmp=tmp_path))
     assert "Loading" not in proc.stderr and not (tmp_path / "out").exists()
 
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from one_line import one_error_line
 from post_training import ROOT, run_recipe
 
 from executor_sft.training.run_record import RUN_RECORD
@@ -53,14 +54,6 @@ def _stage_args(recipe: str, out: Path, tmp: Path, checkpoint: Path, teacher: Pa
     return args
 
 
-def _one_error_line(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    return errors[0]
-
-
 def _files_holding(root: Path, needle: str) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
 
@@ -83,18 +76,18 @@ def test_a_stage_refuses_other_settings_damaged_records_and_a_second_writer_and_
     assert _files_holding(tmp_path, SECRET) == []
 
     # A finished run relaunched with another learning rate, or another base model, is not "done".
-    line = _one_error_line(run_recipe(recipe, *args, "--learning_rate", "3e-3", "--max_steps", "2", expect=2))
+    line = one_error_line(run_recipe(recipe, *args, "--learning_rate", "3e-3", "--max_steps", "2", expect=2))
     assert line.startswith(f"error: {out}: holds a finished run trained with other settings than this run")
     assert "learning_rate (1e-05 -> 0.003)" in line and "--fresh true" in line
     other_base = [*args, *lr, "--max_steps", "2", "--model_name_or_path", str(tiny_teacher)]
-    line = _one_error_line(run_recipe(recipe, *other_base, expect=2))
+    line = one_error_line(run_recipe(recipe, *other_base, expect=2))
     assert "model (" in line and "model_fingerprint (" in line
 
     # The newest checkpoint's record torn and the final model cut: neither is trusted. The run is
     # not finished, checkpoint-2 is incomplete, so checkpoint-1 is what a resume would continue.
     (out / "checkpoint-2" / RUN_RECORD).write_text('{"identity": {"learn', encoding="utf-8")
     _cut(out / "model.safetensors")
-    line = _one_error_line(run_recipe(recipe, *args, "--learning_rate", "3e-3", "--max_steps", "3", expect=2))
+    line = one_error_line(run_recipe(recipe, *args, "--learning_rate", "3e-3", "--max_steps", "3", expect=2))
     assert line.startswith(f"error: {out / 'checkpoint-1'}: was trained with other settings than this run")
     assert "learning_rate (1e-05 -> 0.003)" in line and "--resume_with_changes true" in line
 
@@ -130,9 +123,7 @@ def test_a_stage_refuses_other_settings_damaged_records_and_a_second_writer_and_
             time.sleep(0.05)
         assert lock.is_file(), "the first launch never took the output folder's lock"
         first.send_signal(signal.SIGSTOP)
-        line = _one_error_line(
-            run_recipe(recipe, *args, *lr, "--max_steps", "1", "--fresh", "true", expect=2)
-        )
+        line = one_error_line(run_recipe(recipe, *args, *lr, "--max_steps", "1", "--fresh", "true", expect=2))
         assert line == (
             f"error: {out}: another process (pid {first.pid}) is writing it; wait for it to finish, "
             "or choose another --output_dir"

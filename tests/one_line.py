@@ -1,0 +1,14 @@
+"""The check every user-mistake test makes: exit 2, no traceback, exactly one `error:` line."""
+
+from __future__ import annotations
+
+import subprocess
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one `error:` line of a command that refused a user's mistake (asserts the rest)."""
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    return errors[0]
