@@ -20,6 +20,7 @@ shared data exists. A block without a classification fails.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import dataclasses
 import os
@@ -101,30 +102,55 @@ def _parse_directive(
     return kind, reason.strip(), tuple(files), tuple(env)
 
 
-def shell_blocks(page: Path, root: Path = REPO_ROOT) -> list[DocBlock]:
-    """Every fenced shell block of `page`, with the classification written above it."""
+def fenced_blocks(page: Path) -> Iterator[tuple[int, str, str]]:
+    """(index of the opening fence's line, language, text without the fence's indent) per block."""
     lines = page.read_text(encoding="utf-8").split("\n")
-    blocks, i = [], 0
+    i = 0
     while i < len(lines):
         m = re.match(r"^\s*```(\w*)\s*$", lines[i])
         if m is None:
             i += 1
             continue
         end = next(j for j in range(i + 1, len(lines)) if re.match(r"^\s*```\s*$", lines[j]))
-        if m[1] in SHELL_LANGS:
-            indent = len(lines[i]) - len(lines[i].lstrip())
-            text = "\n".join(line[indent:] for line in lines[i + 1 : end]) + "\n"
-            where = str(page.relative_to(root))
-            body = _directive_above(lines, i)
-            if body is None:
-                blocks.append(DocBlock(where, i + 1, text, None))
-            else:
-                try:
-                    blocks.append(DocBlock(where, i + 1, text, *_parse_directive(body)))
-                except ValueError as exc:
-                    blocks.append(DocBlock(where, i + 1, text, None, problem=str(exc)))
+        indent = len(lines[i]) - len(lines[i].lstrip())
+        yield i, m[1], "\n".join(line[indent:] for line in lines[i + 1 : end]) + "\n"
         i = end + 1
+
+
+def shell_blocks(page: Path, root: Path = REPO_ROOT) -> list[DocBlock]:
+    """Every fenced shell block of `page`, with the classification written above it."""
+    lines = page.read_text(encoding="utf-8").split("\n")
+    blocks = []
+    for i, lang, text in fenced_blocks(page):
+        if lang not in SHELL_LANGS:
+            continue
+        where = str(page.relative_to(root))
+        body = _directive_above(lines, i)
+        if body is None:
+            blocks.append(DocBlock(where, i + 1, text, None))
+        else:
+            try:
+                blocks.append(DocBlock(where, i + 1, text, *_parse_directive(body)))
+            except ValueError as exc:
+                blocks.append(DocBlock(where, i + 1, text, None, problem=str(exc)))
     return blocks
+
+
+def python_problems(page: Path, root: Path = REPO_ROOT) -> list[str]:
+    """`page:line: SyntaxError ...` for each ```python block that does not compile.
+
+    Top-level `await` is allowed: such a block is what a user types into `python -m asyncio`
+    or a notebook. `line` is the page's line of the error."""
+    problems = []
+    for i, lang, text in fenced_blocks(page):
+        if lang != "python":
+            continue
+        try:
+            compile(text, str(page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        except SyntaxError as exc:
+            line = i + 1 + (exc.lineno or 1)
+            problems.append(f"{page.relative_to(root)}:{line}: SyntaxError: {exc.msg}")
+    return problems
 
 
 def classification_problems(blocks: list[DocBlock]) -> list[str]:
@@ -169,6 +195,22 @@ def test_a_block_without_classification_fails(tmp_path):
     assert [p.split(":")[1] for p in problems] == ["8", "13", "18"]
     assert "without a classification" in problems[0]
     assert "'gpu' needs a reason" in problems[1] and "kind 'maybe'" in problems[2]
+
+
+def test_every_python_block_compiles():
+    pages = doc_pages()
+    assert sum(lang == "python" for page in pages for _, lang, _ in fenced_blocks(page)) >= 15
+    assert [p for page in pages for p in python_problems(page)] == []
+
+
+def test_a_python_block_that_does_not_compile_is_named_by_its_line(tmp_path):
+    page = tmp_path / "README.md"
+    page.write_text(
+        "# t\n\n```python\nx = await f()\n```\n\n```python\nimport os\n"
+        "load(open('c.jsonl')  # a comment)\n```\n\n```bash\nload(\n```\n",
+        encoding="utf-8",
+    )
+    assert python_problems(page, tmp_path) == ["README.md:9: SyntaxError: '(' was never closed"]
 
 
 # --- run: the block as written, by bash, in one fresh clone shared by every run block -----------
