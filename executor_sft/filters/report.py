@@ -64,8 +64,9 @@ class CompositionReport:
         return {"records": sum(self._records[k] for k in keys), "unique_questions": len(questions)}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready report: totals, per stratum, per dataset x stratum (the paper's Tab. 7),
-        records per question, exclusions, config."""
+        """JSON-ready report: totals, per stratum, per dataset x stratum (records and unique
+        questions, the paper's Tab. 7 columns; its rows are datasets only, the stratum split is
+        ours, to show where a dataset's records come from), records per question, exclusions, config."""
         strata = list(self.config.strata)
         datasets = sorted({k[0] for k in self._records})
         total = self._cell(None, strata)
