@@ -114,7 +114,8 @@ class CompositionReport:
 def composition_table(report: dict[str, Any]) -> Table:
     """Datasets x strata table of `records / unique questions` from `CompositionReport.to_dict()`."""
     strata = list(report["strata"])
-    table = Table(title="SFT composition, as the paper's Tab. 7 (records / unique source questions)")
+    # Tab. 7 has the dataset rows and the total column; the per-stratum columns are ours.
+    table = Table(title="SFT composition (records / unique source questions; total: the paper's Tab. 7)")
     table.add_column("dataset")
     for s in [*strata, TOTAL]:
         table.add_column(s, justify="right")
