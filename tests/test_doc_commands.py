@@ -20,6 +20,7 @@ shared data exists. A block without a classification fails.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import dataclasses
 import os
@@ -101,30 +102,55 @@ def _parse_directive(
     return kind, reason.strip(), tuple(files), tuple(env)
 
 
-def shell_blocks(page: Path, root: Path = REPO_ROOT) -> list[DocBlock]:
-    """Every fenced shell block of `page`, with the classification written above it."""
+def fenced_blocks(page: Path) -> Iterator[tuple[int, str, str]]:
+    """(index of the opening fence's line, language, text without the fence's indent) per block."""
     lines = page.read_text(encoding="utf-8").split("\n")
-    blocks, i = [], 0
+    i = 0
     while i < len(lines):
         m = re.match(r"^\s*```(\w*)\s*$", lines[i])
         if m is None:
             i += 1
             continue
         end = next(j for j in range(i + 1, len(lines)) if re.match(r"^\s*```\s*$", lines[j]))
-        if m[1] in SHELL_LANGS:
-            indent = len(lines[i]) - len(lines[i].lstrip())
-            text = "\n".join(line[indent:] for line in lines[i + 1 : end]) + "\n"
-            where = str(page.relative_to(root))
-            body = _directive_above(lines, i)
-            if body is None:
-                blocks.append(DocBlock(where, i + 1, text, None))
-            else:
-                try:
-                    blocks.append(DocBlock(where, i + 1, text, *_parse_directive(body)))
-                except ValueError as exc:
-                    blocks.append(DocBlock(where, i + 1, text, None, problem=str(exc)))
+        indent = len(lines[i]) - len(lines[i].lstrip())
+        yield i, m[1], "\n".join(line[indent:] for line in lines[i + 1 : end]) + "\n"
         i = end + 1
+
+
+def shell_blocks(page: Path, root: Path = REPO_ROOT) -> list[DocBlock]:
+    """Every fenced shell block of `page`, with the classification written above it."""
+    lines = page.read_text(encoding="utf-8").split("\n")
+    blocks = []
+    for i, lang, text in fenced_blocks(page):
+        if lang not in SHELL_LANGS:
+            continue
+        where = str(page.relative_to(root))
+        body = _directive_above(lines, i)
+        if body is None:
+            blocks.append(DocBlock(where, i + 1, text, None))
+        else:
+            try:
+                blocks.append(DocBlock(where, i + 1, text, *_parse_directive(body)))
+            except ValueError as exc:
+                blocks.append(DocBlock(where, i + 1, text, None, problem=str(exc)))
     return blocks
+
+
+def python_problems(page: Path, root: Path = REPO_ROOT) -> list[str]:
+    """`page:line: SyntaxError ...` for each ```python block that does not compile.
+
+    Top-level `await` is allowed: such a block is what a user types into `python -m asyncio`
+    or a notebook. `line` is the page's line of the error."""
+    problems = []
+    for i, lang, text in fenced_blocks(page):
+        if lang != "python":
+            continue
+        try:
+            compile(text, str(page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        except SyntaxError as exc:
+            line = i + 1 + (exc.lineno or 1)
+            problems.append(f"{page.relative_to(root)}:{line}: SyntaxError: {exc.msg}")
+    return problems
 
 
 def classification_problems(blocks: list[DocBlock]) -> list[str]:
@@ -169,6 +195,22 @@ def test_a_block_without_classification_fails(tmp_path):
     assert [p.split(":")[1] for p in problems] == ["8", "13", "18"]
     assert "without a classification" in problems[0]
     assert "'gpu' needs a reason" in problems[1] and "kind 'maybe'" in problems[2]
+
+
+def test_every_python_block_compiles():
+    pages = doc_pages()
+    assert sum(lang == "python" for page in pages for _, lang, _ in fenced_blocks(page)) >= 15
+    assert [p for page in pages for p in python_problems(page)] == []
+
+
+def test_a_python_block_that_does_not_compile_is_named_by_its_line(tmp_path):
+    page = tmp_path / "README.md"
+    page.write_text(
+        "# t\n\n```python\nx = await f()\n```\n\n```python\nimport os\n"
+        "load(open('c.jsonl')  # a comment)\n```\n\n```bash\nload(\n```\n",
+        encoding="utf-8",
+    )
+    assert python_problems(page, tmp_path) == ["README.md:9: SyntaxError: '(' was never closed"]
 
 
 # --- run: the block as written, by bash, in one fresh clone shared by every run block -----------
@@ -279,6 +321,61 @@ def _noise(text: str) -> list[str]:
     return found + [f"an unrounded float: {line!r}" for line in reports if UNROUNDED.search(line)]
 
 
+SFT_DONE = re.compile(
+    r"\[executor_sft\] trained offline:smollm2 on (?P<rows>\d+) rows \(\d+ rows, max_length=(?P<max_length>\d+), "
+    r"[^)]*?(?P<shortened>\d+) with shortened passages .*?\); train_loss=(?P<loss>\d\.\d{1,4});"
+)
+
+
+def command_1_figure_problems(trained: re.Match, steps: int, root: Path = REPO_ROOT) -> list[str]:
+    """Each page's figures of README command 1 (steps, rows, shortened rows, max_length, train
+    loss) that differ from what the run printed: each phrase is written out from the run's
+    figures and must appear in its page as written."""
+    rows, shortened, max_length, loss = (
+        trained["rows"],
+        trained["shortened"],
+        trained["max_length"],
+        trained["loss"],
+    )
+    expected = {
+        "README.md": [f"for {steps} steps\non `data/sft.jsonl`"],
+        "docs/sft.md": [
+            f"{steps} steps on the {rows} rows of the pipeline's `data/sft.jsonl`, {shortened} of them with\n"
+            f"shortened passages at `max_length` {max_length}"
+        ],
+        "docs/results.md": [
+            f"{rows} rows, {shortened} with shortened passages, train loss {loss}; relaunched: no training"
+        ],
+        "docs/timings.md": [f"{steps} steps with `gathered_loss`", f"train loss {loss}; relaunched"],
+    }
+    return [
+        f"{page}: says no more {phrase!r}"
+        for page, phrases in expected.items()
+        for phrase in phrases
+        if phrase not in (root / page).read_text(encoding="utf-8")
+    ]
+
+
+def test_command_1_figures_are_compared_with_the_run():
+    """The docs' figures of README command 1 as the run prints them (the slow test below runs it)."""
+    line = (
+        "[executor_sft] trained offline:smollm2 on 79 rows (79 rows, max_length=1024, policy=truncate_tool: "
+        "76 whole, 3 with shortened passages (30 passage tokens removed), 0 dropped); train_loss=0.5914; saved to x"
+    )
+    trained = SFT_DONE.search(line)
+    assert (trained["rows"], trained["shortened"], trained["max_length"], trained["loss"]) == (
+        "79",
+        "3",
+        "1024",
+        "0.5914",
+    )
+    assert command_1_figure_problems(trained, 8) == []
+    other = SFT_DONE.search(line.replace("=0.5914", "=0.5915").replace("3 with", "4 with"))
+    assert [p.split(":")[0] for p in command_1_figure_problems(other, 9)] == [
+        "README.md", "docs/sft.md", "docs/results.md", "docs/timings.md", "docs/timings.md"
+    ]  # fmt: skip
+
+
 @pytest.mark.slow
 def test_readme_command_1_then_distillation_then_grpo(clone: Path):
     """README command 1's training command as written (SmolLM2, 8 steps, outputs/sft-default), its
@@ -292,16 +389,19 @@ def test_readme_command_1_then_distillation_then_grpo(clone: Path):
 
     sft = bash_in(clone, SFT_COMMAND)
     assert sft.returncode == 0, (sft.stdout + sft.stderr)[-6000:]
-    assert "[executor_sft] trained offline:smollm2 on 79 rows" in sft.stdout
-    assert re.search(r"train_loss=\d\.\d{1,4};", sft.stdout), sft.stdout[-2000:]
+    trained = SFT_DONE.search(sft.stdout)
+    assert trained, sft.stdout[-2000:]
     assert _noise(sft.stdout + sft.stderr) == []
     card = (clone / "outputs" / "sft-default" / "README.md").read_text(encoding="utf-8")
     assert str(clone) not in card  # data named relative to the checkout, not by this machine's path
 
     again = bash_in(clone, SFT_COMMAND)
-    assert (
-        again.returncode == 0 and "outputs/sft-default already holds a finished run (step 8" in again.stdout
+    finished = re.search(
+        r"outputs/sft-default already holds a finished run \(step (\d+), train_loss=([\d.]+)\)", again.stdout
     )
+    assert again.returncode == 0 and finished, again.stdout[-2000:]
+    assert finished[2] == trained["loss"]
+    assert command_1_figure_problems(trained, int(finished[1])) == []
 
     # docs/sft.md's tiny example without its own --output_dir: refused, never reported as done
     other = bash_in(

@@ -1,4 +1,4 @@
-"""Question sets and corpora: loaders for FlashRAG, Search-R1, the paper's splits and the Hub."""
+"""Question sets and corpora: loaders for FlashRAG, Search-R1, the shared seed splits and the Hub."""
 
 from executor_sft.data.idlist import ids_digest, read_ids
 from executor_sft.data.questions import Duplicates, QuestionFormatError, load_questions

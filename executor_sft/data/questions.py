@@ -2,7 +2,8 @@
 
 Accepted row shapes (JSONL, JSON list, or parquet; or a Hugging Face dataset):
 - FlashRAG: `{"id", "question", "golden_answers": [...]}`;
-- the paper's released splits: `{"id"?, "question", "answer": str}` or `"answers": [...]`;
+- answer-keyed rows, the shape of the shared `seed_splits/*.jsonl` (the paper gives no row
+  format): `{"id"?, "question", "answer": str}` or `"answers": [...]`;
 - Search-R1 parquet: `{"question" | "prompt", "reward_model": {"ground_truth": {"target": [...]}},
   "data_source", "extra_info": {"index"}}`.
 

@@ -61,7 +61,7 @@ class MetricsConfig(BaseModel):
     n_buckets: int = Field(10, ge=1)
     cer_tokens: Literal["calls", "context", "completion"] = "calls"
     """CER-C's token axis (`executor_sft.metrics.cer`): `calls` (ours: every call's prompt counted
-    again), `context` (the blog's "tokens of context consumed"), `completion` (generated only)."""
+    again), `context` (the blog's reading: the context consumed), `completion` (generated only)."""
     tokenizer: str | None = None
     """Tokenizer (path or offline alias) to count tokens of runs whose endpoint reported none."""
 

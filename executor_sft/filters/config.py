@@ -69,8 +69,9 @@ class FilterConfig:
     max_records_per_question_stratum: int | None = field(
         default=None,
         metadata={
-            "help": "Keep at most this many rows per (source question, stratum), as the paper's Tab. 7 "
-            "(1: a question gives more than one record only through different strata). Among a "
+            "help": "Keep at most this many rows per (source question, stratum). Ours: App. D says a "
+            "question gives more than one record when rows of different strata are kept for it, which 1 "
+            "reproduces; the paper states no cap. Among a "
             "question's rows of one stratum the kept ones are: student before teacher, then fewest "
             "searches, then fewest generated characters, then first in file order. None: keep all."
         },

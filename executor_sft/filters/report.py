@@ -64,8 +64,9 @@ class CompositionReport:
         return {"records": sum(self._records[k] for k in keys), "unique_questions": len(questions)}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready report: totals, per stratum, per dataset x stratum (the paper's Tab. 7),
-        records per question, exclusions, config."""
+        """JSON-ready report: totals, per stratum, per dataset x stratum (records and unique
+        questions, the paper's Tab. 7 columns; its rows are datasets only, the stratum split is
+        ours, to show where a dataset's records come from), records per question, exclusions, config."""
         strata = list(self.config.strata)
         datasets = sorted({k[0] for k in self._records})
         total = self._cell(None, strata)
@@ -113,7 +114,8 @@ class CompositionReport:
 def composition_table(report: dict[str, Any]) -> Table:
     """Datasets x strata table of `records / unique questions` from `CompositionReport.to_dict()`."""
     strata = list(report["strata"])
-    table = Table(title="SFT composition, as the paper's Tab. 7 (records / unique source questions)")
+    # Tab. 7 has the dataset rows and the total column; the per-stratum columns are ours.
+    table = Table(title="SFT composition (records / unique source questions; total: the paper's Tab. 7)")
     table.add_column("dataset")
     for s in [*strata, TOTAL]:
         table.add_column(s, justify="right")

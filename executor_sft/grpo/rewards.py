@@ -59,7 +59,7 @@ JudgeFn = Callable[[str, list[str], str], "bool | None | Awaitable[bool | None]"
 such a `.judge` method (e.g. `executor_sft.metrics.judge.LLMJudge`) is accepted too."""
 
 DEFAULT_EPS = 0.15
-"""The blog's epsilon for CLP ("We used eps = 0.15")."""
+"""The blog's epsilon for CLP (the value it trained with)."""
 DEFAULT_GROUNDING_SCORE = 0.0
 """What a report given without any search scores, times its answer score, in the grounded
 variants (ours): nothing. The executor's prompt forbids answering from memory and SFT never

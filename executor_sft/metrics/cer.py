@@ -8,7 +8,8 @@ finds the evidence early and cheaply scores higher than one that finds it late.
 What a token of context is (`token_count`):
 - `calls` (ours, the default): the cumulative prompt+completion tokens of the episode's executor
   calls in the order the calls started, so each call's prompt is counted again (the compute spent).
-- `context` (the blog's reading: "per token of context consumed", its Setup section): each call
+- `context` (the blog's reading, its Setup section: buckets of the context the agent has
+  consumed): each call
   adds only what its context grew by (its prompt+completion less the previous call's of the same
   run), so a run's count is the length of its context, and the episode's is the sum over runs.
 - `completion` (ours): only the tokens the executors generated. A passage retrieved by a search counts at the cumulative

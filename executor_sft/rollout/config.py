@@ -58,7 +58,8 @@ class CollectionModeConfig(BaseModel):
     `shadow` (default): one episode per (question, sample); the driver's reports feed the
     backbone and every other executor role runs on the same sub-queries as a shadow.
     `separate`: one episode per (question, sample, executor role), each role driving its own
-    episodes under the same backbone (as the paper's Tab. 4 counts invocations); a run's
+    episodes under the same backbone (ours: the paper does not say how its rollouts ran; Tab. 4's
+    different invocation counts per sub-agent, 6,348 and 6,189, suggest this); a run's
     outcome is its own episode's final answer.
     """
 

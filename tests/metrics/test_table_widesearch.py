@@ -366,6 +366,33 @@ def test_documented_difference_a_key_repeated_after_normalisation():
     )
 
 
+DRAFT_FIRST = "Draft:\n| City | Founded |\n| Orla | ? |\n\nAnswer:\n"
+TABLE = "| City | Founded |\n|---|---|\n| Orla | 1461 |\n| Vemm | 1667 |"
+
+
+@pytest.mark.parametrize(
+    ("prediction", "port_reads"),
+    [
+        (DRAFT_FIRST + TABLE, [{"city": "Orla", "founded": "?"}]),  # the draft
+        ("\n".join("  " + line for line in TABLE.splitlines()), []),  # the header alone
+        (TABLE.replace("| 1461 |", "| 1461 | founded by traders |"), None),  # pandas shifts the row
+    ],
+    ids=["draft-before-the-answer", "indented", "one-extra-cell"],
+)
+def test_tables_the_peer_reads_otherwise(prediction, port_reads):
+    """docs/wide.md, "Tables the peer reads otherwise": we score the answer's table; the peer reads
+    another one (the port's reader shows which; pandas' shift of a wide row is not ported)."""
+    header, rows = ["City", "Founded"], [["Orla", "1461"], ["Vemm", "1667"]]
+    assert _ours_md(prediction, render_markdown_table(header, rows), ["City"]) == (1.0,) * 7
+    if port_reads is None:
+        with pytest.raises(AssertionError, match="no row wider than its header"):
+            _peer_read(prediction)
+        return
+    assert _peer_read(prediction) == (["city", "founded"], port_reads)
+    pipeline = {"city": KINDS["text"][0], "founded": KINDS["number"][0]}
+    assert peer_scores(prediction, header, rows, ["City"], pipeline)[0][6] == 0.0
+
+
 def test_llm_judged_columns_send_only_aligned_cells():
     header, unique = ["Film", "Budget"], ["Film"]
     gold = render_markdown_table(header, [["Red Sky", "1,200"], ["Blue Hour", "300"]])
