@@ -153,3 +153,14 @@ def test_production_code_never_imports_the_test_helpers():
         and any(t.startswith("executor_sft.testing") for t in targets)
     )
     assert offenders == []
+
+
+def test_the_layer_table_in_the_docs_is_the_one_enforced_here():
+    """docs/architecture.md's "Package layers" table names every module at the layer above."""
+    import re
+
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    documented = {}
+    for layer, modules in re.findall(r"^\| (\d) [^|]*\| ([^|]*) \|", doc, flags=re.MULTILINE):
+        documented |= {name: int(layer) for name in re.findall(r"`([\w]+)`", modules)}
+    assert documented == LAYERS
