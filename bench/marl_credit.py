@@ -70,7 +70,7 @@ def script_args(world: Path, credit: str, args):
         max_rounds=args.max_rounds,
         max_parallel=args.max_parallel,
         max_turns=args.max_turns,
-        top_k=2,
+        retriever={"k": 2},
         max_tokens_per_turn=args.max_tokens,
         deep_share=0.5,
         reward_metric="f1",

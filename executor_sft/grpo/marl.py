@@ -426,13 +426,14 @@ def make_trainer_class(base: type) -> type:
 
 
 def question_dataset(questions: Sequence[Question]) -> Any:
-    """TRL's train dataset: the question text as `prompt`, the whole row as JSON, its kind."""
+    """TRL's train dataset: the question as a one-message `prompt` (what the stage card shows), the
+    whole row as JSON (what the episode runs on), its kind (what the hybrid sampler reads)."""
     from datasets import Dataset
 
     return Dataset.from_list(
         [
             {
-                "prompt": q.question,
+                "prompt": [{"role": "user", "content": q.question}],
                 "question_json": q.model_dump_json(),
                 "is_wide": q.answer_format == "table",
             }

@@ -59,7 +59,6 @@ class MARLScriptArguments(ScriptArguments):
     max_turns: int = field(default=3, metadata={"help": "Sub-agent turns (K)."})
     max_searches: int | None = field(default=None, metadata={"help": "Sub-agent searches (default K-1)."})
     parallel_tool_calls: int = field(default=5, metadata={"help": "Tool calls run per sub-agent turn."})
-    top_k: int = field(default=3, metadata={"help": "Passages per search."})
     tools: list[str] = field(default_factory=lambda: ["search"], metadata={"help": "The sub-agents' tools."})
     max_tokens_per_turn: int = field(default=256, metadata={"help": "New tokens per model call."})
     max_context_tokens: int | None = field(
@@ -89,6 +88,14 @@ class MARLScriptArguments(ScriptArguments):
 
             CREDITS.check(self.credit)
 
+    rollouts = None
+    """The stage card's prompt sources read `questions` (there are no rollouts to build rows from)."""
+
+    @property
+    def retriever_top_k(self) -> int:
+        """Passages per search (the stage card records it under this name)."""
+        return int((self.retriever or {}).get("k", 3))
+
     def settings(self, training_args: Any) -> MARLSettings:
         from executor_sft.agents.config import PipelineConfig
 
@@ -97,7 +104,7 @@ class MARLScriptArguments(ScriptArguments):
             max_parallel=self.max_parallel,
             max_turns=self.max_turns,
             max_searches=self.max_searches,
-            top_k=self.top_k,
+            top_k=self.retriever_top_k,
             tools=list(self.tools),
             parallel_tool_calls=self.parallel_tool_calls,
             executor_roles=[Role.STUDENT],
@@ -198,3 +205,72 @@ def build_marl_trainer(
         models=models,
         retriever=retriever,
     )
+
+
+MARL_SETTINGS = (
+    "learning_rate",
+    "max_steps",
+    "per_device_train_batch_size",
+    "num_generations",
+    "temperature",
+    "beta",
+    "loss_type",
+)
+
+
+def check_before_loading(args: MARLScriptArguments, training_args: Any) -> None:
+    """What a user can get wrong, as one ConfigError before any model loads."""
+    if args.questions is None:
+        raise ConfigError("questions: give the questions JSONL (text and table questions)")
+    if not Path(args.questions).is_file():
+        raise ConfigError(f"questions: {args.questions}: no such file")
+    if not (args.retriever or {}).get("index") and not (args.retriever or {}).get("url"):
+        raise ConfigError("retriever: give {index: DIR} (recipes/build_index.py) or {url: ...}")
+    roles = ["answerer"] + ([] if args.train_lead else ["backbone"])
+    roles += ["reference"] if args.credit == "substitution" else []
+    for name in roles:
+        if not isinstance(getattr(args, name), dict):
+            raise ConfigError(f"{name}: give its model mapping, e.g. '{{model: Qwen/Qwen3-32B}}'")
+    if training_args.loss_type != "dapo" or training_args.steps_per_generation not in (None, 1):
+        raise ConfigError("multi-agent GRPO needs loss_type: dapo and steps_per_generation: 1")
+    if training_args.num_iterations != 1:
+        raise ConfigError("multi-agent GRPO needs num_iterations: 1")
+
+
+def run_marl(script_args: MARLScriptArguments, training_args: Any, model_args: Any, **overrides: Any):
+    """Check, build, train (resuming the last complete checkpoint), save; None when already finished."""
+    from executor_sft.grpo.card import GRPO_STAGE
+    from executor_sft.grpo.stage import run_stage
+
+    check_before_loading(script_args, training_args)
+    return run_stage(
+        build_marl_trainer,
+        GRPO_STAGE,
+        script_args,
+        training_args,
+        model_args,
+        settings=MARL_SETTINGS,
+        outcome=_outcome,
+        extra_config={
+            "credit": script_args.credit,
+            "token_level": script_args.token_level,
+            "agent_level": script_args.agent_level,
+            "train_lead": script_args.train_lead,
+            "deep_share": script_args.deep_share,
+        },
+        overrides=overrides,
+    )
+
+
+def _outcome(trainer: Any) -> list[str]:
+    """The closing line: the last step's reward, its within-group std and the failures counted."""
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    if not logs:
+        return []
+    last = logs[-1]
+    keys = ["reward", "reward_std", *sorted(k for k in last if k.startswith("marl/failures/"))]
+    summary = ", ".join(f"{k}={last[k]:.3f}" for k in keys if last.get(k) is not None)
+    trainer.accelerator.print(
+        f"multi-agent GRPO done: {trainer.state.global_step} steps; last log: {summary}"
+    )
+    return [f"last logged step: {summary}"]
