@@ -143,15 +143,10 @@ def load_questions(path: str, max_examples: int | None = None) -> list[Question]
 
 
 def build_role_model(spec: Any, name: str) -> Any:
-    """A fixed role's chat model from its mapping (as evaluation configs write models)."""
-    from executor_sft.llm.config import ModelConfig as ChatModelConfig
-    from executor_sft.llm.config import build_chat_model
+    """A fixed role's chat model from its mapping (as evaluation configs write models) or 'module:attr'."""
+    from executor_sft.grpo.train import build_chat_from_spec
 
-    if not isinstance(spec, dict):
-        raise ConfigError(
-            f"{name}: expected a model mapping such as '{{model: Qwen/Qwen3-32B}}', got {spec!r}"
-        )
-    return build_chat_model(ChatModelConfig.model_validate(spec))
+    return build_chat_from_spec(spec, name)
 
 
 def role_models(args: MARLScriptArguments) -> dict[str, Any]:
