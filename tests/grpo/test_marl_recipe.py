@@ -29,9 +29,10 @@ def workdir(tmp_path_factory):
 
 def _flags(root, **extra):
     world = str(root / "world")
-    scripted = lambda m: json.dumps(
-        {"backend": "executor_sft.synthetic.backend:scripted", "model": m, "world": world}
-    )  # noqa: E731
+
+    def scripted(m):
+        return json.dumps({"backend": "executor_sft.synthetic.backend:scripted", "model": m, "world": world})
+
     flags = {
         "--model_name_or_path": str(root / "ckpt"),
         "--questions": str(root / "world" / "questions_train.jsonl"),
