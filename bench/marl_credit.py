@@ -172,6 +172,7 @@ def run_arm(arm: str, world: Path, retriever, train_q, held_q, args) -> dict[str
         result["steps"] = [{k: h.get(k) for k in h if k in STEP_KEYS or k.startswith("marl/")} for h in steps]
         result["episode_log"] = trainer.episode_log
         result["s_per_step"] = result["train_s"] / max(1, trainer.state.global_step)
+        trainer.save_model(str(Path(args.work) / "out" / arm))  # so the held-out evaluation can be redone
         model, tok = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
     result["heldout"] = evaluate(model, tok, world, retriever, held_q, args)
     return result
@@ -340,8 +341,13 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work)
     (work / "arms").mkdir(parents=True, exist_ok=True)
     world, retriever = setup(work, args)
-    train_q = pick(load_questions(str(world / "questions_train.jsonl")), 10**6, 10**6)
-    held_q = pick(load_questions(str(world / "questions_test.jsonl")), args.heldout_deep, args.heldout_wide)
+    # the world's test split holds few or no wide tasks: the held-out wide ones are the train split's
+    # last `heldout_wide`, never trained on
+    train_all = load_questions(str(world / "questions_train.jsonl"))
+    held_wide = [q for q in train_all if q.answer_format == "table"][-args.heldout_wide :] if args.heldout_wide else []
+    held_ids = {q.id for q in held_wide}
+    train_q = [q for q in train_all if q.id not in held_ids]
+    held_q = pick(load_questions(str(world / "questions_test.jsonl")), args.heldout_deep, 0) + held_wide
     arms: dict[str, Any] = {}
     for arm in args.arms:
         path = work / "arms" / f"{arm}.json"
