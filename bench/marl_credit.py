@@ -344,7 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     # the world's test split holds few or no wide tasks: the held-out wide ones are the train split's
     # last `heldout_wide`, never trained on
     train_all = load_questions(str(world / "questions_train.jsonl"))
-    held_wide = [q for q in train_all if q.answer_format == "table"][-args.heldout_wide :] if args.heldout_wide else []
+    held_wide = (
+        [q for q in train_all if q.answer_format == "table"][-args.heldout_wide :]
+        if args.heldout_wide
+        else []
+    )
     held_ids = {q.id for q in held_wide}
     train_q = [q for q in train_all if q.id not in held_ids]
     held_q = pick(load_questions(str(world / "questions_test.jsonl")), args.heldout_deep, 0) + held_wide
