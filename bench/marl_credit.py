@@ -269,11 +269,28 @@ def markdown(results: dict[str, Any]) -> str:
             f"{fmt(statistics.fmean(s.get('marl/zero_std_groups', 0) for s in steps)) if steps else '-'} | "
             f"{fmt(h['em_text'])} | {fmt(h['item_f1_table'])} | {fmt(h['f1_all'])} | {h['tokens_per_question']:.0f} |"
         )
-    lines += ["", "## Per step (mean reward ± within-group std)", ""]
+    lines += [
+        "",
+        "## Per step",
+        "",
+        "Reward: mean over the step's rollouts after the failure rules; std: mean over groups of the rewards' "
+        "standard deviation within the group; zero-std: share of groups whose rollouts all scored the same "
+        "(no advantage); failures: rollouts caught (context limit / turn limit / invalid format / repetition).",
+        "",
+        "| arm | step | reward | within-group std | zero-std groups | failures c/t/i/r | sub-agents/q "
+        "| trained tokens/q | grad norm | s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    kinds = ("context_limit", "turn_limit", "invalid_format", "repetition")
     for name in ("shared", "substitution"):
-        steps = (arms.get(name) or {}).get("steps") or []
-        if steps:
-            lines.append(f"- {name}: " + ", ".join(f"{s['reward']:.3f}±{s['reward_std']:.3f}" for s in steps))
+        for i, st in enumerate((arms.get(name) or {}).get("steps") or [], start=1):
+            f = "/".join(str(int(st.get(f"marl/failures/{k}", 0))) for k in kinds)
+            lines.append(
+                f"| {name} | {i} | {st['reward']:.3f} | {st['reward_std']:.3f} | {st.get('marl/zero_std_groups', 0):.2f} "
+                f"| {f} | {st.get('marl/sub_agents_per_question', 0):.1f} "
+                f"| {st.get('marl/trained_tokens_per_question', 0):.0f} | {st.get('grad_norm') or 0:.3f} "
+                f"| {st.get('step_time') or 0:.0f} |"
+            )
     lines += ["", "## Comparison", ""] + results.get("verdict", [])
     return "\n".join(lines) + "\n"
 
