@@ -190,17 +190,17 @@ def _load(path: str):
 
 
 def paired(a: list[dict], b: list[dict], key: str) -> dict[str, float] | None:
-    """Mean of b - a over the same questions, with a 95% normal interval."""
+    """Mean of b - a over the same questions, with a 95% t interval."""
     d = [y[key] - x[key] for x, y in zip(a, b, strict=True) if x[key] is not None and y[key] is not None]
     if not d:
         return None
     mean = statistics.fmean(d)
-    half = 1.96 * statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else float("nan")
+    half = t95(len(d) - 1) * statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else float("nan")
     return {"mean": mean, "low": mean - half, "high": mean + half, "n": len(d)}
 
 
 def slope(values: list[float]) -> dict[str, float] | None:
-    """Least-squares slope of the per-step mean reward, per step, with a 95% normal interval."""
+    """Least-squares slope of the per-step mean reward, per step, with a 95% t interval."""
     n = len(values)
     if n < 3:
         return None
@@ -210,7 +210,14 @@ def slope(values: list[float]) -> dict[str, float] | None:
     b = sum((x - mx) * (y - my) for x, y in zip(xs, values, strict=True)) / sxx
     resid = [y - (my + b * (x - mx)) for x, y in zip(xs, values, strict=True)]
     se = math.sqrt(sum(r * r for r in resid) / (n - 2) / sxx)
-    return {"slope": b, "low": b - 1.96 * se, "high": b + 1.96 * se}
+    return {"slope": b, "low": b - t95(n - 2) * se, "high": b + t95(n - 2) * se}
+
+
+def t95(dof: int) -> float:
+    """Student's t two-sided 95% quantile (the runs are a few steps and a few questions)."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, dof))
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
