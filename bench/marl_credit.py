@@ -213,6 +213,17 @@ def slope(values: list[float]) -> dict[str, float] | None:
     return {"slope": b, "low": b - t95(n - 2) * se, "high": b + t95(n - 2) * se}
 
 
+def param_change(before: Path, after: Path) -> dict[str, float]:
+    """How far training moved the weights: ||after - before|| / ||before||, and the largest change."""
+    from safetensors.torch import load_file
+
+    a, b = load_file(str(before)), load_file(str(after))
+    diff = sum(float(((b[k].float() - a[k].float()) ** 2).sum()) for k in a if k in b)
+    norm = sum(float((a[k].float() ** 2).sum()) for k in a if k in b)
+    top = max(float((b[k].float() - a[k].float()).abs().max()) for k in a if k in b)
+    return {"relative_l2": math.sqrt(diff / norm), "max_abs": top}
+
+
 def t95(dof: int) -> float:
     """Student's t two-sided 95% quantile (the runs are a few steps and a few questions)."""
     from scipy.stats import t
@@ -298,7 +309,13 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {st.get('marl/trained_tokens_per_question', 0):.0f} | {st.get('grad_norm') or 0:.3f} "
                 f"| {st.get('step_time') or 0:.0f} |"
             )
-    lines += ["", "## Comparison", ""] + results.get("verdict", [])
+    moved = [
+        f"- {name}: weights moved by {arms[name]['param_change']['relative_l2']:.2e} of their norm "
+        f"(largest single change {arms[name]['param_change']['max_abs']:.2e})"
+        for name in ("shared", "substitution")
+        if name in arms and "param_change" in arms[name]
+    ]
+    lines += ["", "## Comparison", ""] + results.get("verdict", []) + moved
     return "\n".join(lines) + "\n"
 
 
@@ -397,6 +414,10 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": os.getloadavg(),
         "arms": arms,
     }
+    for arm in ("shared", "substitution"):
+        trained = work / "out" / arm / "model.safetensors"
+        if arm in arms and trained.is_file():
+            arms[arm]["param_change"] = param_change(Path(args.sft) / "model.safetensors", trained)
     results["verdict"] = verdict(results)
     out = Path(args.results)
     out.parent.mkdir(parents=True, exist_ok=True)
