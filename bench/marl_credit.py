@@ -94,7 +94,7 @@ def training_args(out: Path, args):
         save_strategy="no",
         report_to="none",
         use_cpu=True,
-        bf16=False,
+        bf16=args.bf16,
         seed=0,
         chat_template_kwargs={"enable_thinking": False},
         dataloader_num_workers=0,
@@ -373,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--world_seed", type=int, default=0)
     p.add_argument("--heldout_deep", type=int, default=8)
     p.add_argument("--heldout_wide", type=int, default=4)
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast for the loss (CPUs with native bf16).")
     p.add_argument("--redo", action="store_true")
     p.add_argument("--results", default=str(RESULTS / "marl_credit"))
     args = p.parse_args(argv)
