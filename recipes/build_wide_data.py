@@ -1,8 +1,9 @@
 r"""Wide (table) training data as WideSeek-R1 builds it (Sec. 4, App. C.1): query, two answers, filter.
 
-    # offline: the synthetic world's tables and the scripted generator
-    python recipes/build_wide_data.py --world data/world --output runs/wide_data.jsonl \
-        --generator '{factory: executor_sft.synthetic.table_generator:scripted_generator, world: data/world}'
+    # offline: a world with wide tasks, its tables and the scripted generator
+    python -m executor_sft.synthetic --out runs/wide/world --entities 300 --questions 160 --wide_share 0.3
+    python recipes/build_wide_data.py --world runs/wide/world --output runs/wide_data.jsonl \
+        --generator '{factory: executor_sft.synthetic.table_generator:scripted_generator, world: runs/wide/world}'
     # any OpenAI-compatible model as the generator, over your own tables ({id, topic, header, rows} per line)
     python recipes/build_wide_data.py --tables my_tables.jsonl --output runs/wide_data.jsonl \
         --generator '{model: Qwen/Qwen3-32B, base_urls: [http://127.0.0.1:8000/v1]}'
@@ -15,25 +16,38 @@ and the reasons for the rest. A bad argument is one `error:` line and exit statu
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--tables", help="JSONL of source tables: {id, topic, header, rows}.")
-    src.add_argument("--world", help="A synthetic world directory: its tables are the source.")
-    p.add_argument(
-        "--generator", required=True, help="Model mapping (YAML/JSON) or 'module:attr' / {factory: ...}."
+@dataclass
+class WideDataArguments:
+    """The table source (exactly one of `tables` and `world`), the generator and the output."""
+
+    output: str = field(metadata={"help": "The kept instances (JSONL); must not exist."})
+    generator: str = field(metadata={"help": "Model mapping (YAML/JSON) or 'module:attr' / {factory: ...}."})
+    tables: str | None = field(
+        default=None, metadata={"help": "JSONL of source tables: {id, topic, header, rows}."}
     )
-    p.add_argument("--output", required=True, help="The kept instances (JSONL); must not exist.")
-    p.add_argument("--limit", type=int, default=None, help="Use the first N tables.")
-    p.add_argument("--seed", type=int, default=0, help="Draws the target row counts.")
-    return p.parse_args(argv)
+    world: str | None = field(
+        default=None, metadata={"help": "A synthetic world directory: its tables are the source."}
+    )
+    limit: int | None = field(default=None, metadata={"help": "Use the first N tables."})
+    seed: int = field(default=0, metadata={"help": "Draws the target row counts."})
+
+    def __post_init__(self) -> None:
+        if (self.tables is None) == (self.world is None):
+            raise ValueError("give exactly one of --tables and --world")
+
+
+def parse_args(argv: list[str] | None = None) -> WideDataArguments:
+    from executor_sft.configfile import parse_trl_args
+
+    (args,) = parse_trl_args((WideDataArguments,), argv, description=__doc__)
+    return args
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trl import ScriptArguments
-
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.arguments import parse_mapping
 from executor_sft.grpo.marl import (
@@ -30,7 +28,7 @@ from executor_sft.schema import Question, Role
 
 
 @dataclass
-class MARLScriptArguments(ScriptArguments):
+class MARLScriptArguments:
     """Multi-agent GRPO: whole episodes as samples (docs/post_training.md, "Multi-agent GRPO")."""
 
     questions: str | None = field(
@@ -88,8 +86,9 @@ class MARLScriptArguments(ScriptArguments):
 
             CREDITS.check(self.credit)
 
+    dataset_name = None
     rollouts = None
-    """The stage card's prompt sources read `questions` (there are no rollouts to build rows from)."""
+    """The stage card's prompt sources read `questions` (no GRPO rows or rollouts to build them from)."""
 
     @property
     def retriever_top_k(self) -> int:
