@@ -315,7 +315,12 @@ def markdown(results: dict[str, Any]) -> str:
         for name in ("shared", "substitution")
         if name in arms and "param_change" in arms[name]
     ]
-    lines += ["", "## Comparison", ""] + results.get("verdict", []) + moved
+    missing = [
+        f"- {name}: no finished run in this file (its arm did not complete; `--arms {name}` runs it again from the start)"
+        for name in ("shared", "substitution")
+        if name not in arms
+    ]
+    lines += ["", "## Comparison", ""] + results.get("verdict", []) + moved + missing
     return "\n".join(lines) + "\n"
 
 
@@ -428,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     out.with_suffix(".json").write_text(json.dumps(slim, indent=1) + "\n")
     out.with_suffix(".md").write_text(markdown(results))
-    plot(results, out.with_suffix(".png"))
+    if any(arms.get(a, {}).get("steps") for a in ("shared", "substitution")):
+        plot(results, out.with_suffix(".png"))  # no curve, no figure
     print("\n".join(results["verdict"]))
     return 0
 
