@@ -285,6 +285,8 @@ SFT_CASES = [
 TRL_RECIPES = (
     "sft_executor.py",
     "grpo_executor.py",
+    "grpo_marl.py",
+    "build_wide_data.py",
     "build_grpo_data.py",
     "filter_trajectories.py",
     "build_index.py",

@@ -21,6 +21,10 @@ TRL_RECIPES = {
         ["--learning_rate", "--model_name_or_path"],
     ),
     "grpo_executor": (["--retriever", "--reward_funcs"], ["--num_generations", "--model_name_or_path"]),
+    "grpo_marl": (
+        ["--credit", "--train_lead", "--deep_share"],
+        ["--num_generations", "--model_name_or_path"],
+    ),
 }
 MACHINE_PATHS = ("/work/", "/root/", "/tmp/", "/home/", "/Users/", str(REPO), str(Path.home()) + "/")
 EXAMPLE = re.compile(r"^\s*(python3? |accelerate launch )\S*(recipes/|-m )", re.MULTILINE)

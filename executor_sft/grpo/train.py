@@ -157,19 +157,29 @@ def _zero_arg_factory(obj: Any) -> bool:
 
 def build_answerer(args: GRPOScriptArguments) -> Any:
     """The fixed answerer the arguments name: 'module:attr', {factory: 'module:attr', ...}, or a model mapping."""
-    spec = args.answerer
+    if args.answerer is None:
+        raise ConfigError(
+            "the outcome rewards need `answerer`: the fixed answerer's model mapping (as in collection, e.g. "
+            "'{model: Qwen/Qwen3-32B}') or 'module:attr'"
+        )
+    return build_chat_from_spec(args.answerer, "answerer")
+
+
+def build_chat_from_spec(spec: Any, what: str) -> Any:
+    """A chat model from 'module:attr' (a model or a zero-arg factory of one), a mapping
+    {factory: 'module:attr', ...its keyword arguments}, or a `ModelConfig` mapping."""
     if isinstance(spec, str):
         if ":" not in spec:
-            raise ConfigError(f"answerer {spec!r}: expected 'module:attr' or a model mapping")
-        obj: Any = import_path(spec, "answerer")
+            raise ConfigError(f"{what} {spec!r}: expected 'module:attr' or a model mapping")
+        obj: Any = import_path(spec, what)
         return obj() if not callable(getattr(obj, "chat", None)) and _zero_arg_factory(obj) else obj
     if isinstance(spec, dict) and "factory" in spec:
         options = {k: v for k, v in spec.items() if k != "factory"}
-        factory = import_path(str(spec["factory"]), "answerer factory")
+        factory = import_path(str(spec["factory"]), f"{what} factory")
         try:
             inspect.signature(factory).bind(**options)
         except TypeError as exc:
-            raise ConfigError(f"answerer: {spec['factory']}: {exc}") from None
+            raise ConfigError(f"{what}: {spec['factory']}: {exc}") from None
         except ValueError:
             pass
         return factory(**options)
@@ -179,8 +189,7 @@ def build_answerer(args: GRPOScriptArguments) -> Any:
 
         return build_chat_model(ChatModelConfig.model_validate(spec))
     raise ConfigError(
-        "the outcome rewards need `answerer`: the fixed answerer's model mapping (as in collection, e.g. "
-        "'{model: Qwen/Qwen3-32B}') or 'module:attr'"
+        f"{what}: expected a model mapping such as '{{model: Qwen/Qwen3-32B}}' or 'module:attr'"
     )
 
 

@@ -1,0 +1,443 @@
+"""Shared advantage (WideSeek-R1) against substitution credit (ours) in multi-agent GRPO, on CPU.
+
+    nice -n 10 python bench/marl_credit.py --sft /work/marl_runs/sft --work /work/marl_runs/bench
+
+From one SFT checkpoint (README command 1's SmolLM2-135M executor), each arm trains the policy as
+the sub-agents of the synthetic world's episodes (scripted lead, answerer and, for substitution,
+reference executor; BM25) for the same steps on the same hybrid deep + wide batches (the sampler's
+seed is fixed), then plays the held-out questions greedily. A `none` arm evaluates the checkpoint
+untrained. Per step: mean reward and its within-group standard deviation, failures, trained
+tokens, seconds. Held out: EM on text questions, item F1 on table questions, F1 over all, policy
+tokens per question. Each arm's result is saved under `--work/arms/` as it finishes; a rerun skips
+finished arms (`--redo` runs them again). Writes bench/results/marl_credit.{md,json,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+RESULTS = REPO / "bench" / "results"
+ARMS = ("none", "shared", "substitution")
+
+
+def scripted(world: Path, model: str) -> dict[str, Any]:
+    return {"backend": "executor_sft.synthetic.backend:scripted", "model": model, "world": str(world)}
+
+
+def setup(work: Path, args) -> tuple[Path, Any]:
+    """The world (with wide tasks) and its BM25 index, made once."""
+    from executor_sft.retrieval import build_index
+    from executor_sft.retrieval.config import load_retriever
+    from executor_sft.synthetic.world import write_world
+
+    world = work / "world"
+    if not (world / "world.json").is_file():
+        write_world(
+            world, seed=args.world_seed, n_entities=args.entities, n_questions=args.questions, wide_share=0.3
+        )
+    index = work / "index"
+    if not (index / "done").is_file():
+        build_index(world / "corpus.jsonl", index, bm25=True)
+        (index / "done").write_text("ok\n")
+    return world, load_retriever(index, corpus=world / "corpus.jsonl")
+
+
+def pick(questions, n_deep: int, n_wide: int):
+    deep = [q for q in questions if q.answer_format == "text"][:n_deep]
+    wide = [q for q in questions if q.answer_format == "table"][:n_wide]
+    return deep + wide
+
+
+def script_args(world: Path, credit: str, args):
+    from executor_sft.grpo.marl_train import MARLScriptArguments
+
+    return MARLScriptArguments(
+        backbone=scripted(world, "backbone"),
+        answerer=scripted(world, "answerer"),
+        reference=scripted(world, "teacher"),
+        credit=credit,
+        max_rounds=args.max_rounds,
+        max_parallel=args.max_parallel,
+        max_turns=args.max_turns,
+        retriever={"k": 2},
+        max_tokens_per_turn=args.max_tokens,
+        deep_share=0.5,
+        reward_metric="f1",
+    )
+
+
+def training_args(out: Path, args):
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(out),
+        max_steps=args.steps,
+        per_device_train_batch_size=args.questions_per_step * args.generations,
+        num_generations=args.generations,
+        learning_rate=args.lr,
+        lr_scheduler_type="constant",
+        beta=args.beta,
+        loss_type="dapo",
+        temperature=1.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        bf16=args.bf16,
+        seed=0,
+        chat_template_kwargs={"enable_thinking": False},
+        dataloader_num_workers=0,
+    )
+
+
+def evaluate(model, tokenizer, world: Path, retriever, questions, args) -> dict[str, Any]:
+    """Greedy held-out episodes with `model` as the sub-agents."""
+    from executor_sft.grpo.marl import LEAD, POLICY, evaluate_episodes
+    from executor_sft.grpo.marl_train import build_role_model
+    from executor_sft.llm.base import SamplingParams
+    from executor_sft.llm.transformers_backend import TransformersChatModel
+    from executor_sft.schema import Role
+
+    sa = script_args(world, "shared", args)
+    policy = TransformersChatModel(
+        model, tokenizer, name="policy", sampling=SamplingParams(temperature=0.0, max_tokens=args.max_tokens),
+        prefix_cache_tokens=0, max_batch_size=16,
+    )  # fmt: skip
+    models = {
+        POLICY: policy,
+        LEAD: build_role_model(sa.backbone, "backbone"),
+        Role.ANSWERER: build_role_model(sa.answerer, "answerer"),
+    }
+    model.eval()
+    start = time.perf_counter()
+    episodes = asyncio.run(evaluate_episodes(questions, models, retriever, sa.settings(None).pipeline))
+    per_q = []
+    for e in episodes:
+        runs = e.runs_for(POLICY)
+        per_q.append(
+            {
+                "id": e.question.id,
+                "format": e.question.answer_format,
+                "em": e.metrics.em,
+                "f1": e.metrics.f1,
+                "item_f1": e.metrics.item_f1,
+                "sub_agents": len(runs),
+                "policy_tokens": sum(r.usage.completion_tokens for r in runs),
+            }
+        )
+    text = [q for q in per_q if q["format"] == "text"]
+    table = [q for q in per_q if q["format"] == "table"]
+    return {
+        "seconds": time.perf_counter() - start,
+        "em_text": statistics.fmean(q["em"] for q in text) if text else None,
+        "item_f1_table": statistics.fmean(q["item_f1"] for q in table) if table else None,
+        "f1_all": statistics.fmean(q["f1"] for q in per_q),
+        "tokens_per_question": statistics.fmean(q["policy_tokens"] for q in per_q),
+        "per_question": per_q,
+    }
+
+
+def run_arm(arm: str, world: Path, retriever, train_q, held_q, args) -> dict[str, Any]:
+    from trl import ModelConfig
+
+    from executor_sft.grpo.marl_train import build_marl_trainer
+
+    model_args = ModelConfig(model_name_or_path=args.sft, dtype="float32")
+    result: dict[str, Any] = {"arm": arm}
+    if arm == "none":
+        model, tok = _load(args.sft)
+    else:
+        trainer = build_marl_trainer(
+            script_args(world, arm, args),
+            training_args(Path(args.work) / "out" / arm, args),
+            model_args,
+            questions=train_q,
+            retriever=retriever,
+        )
+        start = time.perf_counter()
+        trainer.train()
+        result["train_s"] = time.perf_counter() - start
+        steps = [h for h in trainer.state.log_history if "reward" in h]
+        result["steps"] = [{k: h.get(k) for k in h if k in STEP_KEYS or k.startswith("marl/")} for h in steps]
+        result["episode_log"] = trainer.episode_log
+        result["s_per_step"] = result["train_s"] / max(1, trainer.state.global_step)
+        trainer.save_model(str(Path(args.work) / "out" / arm))  # so the held-out evaluation can be redone
+        model, tok = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
+    result["heldout"] = evaluate(model, tok, world, retriever, held_q, args)
+    return result
+
+
+STEP_KEYS = ("step", "reward", "reward_std", "loss", "grad_norm", "entropy", "step_time", "epoch")
+
+
+def _load(path: str):
+    from transformers import AutoModelForCausalLM
+
+    from executor_sft.grpo.policy import load_tokenizer
+
+    return AutoModelForCausalLM.from_pretrained(path, dtype="float32"), load_tokenizer(path)
+
+
+def paired(a: list[dict], b: list[dict], key: str) -> dict[str, float] | None:
+    """Mean of b - a over the same questions, with a 95% t interval."""
+    d = [y[key] - x[key] for x, y in zip(a, b, strict=True) if x[key] is not None and y[key] is not None]
+    if not d:
+        return None
+    mean = statistics.fmean(d)
+    half = t95(len(d) - 1) * statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else float("nan")
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": len(d)}
+
+
+def slope(values: list[float]) -> dict[str, float] | None:
+    """Least-squares slope of the per-step mean reward, per step, with a 95% t interval."""
+    n = len(values)
+    if n < 3:
+        return None
+    xs = list(range(n))
+    mx, my = statistics.fmean(xs), statistics.fmean(values)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, values, strict=True)) / sxx
+    resid = [y - (my + b * (x - mx)) for x, y in zip(xs, values, strict=True)]
+    se = math.sqrt(sum(r * r for r in resid) / (n - 2) / sxx)
+    return {"slope": b, "low": b - t95(n - 2) * se, "high": b + t95(n - 2) * se}
+
+
+def param_change(before: Path, after: Path) -> dict[str, float]:
+    """How far training moved the weights: ||after - before|| / ||before||, and the largest change."""
+    from safetensors.torch import load_file
+
+    a, b = load_file(str(before)), load_file(str(after))
+    diff = sum(float(((b[k].float() - a[k].float()) ** 2).sum()) for k in a if k in b)
+    norm = sum(float((a[k].float() ** 2).sum()) for k in a if k in b)
+    top = max(float((b[k].float() - a[k].float()).abs().max()) for k in a if k in b)
+    return {"relative_l2": math.sqrt(diff / norm), "max_abs": top}
+
+
+def t95(dof: int) -> float:
+    """Student's t two-sided 95% quantile (the runs are a few steps and a few questions)."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, dof))
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for arm in ("shared", "substitution"):
+        steps = results["arms"].get(arm, {}).get("steps") or []
+        if not steps:
+            continue
+        xs = list(range(1, len(steps) + 1))
+        ys = [s["reward"] for s in steps]
+        sd = [s["reward_std"] for s in steps]
+        ax.plot(xs, ys, marker="o", label=f"{arm}: mean reward")
+        ax.fill_between(
+            xs,
+            [y - s for y, s in zip(ys, sd, strict=True)],
+            [y + s for y, s in zip(ys, sd, strict=True)],
+            alpha=0.2,
+        )
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("rollout reward (F1; band: within-group std)")
+    ax.set_title("Multi-agent GRPO on CPU: shared vs substitution credit")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    arms = results["arms"]
+    lines = [
+        "# Multi-agent GRPO: shared advantage (WideSeek-R1) vs substitution credit (ours)",
+        "",
+        f"Command: `{results['command']}`",
+        "",
+        f"Settings: {json.dumps(results['settings'])}",
+        "",
+        "| arm | steps | s/step | first reward | last reward | mean within-group std | zero-std groups | "
+        "held-out EM (text) | held-out item F1 (table) | held-out F1 (all) | policy tokens/q |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in ARMS:
+        a = arms.get(name)
+        if a is None:
+            continue
+        steps = a.get("steps") or []
+        h = a["heldout"]
+        fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+        lines.append(
+            f"| {name} | {len(steps)} | {fmt(a.get('s_per_step'))} | "
+            f"{fmt(steps[0]['reward']) if steps else '-'} | {fmt(steps[-1]['reward']) if steps else '-'} | "
+            f"{fmt(statistics.fmean(s['reward_std'] for s in steps)) if steps else '-'} | "
+            f"{fmt(statistics.fmean(s.get('marl/zero_std_groups', 0) for s in steps)) if steps else '-'} | "
+            f"{fmt(h['em_text'])} | {fmt(h['item_f1_table'])} | {fmt(h['f1_all'])} | {h['tokens_per_question']:.0f} |"
+        )
+    lines += [
+        "",
+        "## Per step",
+        "",
+        "Reward: mean over the step's rollouts after the failure rules; std: mean over groups of the rewards' "
+        "standard deviation within the group; zero-std: share of groups whose rollouts all scored the same "
+        "(no advantage); failures: rollouts caught (context limit / turn limit / invalid format / repetition).",
+        "",
+        "| arm | step | reward | within-group std | zero-std groups | failures c/t/i/r | sub-agents/q "
+        "| trained tokens/q | grad norm | s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    kinds = ("context_limit", "turn_limit", "invalid_format", "repetition")
+    for name in ("shared", "substitution"):
+        for i, st in enumerate((arms.get(name) or {}).get("steps") or [], start=1):
+            f = "/".join(str(int(st.get(f"marl/failures/{k}", 0))) for k in kinds)
+            lines.append(
+                f"| {name} | {i} | {st['reward']:.3f} | {st['reward_std']:.3f} | {st.get('marl/zero_std_groups', 0):.2f} "
+                f"| {f} | {st.get('marl/sub_agents_per_question', 0):.1f} "
+                f"| {st.get('marl/trained_tokens_per_question', 0):.0f} | {st.get('grad_norm') or 0:.3f} "
+                f"| {st.get('step_time') or 0:.0f} |"
+            )
+    moved = [
+        f"- {name}: weights moved by {arms[name]['param_change']['relative_l2']:.2e} of their norm "
+        f"(largest single change {arms[name]['param_change']['max_abs']:.2e})"
+        for name in ("shared", "substitution")
+        if name in arms and "param_change" in arms[name]
+    ]
+    missing = [
+        f"- {name}: no finished run in this file (its arm did not complete; `--arms {name}` runs it again from the start)"
+        for name in ("shared", "substitution")
+        if name not in arms
+    ]
+    lines += ["", "## Comparison", ""] + results.get("verdict", []) + moved + missing
+    return "\n".join(lines) + "\n"
+
+
+def verdict(results: dict[str, Any]) -> list[str]:
+    arms = results["arms"]
+    out = []
+    for name in ("shared", "substitution"):
+        steps = (arms.get(name) or {}).get("steps") or []
+        s = slope([x["reward"] for x in steps])
+        if s:
+            moved = s["low"] > 0 or s["high"] < 0
+            out.append(
+                f"- {name}: reward slope {s['slope']:+.4f}/step (95% interval {s['low']:+.4f} to {s['high']:+.4f}): "
+                + ("moved" if moved else "no movement distinguishable from zero")
+            )
+    if "shared" in arms and "substitution" in arms:
+        a, b = arms["shared"]["heldout"]["per_question"], arms["substitution"]["heldout"]["per_question"]
+        for key in ("f1", "em"):
+            p = paired(a, b, key)
+            if p:
+                out.append(
+                    f"- held-out {key}, substitution minus shared: {p['mean']:+.3f} "
+                    f"(95% interval {p['low']:+.3f} to {p['high']:+.3f}, {p['n']} questions)"
+                )
+    if "none" in arms:
+        for name in ("shared", "substitution"):
+            if name in arms:
+                p = paired(
+                    arms["none"]["heldout"]["per_question"], arms[name]["heldout"]["per_question"], "f1"
+                )
+                if p:
+                    out.append(
+                        f"- held-out F1, {name} minus no RL: {p['mean']:+.3f} "
+                        f"(95% interval {p['low']:+.3f} to {p['high']:+.3f})"
+                    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sft", required=True, help="The SFT checkpoint directory (README command 1's output).")
+    p.add_argument("--work", default="/work/marl_runs/bench")
+    p.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--generations", type=int, default=4)
+    p.add_argument("--questions_per_step", type=int, default=2)
+    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--beta", type=float, default=0.0)
+    p.add_argument("--max_tokens", type=int, default=96)
+    p.add_argument("--max_rounds", type=int, default=2)
+    p.add_argument("--max_parallel", type=int, default=3)
+    p.add_argument("--max_turns", type=int, default=3)
+    p.add_argument("--entities", type=int, default=300)
+    p.add_argument("--questions", type=int, default=160)
+    p.add_argument("--world_seed", type=int, default=0)
+    p.add_argument("--heldout_deep", type=int, default=8)
+    p.add_argument("--heldout_wide", type=int, default=4)
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast for the loss (CPUs with native bf16).")
+    p.add_argument("--redo", action="store_true")
+    p.add_argument("--results", default=str(RESULTS / "marl_credit"))
+    args = p.parse_args(argv)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from executor_sft.grpo.marl_train import load_questions
+
+    work = Path(args.work)
+    (work / "arms").mkdir(parents=True, exist_ok=True)
+    world, retriever = setup(work, args)
+    # the world's test split holds few or no wide tasks: the held-out wide ones are the train split's
+    # last `heldout_wide`, never trained on
+    train_all = load_questions(str(world / "questions_train.jsonl"))
+    held_wide = (
+        [q for q in train_all if q.answer_format == "table"][-args.heldout_wide :]
+        if args.heldout_wide
+        else []
+    )
+    held_ids = {q.id for q in held_wide}
+    train_q = [q for q in train_all if q.id not in held_ids]
+    held_q = pick(load_questions(str(world / "questions_test.jsonl")), args.heldout_deep, 0) + held_wide
+    arms: dict[str, Any] = {}
+    for arm in args.arms:
+        path = work / "arms" / f"{arm}.json"
+        if path.is_file() and not args.redo:
+            arms[arm] = json.loads(path.read_text())
+            continue
+        print(f"[marl_credit] arm {arm} ...", flush=True)
+        arms[arm] = run_arm(arm, world, retriever, train_q, held_q, args)
+        path.write_text(json.dumps(arms[arm], indent=1))
+        print(
+            f"[marl_credit] arm {arm} done: {json.dumps(arms[arm]['heldout'] | {'per_question': '...'})}",
+            flush=True,
+        )
+    settings = {k: v for k, v in vars(args).items() if k not in ("redo", "results", "arms", "work")}
+    settings |= {"train_questions": len(train_q), "heldout_questions": len(held_q)}
+    results = {
+        "command": "python bench/marl_credit.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "settings": settings,
+        "load_average": os.getloadavg(),
+        "arms": arms,
+    }
+    for arm in ("shared", "substitution"):
+        trained = work / "out" / arm / "model.safetensors"
+        if arm in arms and trained.is_file():
+            arms[arm]["param_change"] = param_change(Path(args.sft) / "model.safetensors", trained)
+    results["verdict"] = verdict(results)
+    out = Path(args.results)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    slim = {
+        **results,
+        "arms": {k: {kk: vv for kk, vv in v.items() if kk != "episode_log"} for k, v in arms.items()},
+    }
+    out.with_suffix(".json").write_text(json.dumps(slim, indent=1) + "\n")
+    out.with_suffix(".md").write_text(markdown(results))
+    if any(arms.get(a, {}).get("steps") for a in ("shared", "substitution")):
+        plot(results, out.with_suffix(".png"))  # no curve, no figure
+    print("\n".join(results["verdict"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

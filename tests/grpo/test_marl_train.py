@@ -1,0 +1,116 @@
+"""Multi-agent GRPO, really run: 2 steps on CPU over a synthetic world with wide tasks.
+
+A tiny random Qwen3 plays the sub-agents (and, with `train_lead`, the lead) through the real
+pipeline, BM25 retrieval over the world's corpus and the world's scripted lead, answerer and
+reference executor. The batch TRL computes the loss on is captured in `compute_loss`.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def wide_world(tmp_path_factory):
+    from executor_sft.retrieval import build_index
+    from executor_sft.retrieval.config import load_retriever
+    from executor_sft.synthetic.world import write_world
+
+    root = tmp_path_factory.mktemp("marl-world")
+    world = write_world(root / "world", seed=0, n_entities=200, n_questions=40, wide_share=0.3)
+    build_index(root / "world" / "corpus.jsonl", root / "index", bm25=True)
+    return root / "world", world, load_retriever(root / "index", corpus=root / "world" / "corpus.jsonl")
+
+
+def _scripted(world_dir, model: str) -> dict:
+    return {"backend": "executor_sft.synthetic.backend:scripted", "model": model, "world": str(world_dir)}
+
+
+def _train(tiny_checkpoint, wide_world, tmp_path, **options):
+    from trl import GRPOConfig, GRPOTrainer, ModelConfig
+
+    from executor_sft.grpo.marl_train import MARLScriptArguments, build_marl_trainer, load_questions
+
+    world_dir, _, retriever = wide_world
+    captured: list[dict] = []
+
+    class Capturing(GRPOTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            captured.append({k: v.detach().clone() for k, v in inputs.items()})
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    questions = load_questions(str(world_dir / "questions_train.jsonl"))
+    deep = [q for q in questions if q.answer_format == "text"][:2]
+    wide = [q for q in questions if q.answer_format == "table"][:2]
+    script_args = MARLScriptArguments(
+        backbone=_scripted(world_dir, "backbone"),
+        answerer=_scripted(world_dir, "answerer"),
+        reference=_scripted(world_dir, "teacher"),
+        max_rounds=2,
+        max_parallel=2,
+        max_turns=2,
+        max_tokens_per_turn=24,
+        cut_is_context_limit=False,  # a random model rarely ends a turn: keep its cut replies in the loss
+        deep_share=0.5,
+        **options,
+    )
+    training_args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=2,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        learning_rate=1e-3,
+        beta=0.0,
+        loss_type="dapo",
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        chat_template_kwargs={"enable_thinking": False},
+        dataloader_num_workers=0,
+    )
+    trainer = build_marl_trainer(
+        script_args,
+        training_args,
+        ModelConfig(model_name_or_path=str(tiny_checkpoint)),
+        questions=deep + wide,
+        retriever=retriever,
+        trainer_cls=Capturing,
+    )
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train()
+    assert trainer.state.global_step == 2 and len(captured) == 2
+    moved = any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+    return trainer, captured, moved
+
+
+@pytest.mark.parametrize("credit", ["shared", "substitution"])
+def test_lead_tokens_carry_loss_only_with_train_lead(tiny_checkpoint, wide_world, tmp_path, credit):
+    for train_lead in (True, False):
+        trainer, captured, moved = _train(
+            tiny_checkpoint, wide_world, tmp_path / str(train_lead), train_lead=train_lead, credit=credit
+        )
+        lead_rows = 0
+        for batch in captured:
+            mask, adv = batch["completion_mask"], batch["advantages"]
+            for i in range(mask.shape[0]):
+                n = int(batch["marl_tokens"][i])
+                kept = int(mask[i].sum())
+                assert (
+                    kept in (0, n) and int(mask[i, n:].sum()) == 0
+                )  # all of a row's sampled tokens, or none
+                assert torch.all(adv[i, :n] == adv[i, 0]) and torch.all(adv[i, n:] == 0)  # one weight a row
+                lead_rows += bool(batch["marl_lead"][i]) and kept > 0
+        logs = [h for h in trainer.state.log_history if "reward" in h]
+        assert len(logs) == 2
+        for h in logs:
+            assert "reward_std" in h and "marl/failures/turn_limit" in h
+        if train_lead:
+            assert lead_rows > 0  # the lead's own sampled tokens are in the loss
+        else:
+            assert lead_rows == 0  # the fixed lead is never trained
+            assert all(int(b["marl_lead"].sum()) == 0 for b in captured)
