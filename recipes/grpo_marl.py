@@ -18,6 +18,9 @@ import os
 
 
 def parse_args(argv: list[str] | None = None):
+    from executor_sft.training.launch import refuse_impossible_launch
+
+    refuse_impossible_launch(argv)  # first: the arguments' own checks would fail once per process
     from executor_sft.sft.train import name_the_cpu_accelerator
 
     name_the_cpu_accelerator()
