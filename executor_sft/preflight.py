@@ -29,7 +29,7 @@ PROBE_TIMEOUT_S = 5.0
 
 
 class Checked(Protocol):
-    """A config part the preflight understands (`ModelConfig`, `RetrieverConfig`)."""
+    """A config part the preflight understands (`ChatModelConfig`, `RetrieverConfig`)."""
 
     def preflight(self) -> list[tuple[str, str]]: ...
 
@@ -103,7 +103,7 @@ def check_config(config: Any, where: str, *inputs: Callable[[], object]) -> str:
 
 
 def model_parts(where: str, prefix: str, models: dict[str, Any]) -> list[Part]:
-    """A `Part` per model of a `{role: ModelConfig}` mapping found under `prefix` in `where`."""
+    """A `Part` per model of a `{role: ChatModelConfig}` mapping found under `prefix` in `where`."""
     return [Part(where, f"{prefix}.{role}", config) for role, config in models.items()]
 
 

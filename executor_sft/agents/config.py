@@ -32,7 +32,7 @@ class WrittenSampling(BaseModel):
     """A config with a `sampling` field whose written keys override a model's sampling defaults.
 
     A `sampling:` mapping in YAML records which keys it wrote; `sampling_over(defaults)` takes
-    those keys from it and every other key from the model's `ModelConfig` sampling fields, so
+    those keys from it and every other key from the model's `ChatModelConfig` sampling fields, so
     writing `{max_tokens: 512}` does not silently reset the model's temperature."""
 
     _sampling_keys: frozenset[str] | None = PrivateAttr(default=None)
@@ -72,7 +72,7 @@ class RoleConfig(WrittenSampling):
 
     protocol: Literal["native", "tag"] = "native"
     sampling: SamplingParams | None = None
-    """None: the model's own defaults (its `ModelConfig` sampling fields). Set in a collection or
+    """None: the model's own defaults (its `ChatModelConfig` sampling fields). Set in a collection or
     evaluation config, the keys written here override those defaults and the others keep the
     model's values (`PipelineConfig.with_model_sampling`); a `SamplingParams` object replaces them."""
     max_turns: int | None = Field(default=None, ge=1)

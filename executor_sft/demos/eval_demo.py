@@ -19,7 +19,7 @@ from pathlib import Path
 from executor_sft.eval.runner import ensure_index
 from executor_sft.eval.sweep import SweepConfig, SweepResult, run_sweep
 from executor_sft.llm.base import ChatModel
-from executor_sft.llm.config import ModelConfig, build_chat_model
+from executor_sft.llm.config import ChatModelConfig, build_chat_model
 from executor_sft.llm.pool import ModelPool
 
 SYNTHETIC = "synthetic:"
@@ -45,7 +45,7 @@ def synthetic_factory(world_dir: Path):
         "student": lambda: scripted_student_executor(world),
     }
 
-    def factory(cfg: ModelConfig) -> ChatModel:
+    def factory(cfg: ChatModelConfig) -> ChatModel:
         if not cfg.model.startswith(SYNTHETIC):
             return build_chat_model(cfg)
         role = cfg.model.removeprefix(SYNTHETIC)

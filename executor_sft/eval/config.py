@@ -19,7 +19,7 @@ from executor_sft.configfile import load_config
 from executor_sft.data.selection import QuestionSource
 from executor_sft.episode_runner import DEFAULT_MAX_ATTEMPTS
 from executor_sft.llm.base import SamplingParams
-from executor_sft.llm.config import ModelConfig
+from executor_sft.llm.config import ChatModelConfig
 from executor_sft.metrics.answer import Normalization
 from executor_sft.preflight import Part, model_parts
 from executor_sft.ray_runner import RayConfig
@@ -45,7 +45,7 @@ class SingleAgentConfig(WrittenSampling):
     top_k: int = Field(3, ge=1)
     protocol: Literal["native", "tag"] = "native"
     sampling: SamplingParams | None = None
-    """None: the model's own defaults (its ModelConfig temperature, max_tokens, ...); the keys
+    """None: the model's own defaults (its ChatModelConfig temperature, max_tokens, ...); the keys
     written here override those defaults and the others keep the model's values."""
 
     def executor_settings(self, prompts: Prompts) -> ExecutorSettings:
@@ -94,7 +94,7 @@ class EvalConfig(BaseModel):
     """`executor_sft.eval.EVAL_ENGINES`: in_process (one event loop here) or ray (actors over a Ray
     cluster, `ray`; episodes stream back here, the only writer of the episodes file)."""
     ray: RayConfig = Field(default_factory=RayConfig)
-    models: dict[str, ModelConfig]
+    models: dict[str, ChatModelConfig]
     """Role -> model. Pipeline: backbone, answerer and every executor role; single agent:
     `single_agent`; no retrieval: `answerer`. An optional `judge` enables the LLM judge."""
     pipeline: PipelineConfig = Field(default_factory=_default_pipeline)

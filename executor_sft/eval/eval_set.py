@@ -31,7 +31,7 @@ from executor_sft.eval.config import JUDGE_ROLE, EvalConfig
 from executor_sft.eval.report import write_markdown
 from executor_sft.eval.runner import run_eval, select_questions
 from executor_sft.jsonl import InputError, write_json
-from executor_sft.llm.config import ModelConfig
+from executor_sft.llm.config import ChatModelConfig
 from executor_sft.llm.pool import ModelPool
 from executor_sft.retrieval.base import Retriever
 from executor_sft.schema import Episode
@@ -54,7 +54,7 @@ class EvalSetConfig(BaseModel):
     questions: list[QuestionSource] | None = None
     """The original questions the set is cut from, in place of the base config's (e.g. the
     4,125 originals when the base evaluates an already-cut split)."""
-    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    models: dict[str, ChatModelConfig] = Field(default_factory=dict)
     """The reference system's models by role, over the base config's (backbone, answerer, executor)."""
     samples: int = Field(1, ge=1)
     """Reference episodes per question; a question is removed only when all of them had no sub-query."""
@@ -102,7 +102,7 @@ def load_eval_set_config(path: str | Path, sets: list[str] | None = None) -> Eva
 def reference_config(config: EvalSetConfig) -> EvalConfig:
     """The reference run's EvalConfig: the base config with the reference models, ids_file dropped."""
     base = read_base(config.base)
-    models = {k: ModelConfig.model_validate(v) for k, v in (base.get("models") or {}).items()}
+    models = {k: ChatModelConfig.model_validate(v) for k, v in (base.get("models") or {}).items()}
     models.update(config.models)
     models.pop(JUDGE_ROLE, None)  # the rule needs no verdicts
     if config.questions is not None:

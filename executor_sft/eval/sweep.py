@@ -30,7 +30,7 @@ from executor_sft.eval.plots import Point, plot_capacity, plot_pareto, plot_role
 from executor_sft.eval.report import sweep_markdown, write_markdown
 from executor_sft.eval.runner import RESULTS_JSON, WrittenFiles, run_eval
 from executor_sft.jsonl import write_json
-from executor_sft.llm.config import ModelConfig
+from executor_sft.llm.config import ChatModelConfig
 from executor_sft.llm.pool import ModelPool
 from executor_sft.preflight import Part, model_parts
 from executor_sft.retrieval.base import Retriever
@@ -77,17 +77,17 @@ class SweepConfig(BaseModel):
     base: str | dict[str, Any]
     """An eval config (YAML path or inline mapping) every cell starts from: questions,
     samples, pipeline, retriever, judge, metrics. Its name, output_dir and models are replaced."""
-    backbones: dict[str, ModelConfig] = Field(default_factory=dict)
-    executors: dict[str, ModelConfig] = Field(default_factory=dict)
+    backbones: dict[str, ChatModelConfig] = Field(default_factory=dict)
+    executors: dict[str, ChatModelConfig] = Field(default_factory=dict)
     cells: list[tuple[str, str]] | None = None
     """(backbone, executor) pairs to run, e.g. a diagonal; default: the full grid."""
     cells_dir: str | None = None
     """Where cells live (default `<output_dir>/cells`). Sweeps that share it share the cells both
     run (same name, same config), so a row two tables have in common is run once."""
-    answerer: Literal["base", "backbone"] | ModelConfig = "base"
+    answerer: Literal["base", "backbone"] | ChatModelConfig = "base"
     """The answerer of every cell: the base config's (fixed, as in the paper), the cell's backbone, or a model."""
-    single_agents: dict[str, ModelConfig] = Field(default_factory=dict)
-    no_retrieval: dict[str, ModelConfig] = Field(default_factory=dict)
+    single_agents: dict[str, ChatModelConfig] = Field(default_factory=dict)
+    no_retrieval: dict[str, ChatModelConfig] = Field(default_factory=dict)
     """name -> a model run as the answerer alone, with no retrieval (mode `no_retrieval`)."""
     metric: Metric = "judge"
     """Accuracy on the plots' y axis; falls back to EM for cells without judge verdicts."""
@@ -134,7 +134,7 @@ class SweepConfig(BaseModel):
         )
         parts += model_parts(where, "single_agents", self.single_agents)
         parts += model_parts(where, "no_retrieval", self.no_retrieval)
-        if isinstance(self.answerer, ModelConfig):
+        if isinstance(self.answerer, ChatModelConfig):
             parts.append(Part(where, "answerer", self.answerer))
         base = _base_dict(self)
         base_where = self.base if isinstance(self.base, str) else f"{where} (base)"
@@ -145,7 +145,7 @@ class SweepConfig(BaseModel):
         parts += model_parts(
             base_where,
             "models",
-            {r: ModelConfig.model_validate(base_models[r]) for r in roles if r in base_models},
+            {r: ChatModelConfig.model_validate(base_models[r]) for r in roles if r in base_models},
         )
         if (grid or self.single_agents) and base.get("retriever") and not base.get("build_index_from"):
             parts.append(Part(base_where, "retriever", RetrieverConfig.model_validate(base["retriever"])))
@@ -196,14 +196,14 @@ def _base_dict(sweep: SweepConfig) -> dict[str, Any]:
 def build_cells(sweep: SweepConfig) -> list[Cell]:
     """One EvalConfig per grid cell and per single-agent baseline."""
     base = _base_dict(sweep)
-    base_models = {k: ModelConfig.model_validate(v) for k, v in (base.get("models") or {}).items()}
+    base_models = {k: ChatModelConfig.model_validate(v) for k, v in (base.get("models") or {}).items()}
     judge = {JUDGE_ROLE: base_models[JUDGE_ROLE]} if JUDGE_ROLE in base_models else {}
     pipeline = driver_pipeline(base)
     driver = pipeline["driver"]
     out = sweep.cells_path
     cells: list[Cell] = []
 
-    def make(name: str, mode: str, models: dict[str, ModelConfig], extra: dict[str, Any]) -> EvalConfig:
+    def make(name: str, mode: str, models: dict[str, ChatModelConfig], extra: dict[str, Any]) -> EvalConfig:
         return cell_config(
             base,
             f"sweep {sweep.name}, cell {name}",

@@ -1,6 +1,6 @@
 """GRPO for the executor with TRL's GRPOTrainer: multi-turn search rollouts, named weighted rewards.
 
-`recipes/grpo_executor.py` parses (GRPOScriptArguments, GRPOConfig, ModelConfig) with TrlParser
+`recipes/grpo_executor.py` parses (GRPOScriptArguments, GRPOConfig, ChatModelConfig) with TrlParser
 and calls `run_grpo`; `build_grpo_trainer` is the same minus `train()` (tests and notebooks use
 it to add callbacks or a trainer subclass).
 
@@ -60,10 +60,10 @@ class GRPOScriptArguments(ExecutorDataArguments):
 
     `reward_funcs` names the rewards (their weights are `GRPOConfig.reward_weights`),
     `reward_kwargs` maps a reward's name to its factory's keyword arguments. `judge` (for
-    `clp_judge`, `outcome_judge`) is 'module:attr', or a `ModelConfig` mapping of the judge model
+    `clp_judge`, `outcome_judge`) is 'module:attr', or a `ChatModelConfig` mapping of the judge model
     (an `LLMJudge` over it, verdicts cached in `judge_cache`). `answerer` (for the outcome
     rewards) is the fixed answerer: 'module:attr', `{factory: 'module:attr', ...}`, or a
-    `ModelConfig` mapping, as in collection.
+    `ChatModelConfig` mapping, as in collection.
     """
 
     reward_funcs: list[str] = field(
@@ -85,7 +85,7 @@ class GRPOScriptArguments(ExecutorDataArguments):
         default=None,
         metadata={
             "help": "For clp_judge: 'module:attr' (a judge(question, golden, prediction) callable or a zero-arg "
-            "factory of one), or a ModelConfig mapping (YAML/JSON) of an OpenAI-compatible judge model."
+            "factory of one), or a ChatModelConfig mapping (YAML/JSON) of an OpenAI-compatible judge model."
         },
     )
     judge_cache: str | None = field(default=None, metadata={"help": "JSONL verdict cache for the LLM judge."})
@@ -93,7 +93,7 @@ class GRPOScriptArguments(ExecutorDataArguments):
         default=None,
         metadata={
             "help": "For outcome / outcome_judge, the fixed answerer: 'module:attr' (a chat model or a zero-arg "
-            "factory of one), a mapping {factory: 'module:attr', ...its keyword arguments}, or a ModelConfig "
+            "factory of one), a mapping {factory: 'module:attr', ...its keyword arguments}, or a ChatModelConfig "
             "mapping (YAML/JSON) of the answerer model, as in collection."
         },
     )
@@ -108,7 +108,7 @@ class GRPOScriptArguments(ExecutorDataArguments):
 
 def _model_spec(value: Any, name: str) -> Any:
     """'module:attr' stays text; YAML/JSON text becomes a mapping; a model mapping is checked now."""
-    from executor_sft.llm.config import ModelConfig as ChatModelConfig
+    from executor_sft.llm.config import ChatModelConfig
 
     if isinstance(value, str):
         parsed = parse_mapping(value, name)
@@ -134,8 +134,7 @@ def build_judge(args: GRPOScriptArguments) -> Any:
     if isinstance(args.judge, str):
         return load_judge(args.judge)
     if isinstance(args.judge, dict):
-        from executor_sft.llm.config import ModelConfig as ChatModelConfig
-        from executor_sft.llm.config import build_chat_model
+        from executor_sft.llm.config import ChatModelConfig, build_chat_model
         from executor_sft.metrics.judge import LLMJudge
 
         chat = build_chat_model(ChatModelConfig.model_validate(args.judge))
@@ -167,7 +166,7 @@ def build_answerer(args: GRPOScriptArguments) -> Any:
 
 def build_chat_from_spec(spec: Any, what: str) -> Any:
     """A chat model from 'module:attr' (a model or a zero-arg factory of one), a mapping
-    {factory: 'module:attr', ...its keyword arguments}, or a `ModelConfig` mapping."""
+    {factory: 'module:attr', ...its keyword arguments}, or a `ChatModelConfig` mapping."""
     if isinstance(spec, str):
         if ":" not in spec:
             raise ConfigError(f"{what} {spec!r}: expected 'module:attr' or a model mapping")
@@ -184,8 +183,7 @@ def build_chat_from_spec(spec: Any, what: str) -> Any:
             pass
         return factory(**options)
     if isinstance(spec, dict):
-        from executor_sft.llm.config import ModelConfig as ChatModelConfig
-        from executor_sft.llm.config import build_chat_model
+        from executor_sft.llm.config import ChatModelConfig, build_chat_model
 
         return build_chat_model(ChatModelConfig.model_validate(spec))
     raise ConfigError(

@@ -11,7 +11,7 @@ from typing import Any
 
 from executor_sft.llm.backends import OpenAIConfig, OracleConfig, TransformersConfig, VLLMConfig
 from executor_sft.llm.base import ChatError, ChatModel, ChatRefused, ChatResult, SamplingParams
-from executor_sft.llm.config import BACKENDS, Backend, ModelConfig, build_chat_model
+from executor_sft.llm.config import BACKENDS, Backend, ChatModelConfig, build_chat_model
 from executor_sft.llm.parsing import ParsedResponse, parse_assistant_text, tool_call_error
 from executor_sft.llm.pool import ModelPool
 
@@ -28,7 +28,7 @@ __all__ = [
     "ChatRefused",
     "ChatModel",
     "ChatResult",
-    "ModelConfig",
+    "ChatModelConfig",
     "ModelPool",
     "OpenAIChatModel",
     "OpenAIConfig",

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from executor_sft.llm.base import ChatModel
-from executor_sft.llm.config import BACKENDS, Backend, ModelConfig
+from executor_sft.llm.config import BACKENDS, Backend, ChatModelConfig
 from executor_sft.llm.oracle import DEFAULT_NAME as ORACLE_MODEL
 from executor_sft.llm.oracle import OracleMode
 from executor_sft.llm.prefix_cache import DEFAULT_PREFIX_CACHE_TOKENS
@@ -21,7 +21,7 @@ from executor_sft.llm.sources import source_problem
 from executor_sft.urls import check_url
 
 
-class OpenAIConfig(ModelConfig):
+class OpenAIConfig(ChatModelConfig):
     """An OpenAI-compatible endpoint (vLLM, SGLang, a hosted API, `executor_sft.llm.server`)."""
 
     backend: str = "openai"
@@ -79,7 +79,7 @@ class OpenAIConfig(ModelConfig):
         return [("base_urls", f"{url.rstrip('/')}/models") for url in self.base_urls]
 
 
-class LocalWeights(ModelConfig):
+class LocalWeights(ChatModelConfig):
     """A backend that loads `model` (and an optional `tokenizer`) in this process."""
 
     tokenizer: str | None = None
@@ -130,7 +130,7 @@ class VLLMConfig(LocalWeights):
     """Keyword arguments of vLLM's `AsyncEngineArgs` (gpu_memory_utilization, max_model_len, ...)."""
 
 
-class OracleConfig(ModelConfig):
+class OracleConfig(ChatModelConfig):
     """A backbone that dispatches gold decompositions (`executor_sft.llm.oracle`)."""
 
     backend: str = "oracle"

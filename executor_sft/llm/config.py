@@ -1,11 +1,11 @@
-"""One model role in a YAML config (`ModelConfig`), the backend registry, and `build_chat_model`.
+"""One model role in a YAML config (`ChatModelConfig`), the backend registry, and `build_chat_model`.
 
-Each backend owns a config class (a `ModelConfig` subclass) and a builder; `BACKENDS` maps the
-backend's name to that pair (`Backend`). Validating a mapping as `ModelConfig` reads its
+Each backend owns a config class (a `ChatModelConfig` subclass) and a builder; `BACKENDS` maps the
+backend's name to that pair (`Backend`). Validating a mapping as `ChatModelConfig` reads its
 `backend` (default "openai"), looks it up in `BACKENDS` (a registered name, or an import path
 `package.module:attr` naming a `Backend`) and validates the mapping as that backend's class, so
 a field of another backend is an error naming the field, as a typo like `temprature` is.
-`ModelConfig(**fields)` dispatches the same way. The built-in backends are in
+`ChatModelConfig(**fields)` dispatches the same way. The built-in backends are in
 `executor_sft.llm.backends`; docs/architecture.md ("A model backend") adds one.
 
 The request-cache identity of a model (`identity()`) is the dump of its own config minus the
@@ -38,7 +38,7 @@ from executor_sft.registry import Registry
 DEFAULT_BACKEND = "openai"
 
 
-class ModelConfig(BaseModel):
+class ChatModelConfig(BaseModel):
     """The fields every backend shares; validating as this class picks the backend's own class."""
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), polymorphic_serialization=True)
@@ -64,15 +64,15 @@ class ModelConfig(BaseModel):
     """Fields left out of `identity()`, with those of the parent classes. Here the sampling
     defaults: each call's effective sampling enters the request key instead."""
 
-    def __new__(cls, /, **data: Any) -> ModelConfig:
-        if cls is ModelConfig and data:  # the backend's own class (its __init__ then runs on it)
+    def __new__(cls, /, **data: Any) -> ChatModelConfig:
+        if cls is ChatModelConfig and data:  # the backend's own class (its __init__ then runs on it)
             return cls.model_validate(data)
         return super().__new__(cls)
 
     @model_validator(mode="wrap")
     @classmethod
-    def _backend_class(cls, data: Any, handler: ModelWrapValidatorHandler[ModelConfig]) -> ModelConfig:
-        if cls is not ModelConfig or not isinstance(data, dict):
+    def _backend_class(cls, data: Any, handler: ModelWrapValidatorHandler[ChatModelConfig]) -> ChatModelConfig:
+        if cls is not ChatModelConfig or not isinstance(data, dict):
             return handler(data)
         backend = data.get("backend", DEFAULT_BACKEND)
         if not isinstance(backend, str):
@@ -84,7 +84,7 @@ class ModelConfig(BaseModel):
             raise _name_backend(exc, backend, config) from None
 
     @model_validator(mode="after")
-    def _backend_matches(self) -> ModelConfig:
+    def _backend_matches(self) -> ChatModelConfig:
         config = BACKENDS.get(self.backend).config
         if not isinstance(self, config):
             raise ValueError(
@@ -125,7 +125,7 @@ class ModelConfig(BaseModel):
         return self.model_dump_json(exclude=set(self.identity_excluded()))
 
 
-def _name_backend(exc: ValidationError, backend: str, config: type[ModelConfig]) -> ValidationError:
+def _name_backend(exc: ValidationError, backend: str, config: type[ChatModelConfig]) -> ValidationError:
     """`exc`, with a key the backend's class does not declare said to be no field of that backend."""
     problems = exc.errors()
     if not any(err["type"] == "extra_forbidden" and len(err["loc"]) == 1 for err in problems):
@@ -153,7 +153,7 @@ def _hint(key: str, fields: list[str]) -> str:
 class Backend:
     """A model backend: its config class and the builder that makes a `ChatModel` from one."""
 
-    config: type[ModelConfig]
+    config: type[ChatModelConfig]
     build: Callable[[Any], ChatModel]
 
 
@@ -162,14 +162,14 @@ BACKENDS: Registry[Backend] = Registry("model backend")
 `executor_sft.llm.backends`, as a user's own backend does."""
 
 
-def build_chat_model(cfg: ModelConfig | dict[str, Any]) -> ChatModel:
+def build_chat_model(cfg: ChatModelConfig | dict[str, Any]) -> ChatModel:
     """The model a config describes, made by its backend's builder."""
-    if not isinstance(cfg, ModelConfig):
-        cfg = ModelConfig.model_validate(cfg)
+    if not isinstance(cfg, ChatModelConfig):
+        cfg = ChatModelConfig.model_validate(cfg)
     return BACKENDS.get(cfg.backend).build(cfg)
 
 
-def api_keys(models: Iterable[ModelConfig]) -> dict[str, str]:
+def api_keys(models: Iterable[ChatModelConfig]) -> dict[str, str]:
     """This process's values of every `api_key_env` the models name (what a Ray actor needs: a
     cluster started without them, `ray start` in another shell, does not have them)."""
     names = {getattr(model, "api_key_env", None) for model in models}

@@ -1,4 +1,4 @@
-"""`ModelPool`: the one way to turn `models: {role: ModelConfig}` into chat models.
+"""`ModelPool`: the one way to turn `models: {role: ChatModelConfig}` into chat models.
 
 Each distinct config is built once and shared by every role (and every sweep cell) that names
 it, so in-process weights load once. Collection and evaluation both build their models with
@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from executor_sft.llm.base import ChatModel
-from executor_sft.llm.config import ModelConfig, build_chat_model
+from executor_sft.llm.config import ChatModelConfig, build_chat_model
 from executor_sft.llm.request_cache import RequestCache, cache_models
 from executor_sft.schema import Role
 
@@ -25,23 +25,23 @@ class ModelPool:
     `factory` replaces `build_chat_model` (tests map some configs to scripted doubles).
     """
 
-    def __init__(self, factory: Callable[[ModelConfig], ChatModel] | None = None) -> None:
+    def __init__(self, factory: Callable[[ChatModelConfig], ChatModel] | None = None) -> None:
         self._models: dict[str, ChatModel] = {}
         self.factory = factory or build_chat_model
 
-    def get(self, cfg: ModelConfig) -> ChatModel:
+    def get(self, cfg: ChatModelConfig) -> ChatModel:
         key = cfg.model_dump_json()
         if key not in self._models:
             logger.info("loading model %s (%s)", cfg.label(), cfg.backend)
             self._models[key] = self.factory(cfg)
         return self._models[key]
 
-    def build(self, models: Mapping[str, ModelConfig]) -> dict[str, ChatModel]:
+    def build(self, models: Mapping[str, ChatModelConfig]) -> dict[str, ChatModel]:
         return {role: self.get(cfg) for role, cfg in models.items()}
 
 
 def build_models(
-    configs: Mapping[str, ModelConfig], *, cache_file: Path | None = None, pool: ModelPool | None = None
+    configs: Mapping[str, ChatModelConfig], *, cache_file: Path | None = None, pool: ModelPool | None = None
 ) -> dict[str, ChatModel]:
     """A run's role -> model map, built through `pool` (default: a new one).
 

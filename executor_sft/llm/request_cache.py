@@ -2,7 +2,7 @@
 
 `CachedChatModel(inner, cache)` answers a temperature-0 request it has seen before from the
 cache and sends every other request to `inner`. The key is a SHA-256 of the full request:
-the model's identity (`model_key`: a config's `ModelConfig.identity()`, by default the model's
+the model's identity (`model_key`: a config's `ChatModelConfig.identity()`, by default the model's
 `name`), the messages, the tools and the
 effective sampling settings (the call's `SamplingParams`, or the model's own defaults when the
 call passes none), every field included: `seed`, `top_p`, `max_tokens`, `stop`,
@@ -220,7 +220,7 @@ def cache_models(
 
     `skip_roles` stay unwrapped (e.g. the judge, which caches its own verdicts); `model_keys`
     gives a role's model identity for the key (collection and evaluation pass each role's
-    `ModelConfig.identity()`; default: the model's `name`).
+    `ChatModelConfig.identity()`; default: the model's `name`).
     """
     wrapped: dict[int, CachedChatModel] = {}
     out: dict[str, ChatModel] = {}

@@ -16,7 +16,7 @@ from executor_sft.data.selection import LimitPer
 from executor_sft.data.selection import QuestionSource as BaseQuestionSource
 from executor_sft.episode_runner import DEFAULT_MAX_ATTEMPTS, WorkItem, attempts_path, work_items
 from executor_sft.jsonl import OutputError, check_output_dir
-from executor_sft.llm.config import ModelConfig
+from executor_sft.llm.config import ChatModelConfig
 from executor_sft.preflight import Part, model_parts
 from executor_sft.ray_runner import RayConfig
 from executor_sft.retrieval.config import RetrieverConfig
@@ -73,7 +73,7 @@ class CollectConfig(BaseModel):
 
     questions: CollectQuestionSource
     retriever: RetrieverConfig
-    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    models: dict[str, ChatModelConfig] = Field(default_factory=dict)
     """Role -> model: backbone, answerer, every executor role, and optionally judge."""
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     counterfactual: CounterfactualConfig = Field(default_factory=CounterfactualConfig)

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from executor_sft.llm.base import ChatModel
-from executor_sft.llm.config import Backend, ModelConfig
+from executor_sft.llm.config import Backend, ChatModelConfig
 from executor_sft.synthetic.scripted_answerer import ScriptedAnswerer
 from executor_sft.synthetic.scripted_backbone import ScriptedBackbone
 from executor_sft.synthetic.scripted_executor import ScriptedTeacherExecutor, scripted_student_executor
@@ -27,7 +27,7 @@ from executor_sft.synthetic.world import World, load_world
 BACKEND = "executor_sft.synthetic.backend:scripted"
 
 
-class ScriptedConfig(ModelConfig):
+class ScriptedConfig(ChatModelConfig):
     backend: str = BACKEND
     model: Literal["backbone", "answerer", "judge", "teacher", "student"]
     world: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from executor_sft.llm.config import ModelConfig
+from executor_sft.llm.config import ChatModelConfig
 from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
 
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -73,7 +73,7 @@ def _both_roles(backbone, executor):
 def scripted_factory(gold: dict[str, str], built: list[str]):
     """A ModelPool factory: `scripted:<policy>` configs become request-driven doubles."""
 
-    def factory(cfg: ModelConfig):
+    def factory(cfg: ChatModelConfig):
         built.append(cfg.model)
         kind = cfg.model.removeprefix("scripted:")
         policies = {

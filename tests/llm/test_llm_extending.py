@@ -15,7 +15,7 @@ import yaml
 from fastapi import FastAPI
 from forkserver import run_script
 
-from executor_sft.llm import BACKENDS, ModelConfig
+from executor_sft.llm import BACKENDS, ChatModelConfig
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.retrieval.build import build_index
 from executor_sft.synthetic import load_world, scripted_models, write_world
@@ -127,7 +127,7 @@ def test_imported_it_is_a_registered_name_with_its_own_identity(tmp_path, monkey
     import system_prompt
 
     try:
-        cfg = ModelConfig.model_validate(
+        cfg = ChatModelConfig.model_validate(
             {"backend": "system_prompt", "system": SYSTEM, "inner": {"model": "m"}}
         )
         assert isinstance(cfg, system_prompt.SystemPromptConfig) and cfg.inner.backend == "openai"

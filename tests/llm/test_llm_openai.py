@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from llm_helpers import FaultInjector, completion, dead_url, raw_app
 
 from executor_sft.agents.tools import SEARCH_TOOL
-from executor_sft.llm import ChatError, ModelConfig, OpenAIChatModel, SamplingParams, build_chat_model
+from executor_sft.llm import ChatError, ChatModelConfig, OpenAIChatModel, SamplingParams, build_chat_model
 from executor_sft.llm.parsing import tool_call_error
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
@@ -52,7 +52,7 @@ def test_max_tokens_field_is_configurable():
     with BackgroundServer(app) as server:
         for field in ("max_tokens", "max_completion_tokens"):
             model = build_chat_model(
-                ModelConfig(model="raw", base_urls=server.base_url, max_tokens_field=field, max_tokens=17)
+                ChatModelConfig(model="raw", base_urls=server.base_url, max_tokens_field=field, max_tokens=17)
             )
             assert run(model.chat(USER)).message["content"] == "ok"
     sent = app.state.bodies
@@ -252,9 +252,9 @@ def test_missing_key_env_names_the_variable(monkeypatch):
 def test_model_config(monkeypatch):
     from pydantic import ValidationError
 
-    from executor_sft.llm import ModelConfig
+    from executor_sft.llm import ChatModelConfig
 
-    cfg = ModelConfig.model_validate(
+    cfg = ChatModelConfig.model_validate(
         {
             "model": "Qwen/Qwen3-8B",
             "base_urls": "http://h:8000/v1",
@@ -266,9 +266,9 @@ def test_model_config(monkeypatch):
     model = build_chat_model(cfg)
     assert isinstance(model, OpenAIChatModel) and model.sampling.temperature == 0.6
     with pytest.raises(ValidationError, match="temprature"):
-        ModelConfig.model_validate({"model": "m", "temprature": 0.5})
+        ChatModelConfig.model_validate({"model": "m", "temprature": 0.5})
     with pytest.raises(ValidationError, match="backend"):
-        ModelConfig.model_validate({"model": "m", "backend": "tgi"})
+        ChatModelConfig.model_validate({"model": "m", "backend": "tgi"})
     with pytest.raises(ImportError, match=r"executor-sft\[gpu\]"):
         build_chat_model({"backend": "vllm", "model": "Qwen/Qwen3-1.7B"})
 

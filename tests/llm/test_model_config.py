@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from executor_sft.configfile import load_config
 from executor_sft.llm import (
     BACKENDS,
-    ModelConfig,
+    ChatModelConfig,
     OpenAIConfig,
     OracleConfig,
     TransformersConfig,
@@ -23,7 +23,7 @@ from executor_sft.schema import Question
 
 def test_a_field_of_another_backend_is_an_error_naming_its_backend():
     with pytest.raises(ValidationError) as caught:
-        ModelConfig(backend="openai", model="m", dtype="bfloat16", device="cuda:3")
+        ChatModelConfig(backend="openai", model="m", dtype="bfloat16", device="cuda:3")
     assert [(e["loc"], e["msg"]) for e in caught.value.errors()] == [
         (("dtype",), "not a field of backend 'openai'; it belongs to backend 'transformers'"),
         (("device",), "not a field of backend 'openai'; it belongs to backend 'transformers'"),
@@ -31,26 +31,26 @@ def test_a_field_of_another_backend_is_an_error_naming_its_backend():
     with pytest.raises(
         ValidationError, match="not a field of backend 'transformers'; it belongs to backend 'openai'"
     ):
-        ModelConfig.model_validate({"backend": "transformers", "model": "m", "base_urls": "http://h/v1"})
+        ChatModelConfig.model_validate({"backend": "transformers", "model": "m", "base_urls": "http://h/v1"})
     with pytest.raises(ValidationError, match="did you mean 'temperature'"):
-        ModelConfig.model_validate({"model": "m", "temprature": 0.5})
+        ChatModelConfig.model_validate({"model": "m", "temprature": 0.5})
     with pytest.raises(ValidationError, match=r"unknown model backend 'vlm': did you mean 'vllm'\?"):
-        ModelConfig.model_validate({"backend": "vlm", "model": "m"})
+        ChatModelConfig.model_validate({"backend": "vlm", "model": "m"})
     with pytest.raises(ValidationError, match="configured by VLLMConfig, not OpenAIConfig"):
         OpenAIConfig(backend="vllm", model="m")
 
 
 def test_each_backend_gets_its_own_class(tmp_path):
-    assert type(ModelConfig(model="m")) is OpenAIConfig
-    assert type(ModelConfig(backend="vllm", model="m")) is VLLMConfig
-    cfg = ModelConfig.model_validate(
+    assert type(ChatModelConfig(model="m")) is OpenAIConfig
+    assert type(ChatModelConfig(backend="vllm", model="m")) is VLLMConfig
+    cfg = ChatModelConfig.model_validate(
         {"backend": "transformers", "model": "offline:tiny-qwen3", "dtype": "bfloat16"}
     )
     assert isinstance(cfg, TransformersConfig) and cfg.dtype == "bfloat16"
     questions = tmp_path / "q.jsonl"
     question = Question(id="q1", question="Which band released Counterparts?", golden_answers=["Rush"])
     questions.write_text(question.to_json() + "\n", encoding="utf-8")
-    oracle = ModelConfig.model_validate({"backend": "oracle", "questions": str(questions)})
+    oracle = ChatModelConfig.model_validate({"backend": "oracle", "questions": str(questions)})
     assert isinstance(oracle, OracleConfig) and oracle.mode == "report"
     assert isinstance(build_chat_model(oracle), OracleBackbone)
     assert set(BACKENDS.names()) >= {"openai", "transformers", "vllm", "oracle"}
@@ -114,8 +114,8 @@ def test_a_config_keeps_each_backends_fields_through_json():
     ],
 )
 def test_identity_is_the_backends_own_config_less_what_cannot_change_an_answer(base, neutral, changes):
-    identity = ModelConfig.model_validate(base).identity()
+    identity = ChatModelConfig.model_validate(base).identity()
     for field, value in neutral.items():
-        assert ModelConfig.model_validate({**base, field: value}).identity() == identity, field
+        assert ChatModelConfig.model_validate({**base, field: value}).identity() == identity, field
     for field, value in changes.items():
-        assert ModelConfig.model_validate({**base, field: value}).identity() != identity, field
+        assert ChatModelConfig.model_validate({**base, field: value}).identity() != identity, field

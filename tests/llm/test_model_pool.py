@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from executor_sft.llm.base import SamplingParams
-from executor_sft.llm.config import ModelConfig
+from executor_sft.llm.config import ChatModelConfig
 from executor_sft.llm.pool import ModelPool, build_models
 from executor_sft.llm.request_cache import CachedChatModel
 from executor_sft.testing.doubles import ScriptedChatModel
@@ -17,7 +17,7 @@ MESSAGES = [{"role": "user", "content": "who?"}]
 def _pool(built: list[str], start: int = 0) -> ModelPool:
     """Doubles that count their replies from `start`, so a replayed answer is told apart from a new one."""
 
-    def factory(cfg: ModelConfig) -> ScriptedChatModel:
+    def factory(cfg: ChatModelConfig) -> ScriptedChatModel:
         built.append(cfg.model)
         n = iter(range(start, start + 1000))
         return ScriptedChatModel(name=cfg.model, default=lambda messages, tools: f"{cfg.model} {next(n)}")
@@ -31,10 +31,10 @@ def _say(model) -> str:
 
 def test_roles_share_models_and_a_resumed_run_replays_its_greedy_requests(tmp_path):
     configs = {
-        "backbone": ModelConfig(model="big"),
-        "answerer": ModelConfig(model="big"),
-        "executor": ModelConfig(model="small"),
-        "judge": ModelConfig(model="big"),
+        "backbone": ChatModelConfig(model="big"),
+        "answerer": ChatModelConfig(model="big"),
+        "executor": ChatModelConfig(model="small"),
+        "judge": ChatModelConfig(model="big"),
     }
     built: list[str] = []
     plain = build_models(configs, pool=_pool(built))

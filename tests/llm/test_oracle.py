@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from executor_sft.agents.backbone import BackboneSession
-from executor_sft.llm.config import ModelConfig, build_chat_model
+from executor_sft.llm.config import ChatModelConfig, build_chat_model
 from executor_sft.llm.oracle import OracleBackbone, fill_references
 from executor_sft.rollout.config import CollectConfig
 from executor_sft.rollout.engine import collection_models
@@ -90,18 +90,18 @@ def test_fill_references():
 def test_config_selects_the_oracle_with_its_own_fields(tmp_path):
     path = tmp_path / "q.jsonl"
     path.write_text(MUSIQUE.to_json() + "\n", encoding="utf-8")
-    cfg = ModelConfig.model_validate({"backend": "oracle", "questions": str(path), "mode": "gold"})
+    cfg = ChatModelConfig.model_validate({"backend": "oracle", "questions": str(path), "mode": "gold"})
     oracle = build_chat_model(cfg)
     assert (
         isinstance(oracle, OracleBackbone) and oracle.mode == "gold" and oracle.name == "oracle-decomposition"
     )
-    assert "questions" not in ModelConfig(model="m").model_dump()
+    assert "questions" not in ChatModelConfig(model="m").model_dump()
     with pytest.raises(ValidationError, match="questions\n  Field required"):
-        ModelConfig.model_validate({"backend": "oracle"})
+        ChatModelConfig.model_validate({"backend": "oracle"})
     with pytest.raises(
         ValidationError, match="not a field of backend 'openai'; it belongs to backend 'oracle'"
     ):
-        ModelConfig.model_validate({"model": "m", "mode": "gold"})
+        ChatModelConfig.model_validate({"model": "m", "mode": "gold"})
 
 
 async def test_oracle_configs_that_answer_differently_share_no_cache_entry(tmp_path):

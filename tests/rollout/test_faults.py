@@ -1,7 +1,7 @@
 """Collection against flaky OpenAI-compatible endpoints: real HTTP on 127.0.0.1, injected 429/500/timeouts.
 
 Every role is served by `executor_sft.llm.server.create_app` around a scripted synthetic-world
-policy and reached through `OpenAIChatModel` (built from `ModelConfig`, backend openai). A
+policy and reached through `OpenAIChatModel` (built from `ChatModelConfig`, backend openai). A
 middleware fails about 20% of chat calls: 429, 500, or a reply slower than the client timeout.
 """
 
@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from executor_sft.llm.config import ModelConfig, build_chat_model
+from executor_sft.llm.config import ChatModelConfig, build_chat_model
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.rollout import CollectConfig, collect
 from executor_sft.store import read_episodes
@@ -74,7 +74,7 @@ def http_models(server: BackgroundServer, max_retries: int) -> dict:
     base = server.base_url.removesuffix("/v1")
     return {
         role: build_chat_model(
-            ModelConfig(
+            ChatModelConfig(
                 backend="openai",
                 model=role,
                 base_urls=[f"{base}/{role}/v1"],

@@ -9,7 +9,7 @@ import dataclasses
 from fastapi import FastAPI
 
 from executor_sft.filters import FilterConfig, filter_episodes, iter_jsonl
-from executor_sft.llm.config import ModelConfig, build_chat_model
+from executor_sft.llm.config import ChatModelConfig, build_chat_model
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.rollout import CollectConfig, collect
 from executor_sft.schema import Role
@@ -47,7 +47,7 @@ def _collect_over_http(world, world_dir, world_bm25, out):
         base = server.base_url.removesuffix("/v1")
         http = {
             role: build_chat_model(
-                ModelConfig(
+                ChatModelConfig(
                     backend="openai", model=role, base_urls=[f"{base}/{role}/v1"], pass_enable_thinking=False
                 )
             )
