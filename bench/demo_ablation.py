@@ -88,7 +88,8 @@ from executor_sft.demos.demo import (
 from executor_sft.demos.probe import AMBIGUOUS, PLAIN, turn2_prompts
 from executor_sft.demos.probe_callback import ProbeCallback, read_records, stopped_by
 from executor_sft.demos.sample_data import ROLLOUTS, SFT, SFT_REPORT, bm25_index, provenance
-from executor_sft.errors import report_user_errors
+from executor_sft.errors import InputError, report_user_errors
+from executor_sft.files import read_json_object, write_text
 from executor_sft.filters import (
     ALL_CORRECT,
     SINGLE_SEARCH,
@@ -98,7 +99,6 @@ from executor_sft.filters import (
     write_json,
     write_jsonl,
 )
-from executor_sft.jsonl import InputError, read_json_object, write_text
 from executor_sft.metrics.share_difference import share_difference
 
 REPO = Path(__file__).resolve().parents[1]

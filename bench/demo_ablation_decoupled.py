@@ -147,7 +147,7 @@ def prepare(cfg, done_dir: Path) -> dict:
 
 
 def person_rows(path: Path) -> list[dict]:
-    from executor_sft.jsonl import read_jsonl
+    from executor_sft.files import read_jsonl
     from executor_sft.synthetic.surface import PERSON_RELATIONS
 
     return [r for r in read_jsonl(path) if r["relation"] in PERSON_RELATIONS]

@@ -14,7 +14,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from executor_sft.jsonl import read_jsonl
+from executor_sft.files import read_jsonl
 
 LABELS = {"before": "student before SFT", "after": "student after SFT", "teacher": "scripted teacher"}
 

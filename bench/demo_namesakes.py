@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import demo_ablation as ablation  # noqa: E402  (the sibling bench script: where it keeps each evaluation)
 
 from executor_sft.demos.probe import AMBIGUOUS, PLAIN  # noqa: E402
-from executor_sft.jsonl import read_jsonl  # noqa: E402
+from executor_sft.files import read_jsonl  # noqa: E402
 from executor_sft.synthetic.relations import parse_subquery  # noqa: E402
 from executor_sft.synthetic.world import World, load_world  # noqa: E402
 

@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from executor_sft.demos.probe import AMBIGUOUS, p_search_each, turn2_prompts
-from executor_sft.jsonl import read_jsonl
+from executor_sft.files import read_jsonl
 from executor_sft.llm.transformers_backend import load_model
 
 DESCRIPTOR = re.compile(r"\s*\(([^)]+)\)")

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from executor_sft.demos.probe import AMBIGUOUS, PLAIN, mean_by_kind, p_search_each, turn2_prompts
-from executor_sft.jsonl import read_jsonl
+from executor_sft.files import read_jsonl
 from executor_sft.llm.transformers_backend import load_model
 
 UNTRAINED_NOTE = (

@@ -38,7 +38,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from executor_sft.jsonl import iter_records
+from executor_sft.files import iter_records
 from executor_sft.schema import Episode, Question
 from executor_sft.schema import episode_id as make_episode_id
 from executor_sft.store import EpisodeStore

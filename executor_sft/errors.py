@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -26,6 +27,50 @@ class UserError(Exception):
 
 class ConfigError(UserError, ValueError):
     """A config file or option that cannot be used as written (missing, malformed, unknown key)."""
+
+
+class InputError(UserError, ValueError):
+    """An input file or its content that cannot be used; the message is `file[:line]: what to do`."""
+
+
+class MissingFileError(UserError, FileNotFoundError):
+    """A file the user named (a flag, a config field) does not exist; the message says how to get it."""
+
+
+class MalformedLineError(InputError):
+    """A JSONL line that is not a JSON object; the message names the file and line.
+
+    `path` and `line` locate it and `problem` is the message without them (`invalid JSON (...)`);
+    `unparsable`: the bytes are not UTF-8 JSON at all (as a writer killed mid-line leaves them).
+    """
+
+    def __init__(self, path: str | Path, line: int, problem: str, *, unparsable: bool = False):
+        self.path, self.line, self.problem, self.unparsable = str(path), line, problem, unparsable
+        super().__init__(f"{path}:{line}: {problem}")
+
+
+class RowError(UserError, ValueError):
+    """A row that cannot be used for training: its message says where and why.
+
+    `RowError(message)` for a malformed SFT row (the message names the file, line and field);
+    `RowError(reason, detail)` for a run the filter cannot turn into a row, where `reason` is
+    the exclusion reason and the message is `reason: detail`.
+    """
+
+    def __init__(self, reason: str, detail: str | None = None):
+        self.reason = reason if detail is not None else None
+        super().__init__(reason if detail is None else f"{reason}: {detail}")
+
+
+class OutputError(UserError, OSError):
+    """An output the user named that cannot be written (full disk, read-only, a directory, ...).
+
+    An `OSError` whose `errno` is the cause's, and whose message is the one line to print.
+    """
+
+    def __init__(self, code: int | None, message: str):
+        super().__init__(message)
+        self.errno = code
 
 
 class PreflightError(ConfigError):

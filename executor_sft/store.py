@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from executor_sft.errors import UserError
-from executor_sft.jsonl import InputError, Located, iter_jsonl_sorted, iter_records, write_json
+from executor_sft.errors import InputError, UserError
+from executor_sft.files import Located, iter_jsonl_sorted, iter_records, write_json
 from executor_sft.schema import EPISODE_SCHEMA, Episode
 from executor_sft.store_lock import WriterLock
 

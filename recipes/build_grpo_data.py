@@ -13,9 +13,8 @@ import sys
 from dataclasses import dataclass, field
 
 from executor_sft.configfile import parse_trl_args
-from executor_sft.errors import report_user_errors
+from executor_sft.errors import InputError, report_user_errors
 from executor_sft.grpo.data import GRPODataReport, grpo_examples_from_rollouts, write_jsonl
-from executor_sft.jsonl import InputError
 
 
 @dataclass

@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> dict:
     import yaml
 
     from executor_sft.errors import ConfigError
+    from executor_sft.files import write_jsonl
     from executor_sft.grpo.train import build_chat_from_spec
     from executor_sft.grpo.wide_data import SourceTable, build_wide_data, output_row, retention_report
-    from executor_sft.jsonl import write_jsonl
 
     args = parse_args(argv)
     out = Path(args.output)

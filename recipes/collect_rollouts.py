@@ -22,7 +22,7 @@ import sys
 from executor_sft.configfile import RecipeArgumentParser, RecipeHelpFormatter, add_option
 from executor_sft.episode_runner import interrupted_line
 from executor_sft.errors import report_user_errors, say_on_sigterm
-from executor_sft.jsonl import output_errors
+from executor_sft.files import output_errors
 from executor_sft.preflight import check_config
 from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts, select_questions
 from executor_sft.rollout.config import check_inputs

@@ -26,6 +26,7 @@ try:  # a Ctrl-C in the first second lands here, in the imports
 
     from executor_sft.configfile import parse_trl_args
     from executor_sft.errors import INTERRUPTED, UserError
+    from executor_sft.files import check_output_file
     from executor_sft.filters import (
         EpisodeFilter,
         FilterConfig,
@@ -38,7 +39,6 @@ try:  # a Ctrl-C in the first second lands here, in the imports
         require_file,
         write_json,
     )
-    from executor_sft.jsonl import check_output_file
 except KeyboardInterrupt:
     print("interrupted: nothing was started; run the same command again", file=sys.stderr)
     raise SystemExit(130) from None

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None):
     Ctrl-C or SIGTERM while training saves a checkpoint at the current step and says so (exit
     130 or 143); the same command resumes from it."""
     from executor_sft.errors import INTERRUPTED, StoppedBySignal, UserError
-    from executor_sft.jsonl import as_output_error
+    from executor_sft.files import as_output_error
     from executor_sft.sft.train import train_executor
 
     output_dir = None

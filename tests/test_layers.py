@@ -16,7 +16,7 @@ LAYERS = {
     "versions": 0,
     "cache": 0,
     "configfile": 0,
-    "jsonl": 0,
+    "files": 0,
     "errors": 0,
     "failures": 0,
     "tool_protocol": 0,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from executor_sft.jsonl import MalformedLineError
+from executor_sft.errors import MalformedLineError
 from executor_sft.schema import Episode, Question
 from executor_sft.store import EpisodeStore, iter_episodes_by_id, read_episodes
 

@@ -18,9 +18,16 @@ from slow import launches
 
 from executor_sft.data.idlist import read_ids
 from executor_sft.data.questions import QuestionFormatError
-from executor_sft.errors import ConfigError, UserError
+from executor_sft.errors import (
+    ConfigError,
+    InputError,
+    MalformedLineError,
+    MissingFileError,
+    RowError,
+    UserError,
+)
+from executor_sft.files import iter_records
 from executor_sft.filters.records import RecordError
-from executor_sft.jsonl import InputError, MalformedLineError, MissingFileError, RowError, iter_records
 from executor_sft.retrieval.build import IndexBuildError
 from executor_sft.retrieval.corpus import CorpusFormatError
 from executor_sft.retrieval.encoders import EncoderLoadError

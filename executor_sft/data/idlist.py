@@ -6,7 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from executor_sft.jsonl import InputError, MissingFileError
+from executor_sft.errors import InputError, MissingFileError
 
 
 def read_ids(path: str | Path) -> list[str]:

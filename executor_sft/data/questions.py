@@ -28,7 +28,8 @@ from typing import Any, Literal
 
 from executor_sft.data.local_path import did_you_mean, names_a_local_file
 from executor_sft.errors import UserError
-from executor_sft.jsonl import MalformedLineError, MissingFileError, iter_records
+from executor_sft.files import iter_records
+from executor_sft.errors import MalformedLineError, MissingFileError
 from executor_sft.metrics.table import ColumnRule, table_scores
 from executor_sft.schema import Question
 

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from executor_sft.jsonl import InputError
+from executor_sft.errors import InputError
 from executor_sft.data.idlist import read_ids
 from executor_sft.data.questions import Duplicates, load_questions, questions_file_problem
 from executor_sft.schema import Question
@@ -77,7 +77,9 @@ class QuestionSource(BaseModel):
         """A local questions file or evaluation set that is not there (`executor_sft.preflight`)."""
         problems = [("path", problem)] if (problem := questions_file_problem(self.path)) else []
         if self.ids_file is not None and not Path(self.ids_file).is_file():
-            problems.append(("ids_file", f"{self.ids_file}: no such file; build it with recipes/build_eval_set.py"))
+            problems.append(
+                ("ids_file", f"{self.ids_file}: no such file; build it with recipes/build_eval_set.py")
+            )
         return problems
 
     def endpoints(self) -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from executor_sft.jsonl import read_jsonl
+from executor_sft.files import read_jsonl
 
 PLAIN, AMBIGUOUS = "single_hop", "single_hop_ambiguous"
 CHOICES = ("<tool_call>", "<answer>")

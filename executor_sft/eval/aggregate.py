@@ -37,7 +37,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from executor_sft.jsonl import InputError, write_json
+from executor_sft.errors import InputError
+from executor_sft.files import write_json
 from executor_sft.metrics.aggregate import mean_at_k, weighted_mean
 from executor_sft.metrics.answer import Normalization, cover_exact_match, exact_match, f1_score
 from executor_sft.metrics.cer import answer_bearing_cer_c, episode_cer_c

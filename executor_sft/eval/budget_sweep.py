@@ -25,7 +25,7 @@ from executor_sft.eval.cells import cell_config, read_base
 from executor_sft.eval.config import EvalConfig
 from executor_sft.eval.report import write_markdown
 from executor_sft.eval.runner import WrittenFiles, run_eval
-from executor_sft.jsonl import write_json
+from executor_sft.files import write_json
 from executor_sft.llm.pool import ModelPool
 from executor_sft.metrics.table import at_k
 from executor_sft.metrics.tokens import subagent_tokens, system_runs

@@ -24,13 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from executor_sft.configfile import load_config
 from executor_sft.data.idlist import ids_digest
 from executor_sft.data.selection import QuestionSource
-from executor_sft.errors import UserError
+from executor_sft.errors import InputError, UserError
 from executor_sft.eval.aggregate import has_subquery
 from executor_sft.eval.cells import cell_config, driver_pipeline, read_base
 from executor_sft.eval.config import JUDGE_ROLE, EvalConfig
 from executor_sft.eval.report import write_markdown
 from executor_sft.eval.runner import run_eval, select_questions
-from executor_sft.jsonl import InputError, write_json
+from executor_sft.files import write_json
 from executor_sft.llm.config import ChatModelConfig
 from executor_sft.llm.pool import ModelPool
 from executor_sft.retrieval.base import Retriever

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from executor_sft.agents.executor import run_executor
 from executor_sft.agents.settings import ExecutorSettings
 from executor_sft.data import load_questions
-from executor_sft.jsonl import InputError
+from executor_sft.errors import InputError
 from executor_sft.llm.base import ChatModel
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.retrieval.base import Retriever

@@ -28,10 +28,10 @@ from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS
 from executor_sft.data.idlist import ids_digest
 from executor_sft.data.selection import select_questions
 from executor_sft.episode_runner import RunReport, WorkItem, run_episodes, work_items
+from executor_sft.errors import MissingFileError
 from executor_sft.eval.aggregate import EvalResults, summarize
 from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
 from executor_sft.eval.report import judge_warning, results_markdown, write_markdown
-from executor_sft.jsonl import MissingFileError
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.config import api_keys
 from executor_sft.llm.pool import ModelPool, build_models

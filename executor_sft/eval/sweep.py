@@ -29,7 +29,7 @@ from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROL
 from executor_sft.eval.plots import Point, plot_capacity, plot_pareto, plot_role_curves
 from executor_sft.eval.report import sweep_markdown, write_markdown
 from executor_sft.eval.runner import RESULTS_JSON, WrittenFiles, run_eval
-from executor_sft.jsonl import write_json
+from executor_sft.files import write_json
 from executor_sft.llm.config import ChatModelConfig
 from executor_sft.llm.pool import ModelPool
 from executor_sft.preflight import Part, model_parts

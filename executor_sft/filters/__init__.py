@@ -10,6 +10,16 @@ Quick use::
 The pieces (predicates, strata, dedupe, row building, report) are exported for custom pipelines.
 """
 
+from executor_sft.errors import InputError, MalformedLineError
+from executor_sft.files import (
+    Located,
+    atomic_open,
+    iter_jsonl,
+    refuse_overwrite,
+    require_file,
+    write_json,
+    write_jsonl,
+)
 from executor_sft.filters.config import FilterConfig
 from executor_sft.filters.dedupe import Deduper, canonical_key, canonical_messages
 from executor_sft.filters.pipeline import (
@@ -45,17 +55,6 @@ from executor_sft.filters.stratum import (
     STRATA,
     Stratum,
     resolve_stratum,
-)
-from executor_sft.jsonl import (
-    InputError,
-    Located,
-    MalformedLineError,
-    atomic_open,
-    iter_jsonl,
-    refuse_overwrite,
-    require_file,
-    write_json,
-    write_jsonl,
 )
 from executor_sft.store import iter_episodes_by_id
 

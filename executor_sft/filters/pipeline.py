@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from executor_sft.errors import ConfigError
+from executor_sft.files import Located
 from executor_sft.filters.config import FilterConfig
 from executor_sft.filters.dedupe import Deduper
 from executor_sft.filters.records import RecordError, parse_episode
 from executor_sft.filters.report import CompositionReport
 from executor_sft.filters.rows import RowError, SFTRow, to_sft_row
 from executor_sft.filters.strata import classify_episode
-from executor_sft.jsonl import Located
 from executor_sft.llm.backends import load_tokenizer
 from executor_sft.sft.fidelity import check_row
 from executor_sft.sft.length import fit_row

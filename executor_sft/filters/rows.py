@@ -16,7 +16,7 @@ import json
 from typing import Any, Literal, NotRequired, TypedDict
 
 from executor_sft.agents.tools import SEARCH_TOOL
-from executor_sft.jsonl import RowError
+from executor_sft.errors import RowError
 from executor_sft.llm.parsing import parse_tool_call
 from executor_sft.schema import Message, content_text
 from executor_sft.tool_protocol import first_problem

@@ -12,7 +12,7 @@ from typing import Any
 
 from transformers.utils import get_json_schema
 
-from executor_sft.jsonl import write_text
+from executor_sft.files import write_text
 from executor_sft.sft.card import TrainingStage, model_card, prompts_card_section
 
 DISTILL_STAGE = TrainingStage(

@@ -27,9 +27,10 @@ from tqdm.auto import tqdm
 
 from executor_sft.agents.pipeline import driver_findings
 from executor_sft.agents.prompting import Prompts, fill
+from executor_sft.errors import MissingFileError
+from executor_sft.files import iter_records
+from executor_sft.files import write_jsonl as write_jsonl  # the package's one writer, (path, rows
 from executor_sft.filters.records import RecordError, parse_run
-from executor_sft.jsonl import MissingFileError, iter_records
-from executor_sft.jsonl import write_jsonl as write_jsonl  # the package's one writer, (path, rows)
 from executor_sft.metrics.answer import normalize_answer
 from executor_sft.schema import Episode, Message, Report, Role
 from executor_sft.store import iter_episodes_by_id

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from executor_sft.jsonl import InputError
+from executor_sft.errors import InputError
 from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.schema import Message, Question, TokenUsage, content_text
 

@@ -43,7 +43,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from executor_sft.jsonl import iter_records
+from executor_sft.files import iter_records
 from executor_sft.llm.base import ChatModel, ChatResult, SamplingParams
 from executor_sft.schema import Message, SampledTokens, TokenUsage
 

@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from executor_sft.episode_runner import note_model_call
-from executor_sft.jsonl import iter_records
+from executor_sft.files import iter_records
 from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.llm.parsing import strip_think
 

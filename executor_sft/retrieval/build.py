@@ -34,7 +34,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from executor_sft.errors import UserError
-from executor_sft.jsonl import check_output_dir, output_errors
+from executor_sft.files import check_output_dir, output_errors
 from executor_sft.retrieval.bm25 import BM25Retriever
 from executor_sft.retrieval.corpus import Corpus, CorpusFormatError, file_fingerprint
 from executor_sft.retrieval.dense import INDEX_TYPES, apply_search_params, make_faiss_index

@@ -16,8 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from executor_sft.errors import UserError
-from executor_sft.jsonl import MissingFileError
+from executor_sft.errors import MissingFileError, UserError
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_SCHEMA = "executor_sft.index/v1"

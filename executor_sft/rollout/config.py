@@ -15,7 +15,8 @@ from executor_sft.data.questions import Duplicates
 from executor_sft.data.selection import LimitPer
 from executor_sft.data.selection import QuestionSource as BaseQuestionSource
 from executor_sft.episode_runner import DEFAULT_MAX_ATTEMPTS, WorkItem, attempts_path, work_items
-from executor_sft.jsonl import OutputError, check_output_dir
+from executor_sft.errors import OutputError
+from executor_sft.files import check_output_dir
 from executor_sft.llm.config import ChatModelConfig
 from executor_sft.preflight import Part, model_parts
 from executor_sft.ray_runner import RayConfig

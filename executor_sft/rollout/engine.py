@@ -29,8 +29,8 @@ from executor_sft.agents.pipeline import (
 )
 from executor_sft.data import select_questions as select_sources
 from executor_sft.episode_runner import RunReport, WorkItem, gave_up_episode, run_episodes
-from executor_sft.errors import ConfigError
-from executor_sft.jsonl import InputError, write_text
+from executor_sft.errors import ConfigError, InputError
+from executor_sft.files import write_text
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.pool import build_models
 from executor_sft.llm.routing import replica_counts

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from executor_sft.data.local_path import HUB_PREFIX, did_you_mean, names_a_local_file
-from executor_sft.jsonl import MalformedLineError, MissingFileError, RowError, iter_records
+from executor_sft.errors import MalformedLineError, MissingFileError, RowError
+from executor_sft.files import iter_records
 from executor_sft.llm.parsing import parse_tool_call
 from executor_sft.tool_protocol import first_problem
 

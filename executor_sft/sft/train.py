@@ -22,8 +22,7 @@ from transformers.trainer_pt_utils import nested_gather
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import ScriptArguments, SFTTrainer
 
-from executor_sft.errors import ConfigError
-from executor_sft.jsonl import InputError, MissingFileError
+from executor_sft.errors import ConfigError, InputError, MissingFileError
 from executor_sft.llm.response_template import ensure_response_template
 from executor_sft.llm.sources import check_source
 from executor_sft.sft.card import config_record, executor_card_section, model_card

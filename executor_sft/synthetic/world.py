@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from executor_sft.jsonl import read_jsonl, write_jsonl
+from executor_sft.files import read_jsonl, write_jsonl
 from executor_sft.metrics.table import render_markdown_table
 from executor_sft.synthetic.names import NameForge
 from executor_sft.synthetic.relations import LIST_RELATIONS, RELATIONS, RELATIONS_OF, Relation, render_subject

@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from executor_sft.jsonl import InputError, MissingFileError
+from executor_sft.errors import InputError, MissingFileError
 from executor_sft.training.identity import RUN_RECORD
 
 logger = logging.getLogger(__name__)

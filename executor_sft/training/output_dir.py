@@ -11,7 +11,8 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from executor_sft.jsonl import OutputError, check_output_dir, write_json
+from executor_sft.errors import OutputError
+from executor_sft.files import check_output_dir, write_json
 
 MARKER = "_executor_sft.json"
 """Marks an `output_dir` a run of ours made (a leading `_`: `push_to_hub` leaves it out)."""

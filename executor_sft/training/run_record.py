@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from executor_sft.errors import ConfigError
-from executor_sft.jsonl import write_text
+from executor_sft.files import write_text
 from executor_sft.training.identity import RUN_RECORD
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from script_modules import load_script
 
-from executor_sft.jsonl import read_jsonl
+from executor_sft.files import read_jsonl
 from executor_sft.synthetic.world import load_world
 
 REPO = Path(__file__).resolve().parents[2]

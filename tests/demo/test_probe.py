@@ -32,7 +32,7 @@ from executor_sft.demos.probe_callback import (
     stopped_by,
 )
 from executor_sft.demos.probe_plot import plot_probe_curves
-from executor_sft.jsonl import read_jsonl
+from executor_sft.files import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 

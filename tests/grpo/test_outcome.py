@@ -13,10 +13,10 @@ import pytest
 from post_training import NUM_GENERATIONS, ROOT, Script, install_script
 
 from executor_sft.errors import ConfigError
+from executor_sft.files import iter_jsonl
 from executor_sft.grpo import OUTCOME_COLUMNS, GRPOScriptArguments, build_grpo_trainer, build_reward_funcs
 from executor_sft.grpo.data import grpo_examples_from_rollouts
 from executor_sft.grpo.rewards import clp_em, clp_reward
-from executor_sft.jsonl import iter_jsonl
 from executor_sft.synthetic.scripted_answerer import world_answerer
 
 ROLLOUTS = ROOT / "data" / "rollouts.jsonl"

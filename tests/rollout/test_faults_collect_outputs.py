@@ -12,7 +12,7 @@ import pytest
 from forkserver import run_script
 from one_line import one_error_line
 
-from executor_sft.jsonl import OutputError
+from executor_sft.errors import OutputError
 from executor_sft.retrieval import build_index
 from executor_sft.rollout import CollectConfig
 from executor_sft.rollout.engine import finish_collection

@@ -184,7 +184,7 @@ def test_a_model_option_the_model_cannot_take_is_one_line_before_it_loads(tmp_pa
 
 def test_rows_in_which_the_template_marks_no_token_are_one_error_not_an_empty_dataset():
     """Markers around text that renders empty pass the template check; the rows then say it."""
-    from executor_sft.jsonl import InputError
+    from executor_sft.errors import InputError
     from executor_sft.llm.offline import smollm2_tokenizer
     from executor_sft.sft import read_sft_jsonl
     from executor_sft.sft.train import prepare_dataset

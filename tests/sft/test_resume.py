@@ -12,7 +12,7 @@ import pytest
 from rowgen import make_rows, write_jsonl
 from trl import ModelConfig, SFTConfig
 
-from executor_sft.jsonl import InputError, MissingFileError
+from executor_sft.errors import InputError, MissingFileError
 from executor_sft.sft.identity import run_identity
 from executor_sft.sft.train import SFTScriptArguments, train_executor
 from executor_sft.training.checkpoints import checkpoint_problems, last_complete_checkpoint

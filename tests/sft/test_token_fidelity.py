@@ -226,7 +226,7 @@ def test_real_smollm2_generation_is_stored_and_trains_as_sampled(smollm2):
 
 
 def test_malformed_sampled_tokens_is_a_row_error(qwen3_tokenizer, tmp_path):
-    from executor_sft.jsonl import RowError
+    from executor_sft.errors import RowError
     from executor_sft.sft.data import read_sft_jsonl
 
     row = _row(qwen3_tokenizer, SAMPLED_CALL, "r")

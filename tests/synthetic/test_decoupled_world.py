@@ -12,7 +12,7 @@ import json
 import pytest
 
 from executor_sft.agents import run_executor
-from executor_sft.jsonl import read_jsonl
+from executor_sft.files import read_jsonl
 from executor_sft.metrics.answer import exact_match
 from executor_sft.retrieval import BM25Retriever, load_corpus
 from executor_sft.synthetic import DECOUPLED_WORLD, ScriptedTeacherExecutor, write_world

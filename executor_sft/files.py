@@ -25,42 +25,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from executor_sft.errors import UserError
+from executor_sft.errors import InputError, MalformedLineError, OutputError, UserError
 
 logger = logging.getLogger(__name__)
-
-
-class InputError(UserError, ValueError):
-    """An input file or its content that cannot be used; the message is `file[:line]: what to do`."""
-
-
-class MissingFileError(UserError, FileNotFoundError):
-    """A file the user named (a flag, a config field) does not exist; the message says how to get it."""
-
-
-class MalformedLineError(InputError):
-    """A JSONL line that is not a JSON object; the message names the file and line.
-
-    `path` and `line` locate it and `problem` is the message without them (`invalid JSON (...)`);
-    `unparsable`: the bytes are not UTF-8 JSON at all (as a writer killed mid-line leaves them).
-    """
-
-    def __init__(self, path: str | Path, line: int, problem: str, *, unparsable: bool = False):
-        self.path, self.line, self.problem, self.unparsable = str(path), line, problem, unparsable
-        super().__init__(f"{path}:{line}: {problem}")
-
-
-class RowError(UserError, ValueError):
-    """A row that cannot be used for training: its message says where and why.
-
-    `RowError(message)` for a malformed SFT row (the message names the file, line and field);
-    `RowError(reason, detail)` for a run the filter cannot turn into a row, where `reason` is
-    the exclusion reason and the message is `reason: detail`.
-    """
-
-    def __init__(self, reason: str, detail: str | None = None):
-        self.reason = reason if detail is not None else None
-        super().__init__(reason if detail is None else f"{reason}: {detail}")
 
 
 class Located(NamedTuple):
@@ -227,17 +194,6 @@ def read_json_object(path: str | Path, fix: str) -> dict[str, Any]:
             return data
         what = f"holds a JSON {type(data).__name__}, not an object"
     raise InputError(f"{path}: {what}; {fix}")
-
-
-class OutputError(UserError, OSError):
-    """An output the user named that cannot be written (full disk, read-only, a directory, ...).
-
-    An `OSError` whose `errno` is the cause's, and whose message is the one line to print.
-    """
-
-    def __init__(self, code: int | None, message: str):
-        super().__init__(message)
-        self.errno = code
 
 
 _ADVICE = {

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from executor_sft.jsonl import OutputError, as_output_error, atomic_open, write_jsonl
+from executor_sft.errors import OutputError
+from executor_sft.files import as_output_error, atomic_open, write_jsonl
 
 
 def test_an_input_error_inside_the_block_is_not_called_an_output_error(tmp_path: Path) -> None:
