@@ -1083,7 +1083,7 @@ def render(
     lines = [
         "# Filter ablation on the CPU demo: naive vs single_search vs full filter",
         "",
-        "On the world with cues (the default synthetic world; issue #57 found its surface gives the label "
+        "On the world with cues (the default synthetic world; a review found its surface gives the label "
         "away: see [demo_ablation_decoupled.md](demo_ablation_decoupled.md) for the decoupled world).",
         f"Command: `{command}`; {len(seeds)} seed(s), {elapsed / 60:.1f} min wall in this invocation "
         "(steps read back from a previous run cost nothing).",

@@ -1,4 +1,4 @@
-"""The filter's mechanism with the shortcuts closed (issue #57): (c) against a matched control.
+"""The filter's mechanism with the shortcuts closed: (c) against a matched control.
 
     nohup nice -n 19 python bench/demo_ablation_decoupled.py --out /work/decoupled_runs > run.log 2>&1 &
     python bench/demo_ablation_decoupled.py --done_only      # tables from the finished units only

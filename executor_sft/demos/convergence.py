@@ -70,7 +70,7 @@ class ConvergenceConfig(BaseModel):
 
 class EqualStepsConfig(ConvergenceConfig):
     """Every variant trains exactly `max_steps` optimizer steps on one schedule (cosine over
-    `max_steps`), whatever its row count: variants differ only in their rows (issue #57)."""
+    `max_steps`), whatever its row count: variants differ only in their rows."""
 
     max_steps: int = Field(..., ge=1)
     plateau: bool = False
