@@ -24,11 +24,11 @@ CONFIG = ROOT / "recipes" / "configs" / "distill_tiny.yaml"
 
 @pytest.fixture(scope="module")
 def other_vocabulary(tmp_path_factory):
-    """Only the tokenizer files of a model with another vocabulary: loading its weights would fail."""
-    _, tok = tiny_qwen3(vocab_size=400)
+    """A saved model with another vocabulary (its weights are never loaded: the tokenizers are compared first)."""
+    model, tok = tiny_qwen3(vocab_size=400)
     path = tmp_path_factory.mktemp("other_vocab")
+    model.save_pretrained(path)
     tok.save_pretrained(path)
-    (path / "config.json").write_text("{}")
     return path
 
 

@@ -88,12 +88,13 @@ def test_the_recipes_load_it_by_name(tmp_path):
     from executor_sft.grpo.policy import load_policy
     from executor_sft.sft.models import load_tokenizer_and_model
 
-    _, model = load_tokenizer_and_model(
+    tokenizer, model = load_tokenizer_and_model(
         ModelConfig(model_name_or_path="offline:tiny-qwen3", attn_implementation=GROUPED_SDPA),
         SFTConfig(output_dir=str(tmp_path / "sft"), use_cpu=True),
     )
     assert model.config._attn_implementation == GROUPED_SDPA
     model.save_pretrained(tmp_path / "ckpt")
+    tokenizer.save_pretrained(tmp_path / "ckpt")  # a whole checkpoint folder, as the preflight asks
     name, _ = load_policy(
         ModelConfig(model_name_or_path=str(tmp_path / "ckpt"), attn_implementation=GROUPED_SDPA)
     )

@@ -46,6 +46,7 @@ def one_line(proc: subprocess.CompletedProcess) -> str:
 
 
 @pytest.mark.parametrize("run", [["--preflight_only"], []], ids=["preflight_only", "real_run"])
+@pytest.mark.shared_data  # the user's exact command: its config reads minibench's questions
 def test_a_hub_id_with_no_hub_answering_is_one_line_in_seconds(tmp_path, run):
     proc, wall = evaluate(
         *run, "--output_dir", str(tmp_path / "out"),
@@ -61,6 +62,7 @@ def test_a_hub_id_with_no_hub_answering_is_one_line_in_seconds(tmp_path, run):
     assert wall < 30 and not (tmp_path / "out").exists()
 
 
+@pytest.mark.shared_data  # the user's exact command: its config reads minibench's questions
 def test_a_hub_id_under_hf_hub_offline_is_one_line_without_asking(tmp_path):
     proc, wall = evaluate("--preflight_only", HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")
     line = one_line(proc)
