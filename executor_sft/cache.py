@@ -106,6 +106,7 @@ def cache_lock(entry: Path, timeout_s: float | None = None) -> Iterator[None]:
         timeout_s = float(os.environ.get("EXECUTOR_SFT_CACHE_LOCK_TIMEOUT_S", LOCK_TIMEOUT_S))
     path = Path(str(entry) + ".lock")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # the entry's group folder (a fresh cache has none)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise CacheError(

@@ -135,3 +135,19 @@ def test_a_cache_on_a_full_disk_is_one_line(tmp_path, minibench_bm25_dir):
         ": cannot build this cache entry (No space left on device); free space there, or point "
         "EXECUTOR_SFT_CACHE at a writable folder with room"
     )
+
+
+def test_an_entry_builds_in_a_fresh_cache_whose_group_folder_is_not_there_yet(tmp_path, monkeypatch):
+    """CI's cache is an empty folder: an entry under a group (`sample_data/...`) makes its folder."""
+    from executor_sft.cache import cached_entry
+
+    monkeypatch.setenv("EXECUTOR_SFT_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    entry = tmp_path / "cache" / "sample_data" / "bm25-0"
+
+    def build() -> None:
+        entry.mkdir(parents=True)
+        (entry / "done").write_text("1")
+
+    assert cached_entry(entry, entry / "done", build) == entry
+    assert (entry / "done").read_text() == "1"
