@@ -5,7 +5,7 @@
     python recipes/make_sample_data.py --config my_sample.yaml --seed 1  # SampleConfig fields from YAML
 
 See `executor_sft.demos.sample_data` for the steps. `data/sft.jsonl` is the embedded
-default of `accelerate launch recipes/sft_executor.py`.
+default of `python recipes/sft_executor.py`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 r"""Passage-masked SFT of a search executor (TRL SFTTrainer underneath).
 
     # embedded default: SmolLM2-135M on the project's sample data/sft.jsonl, CPU, a few minutes
-    accelerate launch recipes/sft_executor.py          # or: python recipes/sft_executor.py
+    python recipes/sft_executor.py                     # one process (README command 1)
     # our settings (the paper gives no SFT hyperparameters): Qwen3-1.7B, full fine-tune, 3 epochs, batch 16
     accelerate launch --config_file accelerate_configs/deepspeed_zero2.yaml \
         recipes/sft_executor.py --config recipes/configs/sft_qwen3_1.7b.yaml \

@@ -290,7 +290,7 @@ def test_run_block(block: DocBlock, clone: Path, minibench_corpus_path):
 
 # --- README command 1, then distillation and GRPO from its output: the documented CPU chain ---
 
-SFT_COMMAND = "accelerate launch recipes/sft_executor.py"  # README command 1, after its set-up
+SFT_COMMAND = "python recipes/sft_executor.py"  # README command 1, after its set-up
 WORLD_INDEX_COMMAND = (
     "python recipes/build_index.py --corpus data/world/corpus.jsonl --output .cache/indexes/world-bm25 --bm25"
 )
