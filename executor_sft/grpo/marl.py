@@ -62,6 +62,7 @@ class MARLSettings:
     enable_thinking: bool = False
     rules: FailureRules = field(default_factory=FailureRules)
     deep_share: float | None = None
+    loss_rows: int | None = 8
 
     def __post_init__(self) -> None:
         CREDITS.check(self.credit)
@@ -237,6 +238,8 @@ def make_trainer_class(base: type) -> type:
                 raise ConfigError(
                     "credit: substitution needs `reference`: the executor whose reports are substituted"
                 )
+            if marl.loss_rows is not None and self.is_deepspeed_enabled:
+                raise ConfigError("loss_rows: leave it unset (null) under DeepSpeed, whose engine steps once per backward")
             self.marl = marl
             self.role_models = models
             self.retriever = retriever
@@ -300,6 +303,24 @@ def make_trainer_class(base: type) -> type:
                 return asyncio.run(run_all())
             finally:
                 model.train(was_training)
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            """TRL's loss over the batch's rows in chunks of `loss_rows`, each chunk's backward run at
+            once: a step's rows (every trained call of every episode) would hold all their activations
+            otherwise. The loss is a sum over rows divided by the rollouts in the batch, so the chunks'
+            gradients add up to the whole batch's; the last chunk's loss goes back to the Trainer for
+            its backward, carrying the others' values (detached) for the log."""
+            rows = inputs["prompt_ids"].size(0)
+            size = self.marl.loss_rows
+            if size is None or rows <= size:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            starts = range(0, rows, size)
+            done = 0.0
+            for start in starts[:-1]:
+                loss = super().compute_loss(model, _row_slice(inputs, start, start + size))
+                self.accelerator.backward(loss)
+                done = done + loss.detach()
+            return super().compute_loss(model, _row_slice(inputs, starts[-1], rows)) + done
 
         def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
             import time
@@ -423,6 +444,15 @@ def make_trainer_class(base: type) -> type:
             )
 
     return MultiAgentGRPOTrainer
+
+
+def _row_slice(inputs: dict[str, Any], start: int, stop: int) -> dict[str, Any]:
+    """Rows `start:stop` of every per-row tensor; scalars (`num_items_in_batch`) as they are."""
+    import torch
+
+    return {
+        k: v[start:stop] if isinstance(v, torch.Tensor) and v.dim() > 0 else v for k, v in inputs.items()
+    }
 
 
 def question_dataset(questions: Sequence[Question]) -> Any:

@@ -76,6 +76,10 @@ class MARLScriptArguments:
     deep_share: float | None = field(
         default=None, metadata={"help": "Share of deep (text) questions in each batch (WideSeek-R1: 0.5)."}
     )
+    loss_rows: int | None = field(
+        default=8,
+        metadata={"help": "Rows (trained model calls) per forward and backward of the loss; null: all at once."},
+    )
     fresh: bool = field(default=False, metadata={"help": "Train from the start even over a finished run."})
 
     def __post_init__(self) -> None:
@@ -129,6 +133,7 @@ class MARLScriptArguments:
                 failure_reward=self.failure_reward,
             ),
             deep_share=self.deep_share,
+            loss_rows=self.loss_rows,
         )
 
 

@@ -55,7 +55,7 @@ def _train(tiny_checkpoint, wide_world, tmp_path, **options):
         max_tokens_per_turn=24,
         cut_is_context_limit=False,  # a random model rarely ends a turn: keep its cut replies in the loss
         deep_share=0.5,
-        **options,
+        **{"loss_rows": None, **options},  # one compute_loss a step: the capture below counts them
     )
     training_args = GRPOConfig(
         output_dir=str(tmp_path / "out"),
@@ -114,3 +114,51 @@ def test_lead_tokens_carry_loss_only_with_train_lead(tiny_checkpoint, wide_world
         else:
             assert lead_rows == 0  # the fixed lead is never trained
             assert all(int(b["marl_lead"].sum()) == 0 for b in captured)
+
+
+def test_the_loss_in_row_chunks_gives_the_whole_batch_gradient(tiny_checkpoint, wide_world, tmp_path):
+    """`loss_rows` runs TRL's loss a few rows at a time with a backward each: the same loss and the same
+    gradient as all rows at once (advantages drawn at random, so the gradient is not zero)."""
+    from trl import GRPOConfig, ModelConfig
+
+    from executor_sft.grpo.marl_train import MARLScriptArguments, build_marl_trainer, load_questions
+
+    world_dir, _, retriever = wide_world
+    questions = [q for q in load_questions(str(world_dir / "questions_train.jsonl")) if q.answer_format == "text"]
+    trainer = build_marl_trainer(
+        MARLScriptArguments(
+            backbone=_scripted(world_dir, "backbone"), answerer=_scripted(world_dir, "answerer"),
+            max_rounds=2, max_parallel=2, max_turns=2, max_tokens_per_turn=16, cut_is_context_limit=False,
+        ),
+        GRPOConfig(
+            output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=4, num_generations=2,
+            beta=0.0, loss_type="dapo", report_to="none", use_cpu=True, seed=0, dataloader_num_workers=0,
+            bf16=False,  # fp32 matmuls: bf16 autocast rounds the two summation orders apart by ~1e-3
+            chat_template_kwargs={"enable_thinking": False},
+        ),
+        ModelConfig(model_name_or_path=str(tiny_checkpoint)),
+        questions=questions[:2],
+        retriever=retriever,
+    )  # fmt: skip
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # what `train()` sets before its first step
+    inputs = trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
+    rows = inputs["prompt_ids"].size(0)
+    assert rows > 3, rows
+    torch.manual_seed(0)
+    inputs["advantages"] = torch.randn_like(inputs["advantages"]) * inputs["completion_mask"]
+    inputs["completion_mask"] = torch.ones_like(inputs["completion_mask"]) * (inputs["advantages"] != 0)
+    results = {}
+    for size in (None, 3):
+        trainer.model.zero_grad()
+        trainer.marl.loss_rows = size
+        loss = trainer.compute_loss(trainer.model, inputs)
+        trainer.accelerator.backward(loss)
+        grads = [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
+        results[size] = (float(loss), grads)
+    (whole_loss, whole), (chunked_loss, chunked) = results[None], results[3]
+    assert any(float(g.abs().sum()) > 0 for g in whole)
+    assert chunked_loss == pytest.approx(whole_loss, rel=1e-5, abs=1e-7)
+    assert len(whole) == len(chunked)
+    for a, b in zip(whole, chunked, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
