@@ -104,3 +104,51 @@ def test_a_headline_figure_missing_from_its_result_is_named(tmp_path):
         f"README headline {f!r} is not in r.md or docs/timings.md: | 4 seeds | 0.5 | [r](r.md) |"
         for f in ("4", "0.5")
     ]
+
+
+# --- the docs are reference: no history, and short enough to read -----------------------------
+
+DOCS = sorted((REPO / "docs").glob("*.md"))
+MAX_DOC_LINES = 3500
+HISTORY = re.compile(
+    r"(?<![\w&/#-])#\d+\b"  # an issue or pull-request number: "#54"
+    r"|\b[Ii]ssues? #?\d+"  # "issue 57", "issues 12"
+    r"|(?<!sha256:)(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w-])"  # a commit hash
+)
+"""What history looks like on a page: it belongs in CHANGELOG.md and bench/results/, not in docs/."""
+
+
+def history_problems(pages: list[Path]) -> list[str]:
+    """`page:line: 'match'` for each issue number or commit hash outside code blocks and HTML comments."""
+    problems = []
+    for page in pages:
+        fence = False
+        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if re.match(r"^\s*```", line):
+                fence = not fence
+                continue
+            if fence:
+                continue
+            text = re.sub(r"<!--.*?-->", "", line)
+            problems += [f"{page.name}:{n}: {m.group(0)!r}" for m in HISTORY.finditer(text)]
+    return problems
+
+
+def test_no_doc_page_names_an_issue_number_or_a_commit_hash():
+    assert history_problems([*DOCS, REPO / "README.md"]) == []
+
+
+def test_history_on_a_page_is_named(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text(
+        "Fixed in #54 and issue 57, at 27a3159; see `9a43c2e1`.\n"
+        "Anchors (#configs), ids `q#0`, 1507146 people, a decade, sha256:9d0e5ee410c3 and\n"
+        "```\ngit show 2743159  # code is not prose\n```\n",
+        encoding="utf-8",
+    )
+    assert history_problems([page]) == ["p.md:1: '#54'", "p.md:1: 'issue 57'", "p.md:1: '27a3159'", "p.md:1: '9a43c2e1'"]
+
+
+def test_the_docs_stay_within_their_line_budget():
+    lines = {page.name: page.read_text(encoding="utf-8").count("\n") for page in DOCS}
+    assert sum(lines.values()) <= MAX_DOC_LINES, f"docs/*.md: {sum(lines.values())} lines: {lines}"
