@@ -123,10 +123,9 @@ def run_stage(
         if start.finished is not None:
             return None
         interrupt, recorder = SaveOnInterrupt(), RecordInCheckpoints(start.record)
-        callbacks = [*((overrides or {}).get("callbacks") or []), recorder, interrupt]
-        trainer = build(
-            script_args, training_args, model_args, **{**(overrides or {}), "callbacks": callbacks}
-        )
+        overrides = overrides or {}
+        callbacks = [*(overrides.get("callbacks") or []), recorder, interrupt]
+        trainer = build(script_args, training_args, model_args, **{**overrides, "callbacks": callbacks})
         trainer.train(resume_from_checkpoint=start.resume)
         interrupt.check(training_args.output_dir, trainer.state.global_step, trainer.state.max_steps)
         trainer.save_model(training_args.output_dir)
@@ -138,10 +137,8 @@ def run_stage(
                 stage,
                 script_args=script_args,
                 base_model=model_args.model_name_or_path,
-                config={
-                    **stage_settings(script_args, training_args, model_args, settings),
-                    **(extra_config or {}),
-                },
+                config=stage_settings(script_args, training_args, model_args, settings)
+                | (extra_config or {}),
                 outcome=lines,
             )
             recorder.at(trainer.state.global_step).write(training_args.output_dir)

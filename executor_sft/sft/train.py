@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 from transformers.trainer_pt_utils import nested_gather
@@ -246,10 +247,9 @@ class ExecutorSFTTrainer(SFTTrainer):
         trainable_layers: int | None = None,
         **kwargs,
     ):
-        self.card_section = card_section
-        self.run_record = run_record
-        self.steps_loss = None  # this process's per-step losses, summed on the device
+        self.card_section, self.run_record = card_section, run_record
         super().__init__(*args, **kwargs)
+        self.steps_loss = torch.zeros((), device=self.args.device)  # this process's step losses, summed
         if run_record is not None:
             self.recorder = RecordInCheckpoints(run_record, self.loss_sum)
             self.add_callback(self.recorder)
@@ -272,16 +272,14 @@ class ExecutorSFTTrainer(SFTTrainer):
 
     def training_step(self, *args, **kwargs):
         loss = super().training_step(*args, **kwargs)  # what the Trainer adds to its own sum
-        step = loss.nan_to_num(0.0, 0.0, 0.0) if self.args.logging_nan_inf_filter else loss
-        self.steps_loss = step if self.steps_loss is None else self.steps_loss + step
+        self.steps_loss += loss.nan_to_num(0.0, 0.0, 0.0) if self.args.logging_nan_inf_filter else loss
         return loss
 
     def loss_sum(self) -> float:
         """The per-step loss sum of the run: the resumed checkpoint's plus this process's steps,
         averaged over processes (a collective: every process calls it)."""
-        here = self.steps_loss
-        steps = 0.0 if here is None else nested_gather(here, self.args.parallel_mode).mean().item()
-        return self.run_record.loss_sum + steps
+        gathered = nested_gather(self.steps_loss, self.args.parallel_mode)
+        return self.run_record.loss_sum + gathered.mean().item()
 
     def log(self, logs, *args, **kwargs):
         # The Trainer's train_loss averages only this process's steps; a resumed run's spans all.
@@ -311,11 +309,10 @@ class ExecutorSFTTrainer(SFTTrainer):
 
 @contextlib.contextmanager
 def _no_tied_weights_warning(model):
-    """Drops the Trainer's missing-keys warning on a resume when the keys missing are tied weights
-    (saved once, e.g. an lm_head tied to the embeddings): loading the one copy fills both. No
-    public hook sees the load: transformers 5.17 `Trainer._load_from_checkpoint` (trainer.py:3556)
-    passes it to the private `_issue_warnings_after_load` (trainer.py:3912), which logs this line
-    on the `transformers.trainer` logger; so a log filter matches the line by its text."""
+    """No missing-keys warning on a resume when only tied weights are missing (saved once, e.g. an
+    lm_head tied to the embeddings: loading the one copy fills both). No public hook sees the load
+    (transformers 5.17 `Trainer._load_from_checkpoint`, trainer.py:3556, hands it to the private
+    `_issue_warnings_after_load`, :3912), so a filter on its logger matches the line's text."""
     prefix = "There were missing keys in the checkpoint model loaded: "
 
     def keep(record: logging.LogRecord) -> bool:
@@ -492,6 +489,7 @@ def _train(script_args, training_args, model_args, rows, training_template, star
         # Reentrant checkpointing gives no gradient to layers whose inputs need none (the frozen ones below).
         kwargs = {**(training_args.gradient_checkpointing_kwargs or {}), "use_reentrant": False}
         training_args = dataclasses.replace(training_args, gradient_checkpointing_kwargs=kwargs)
+    interrupt = SaveOnInterrupt()
     with _quiet_library_output(training_args):
         trainer = ExecutorSFTTrainer(
             model=model,
@@ -504,10 +502,8 @@ def _train(script_args, training_args, model_args, rows, training_template, star
             run_record=record,
             gathered_loss=script_args.gathered_loss,
             trainable_layers=script_args.trainable_layers,
-            callbacks=callbacks,
+            callbacks=[*(callbacks or []), interrupt],
         )
-    interrupt = SaveOnInterrupt()
-    trainer.add_callback(interrupt)
     with _no_tied_weights_warning(trainer.model):
         result = trainer.train(resume_from_checkpoint=resume)
     interrupt.check(training_args.output_dir, trainer.state.global_step, trainer.state.max_steps)

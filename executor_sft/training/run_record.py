@@ -69,10 +69,9 @@ class RunRecord:
 
 
 class RecordInCheckpoints(TrainerCallback):
-    """Writes the run record into each checkpoint, after the Trainer's own files: a checkpoint
-    without it (the process died in between) is incomplete (`training.checkpoints`), so a resume
-    never skips the identity check. `loss_sum` gives the run's loss sum so far (it may gather over
-    processes); without it the record keeps the sum it started from."""
+    """Writes the run record into each checkpoint after the Trainer's files: one without it (the
+    process died in between) is incomplete, so a resume never skips the identity check.
+    `loss_sum` gives the run's loss sum so far; without it the record keeps the one it began with."""
 
     def __init__(self, record: RunRecord, loss_sum: Callable[[], float] | None = None):
         self.record, self.loss_sum = record, loss_sum
