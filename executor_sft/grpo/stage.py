@@ -12,9 +12,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.card import prompt_sources, stage_settings, write_stage_card
 from executor_sft.grpo.policy import trainer_policy
@@ -22,7 +19,7 @@ from executor_sft.sft.card import TrainingStage
 from executor_sft.training.hub_push import push_problem
 from executor_sft.training.identity import as_recorded, base_identity, files_fingerprint, model_fingerprint
 from executor_sft.training.interrupt import SaveOnInterrupt
-from executor_sft.training.run_record import RunRecord
+from executor_sft.training.run_record import RecordInCheckpoints, RunRecord
 from executor_sft.training.secrets import keep_tokens_off_disk
 from executor_sft.training.start import start_run
 
@@ -99,19 +96,6 @@ def stage_record(
     )
 
 
-class _RecordInCheckpoints(TrainerCallback):
-    """Each checkpoint carries the run record; a checkpoint saved without it (the process died
-    in between) is incomplete, so a resume never skips the check."""
-
-    def __init__(self, record: RunRecord):
-        self.record = record
-
-    def on_save(self, args, state, control, **kwargs):
-        if args.should_save:
-            folder = f"{args.output_dir}/{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-            RunRecord(**{**self.record.__dict__, "global_step": state.global_step}).write(folder)
-
-
 def run_stage(
     build: Callable[..., Any],
     stage: TrainingStage,
@@ -138,15 +122,10 @@ def run_stage(
     with start_run(training_args, record, fresh=script_args.fresh) as start:
         if start.finished is not None:
             return None
-        interrupt = SaveOnInterrupt()
-        callbacks = [
-            *((overrides or {}).get("callbacks") or []),
-            _RecordInCheckpoints(start.record),
-            interrupt,
-        ]
-        trainer = build(
-            script_args, training_args, model_args, **{**(overrides or {}), "callbacks": callbacks}
-        )
+        interrupt, recorder = SaveOnInterrupt(), RecordInCheckpoints(start.record)
+        overrides = overrides or {}
+        callbacks = [*(overrides.get("callbacks") or []), recorder, interrupt]
+        trainer = build(script_args, training_args, model_args, **{**overrides, "callbacks": callbacks})
         trainer.train(resume_from_checkpoint=start.resume)
         interrupt.check(training_args.output_dir, trainer.state.global_step, trainer.state.max_steps)
         trainer.save_model(training_args.output_dir)
@@ -158,15 +137,11 @@ def run_stage(
                 stage,
                 script_args=script_args,
                 base_model=model_args.model_name_or_path,
-                config={
-                    **stage_settings(script_args, training_args, model_args, settings),
-                    **(extra_config or {}),
-                },
+                config=stage_settings(script_args, training_args, model_args, settings)
+                | (extra_config or {}),
                 outcome=lines,
             )
-            RunRecord(**{**start.record.__dict__, "global_step": trainer.state.global_step}).write(
-                training_args.output_dir
-            )
+            recorder.at(trainer.state.global_step).write(training_args.output_dir)
             trainer.accelerator.print(f"model saved to {training_args.output_dir}")
         return trainer
 

@@ -7,19 +7,19 @@ as is: it only pads, or packs (`packing=True`, bfd, with `position_ids` per sequ
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Literal
 
+import torch
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 from transformers.trainer_pt_utils import nested_gather
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import ScriptArguments, SFTTrainer
 
 from executor_sft.errors import ConfigError, InputError, MissingFileError
@@ -46,7 +46,7 @@ from executor_sft.sft.templates import generation_marker_problem, inference_chat
 from executor_sft.sft.varlen import VARLEN_ATTENTION
 from executor_sft.training.hub_push import push_problem
 from executor_sft.training.interrupt import SaveOnInterrupt
-from executor_sft.training.run_record import RunRecord
+from executor_sft.training.run_record import RecordInCheckpoints, RunRecord
 from executor_sft.training.secrets import keep_tokens_off_disk
 from executor_sft.training.start import RunStart, start_run
 
@@ -230,8 +230,8 @@ def _apply_token_drift(
 class ExecutorSFTTrainer(SFTTrainer):
     """SFTTrainer whose model card carries the executor data record, which never builds a KV
     cache in training (with a cache, packed sequences attend to each other), and whose
-    checkpoints carry the run record (`executor_sft.sft.resume`): what they were trained with,
-    and the loss sum that lets `train_loss` span every process of a resumed run.
+    checkpoints carry the run record (`RecordInCheckpoints`): what they were trained with, and
+    the loss sum that lets `train_loss` span every process of a resumed run.
 
     The fast path's options: `gathered_loss` (the LM head only at trained positions) and
     `trainable_layers` (the top N decoder layers train; under PEFT the adapter is placed on
@@ -247,10 +247,12 @@ class ExecutorSFTTrainer(SFTTrainer):
         trainable_layers: int | None = None,
         **kwargs,
     ):
-        self.card_section = card_section
-        self.run_record = run_record
+        self.card_section, self.run_record = card_section, run_record
         super().__init__(*args, **kwargs)
-        self.add_callback(_ContinueLossSum(self))
+        self.steps_loss = torch.zeros((), device=self.args.device)  # this process's step losses, summed
+        if run_record is not None:
+            self.recorder = RecordInCheckpoints(run_record, self.loss_sum)
+            self.add_callback(self.recorder)
         base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         self.trained_part: TrainedPart | None = None
         if trainable_layers is not None:
@@ -268,21 +270,22 @@ class ExecutorSFTTrainer(SFTTrainer):
             count = compile_decoder_layers(self.model)
             logger.info("compiled %d decoder layers", count)
 
-    def _save_checkpoint(self, model, trial) -> None:
-        # Every rank gathers (a collective); the record goes in before the Trainer's own files, so
-        # trainer_state.json stays the last file written and marks a complete checkpoint.
-        unlogged = nested_gather(self._tr_loss, self.args.parallel_mode).mean().item()
-        if self.run_record is not None and self.args.should_save:
-            folder = (
-                Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            )
-            self.record_so_far(self._total_loss_scalar + unlogged).write(folder)
-        super()._save_checkpoint(model, trial)
+    def training_step(self, *args, **kwargs):
+        loss = super().training_step(*args, **kwargs)  # what the Trainer adds to its own sum
+        self.steps_loss += loss.nan_to_num(0.0, 0.0, 0.0) if self.args.logging_nan_inf_filter else loss
+        return loss
 
-    def record_so_far(self, loss_sum: float | None = None) -> RunRecord:
-        """The run record at the current step (after `train`, the loss sum of the whole run)."""
-        loss_sum = self._total_loss_scalar if loss_sum is None else loss_sum
-        return dataclasses.replace(self.run_record, loss_sum=loss_sum, global_step=self.state.global_step)
+    def loss_sum(self) -> float:
+        """The per-step loss sum of the run: the resumed checkpoint's plus this process's steps,
+        averaged over processes (a collective: every process calls it)."""
+        gathered = nested_gather(self.steps_loss, self.args.parallel_mode)
+        return self.run_record.loss_sum + gathered.mean().item()
+
+    def log(self, logs, *args, **kwargs):
+        # The Trainer's train_loss averages only this process's steps; a resumed run's spans all.
+        if "train_loss" in logs and self.run_record is not None:
+            logs["train_loss"] = self.loss_sum() / max(self.state.global_step, 1)
+        super().log(logs, *args, **kwargs)
 
     def compute_loss(self, model, inputs, *args, **kwargs):
         inputs["use_cache"] = False
@@ -303,38 +306,33 @@ class ExecutorSFTTrainer(SFTTrainer):
         )
         (Path(self.args.output_dir) / "README.md").write_text(text, encoding="utf-8")
 
-    def _issue_warnings_after_load(self, load_result) -> None:
-        """Tied weights (lm_head = embeddings) are saved once; re-tie them instead of warning."""
-        missing = set(load_result.missing_keys)
-        if missing and missing <= _tied_parameter_names(self.model):
-            self.model.tie_weights()
-            load_result = SimpleNamespace(missing_keys=[], unexpected_keys=load_result.unexpected_keys)
-        super()._issue_warnings_after_load(load_result)
 
+@contextlib.contextmanager
+def _no_tied_weights_warning(model):
+    """No missing-keys warning on a resume when only tied weights are missing (saved once, e.g. an
+    lm_head tied to the embeddings: loading the one copy fills both). No public hook sees the load
+    (transformers 5.17 `Trainer._load_from_checkpoint`, trainer.py:3556, hands it to the private
+    `_issue_warnings_after_load`, :3912), so a filter on its logger matches the line's text."""
+    prefix = "There were missing keys in the checkpoint model loaded: "
 
-class _ContinueLossSum(TrainerCallback):
-    """Start the Trainer's loss sum (reset when training starts) at the resumed checkpoint's, so
-    that the `train_loss` it logs, prints and returns averages every step of the run."""
+    def keep(record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        missing = text.startswith(prefix) and set(ast.literal_eval(text[len(prefix) : -1]))
+        return not missing or not missing <= _tied_parameter_names(model)
 
-    def __init__(self, trainer: ExecutorSFTTrainer):
-        self.trainer = trainer
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        if self.trainer.run_record is not None:
-            self.trainer._total_loss_scalar = self.trainer.run_record.loss_sum
+    trainer_logger = logging.getLogger("transformers.trainer")
+    trainer_logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        trainer_logger.removeFilter(keep)
 
 
 def _tied_parameter_names(model) -> set[str]:
     """Names of parameters that share storage with an earlier parameter (e.g. a tied lm_head)."""
-    seen: dict[int, str] = {}
-    tied: set[str] = set()
-    for name, param in model.named_parameters(remove_duplicate=False):
-        key = param.data_ptr()
-        if key in seen:
-            tied.add(name)
-        else:
-            seen[key] = name
-    return tied
+    first: dict[int, str] = {}
+    params = model.named_parameters(remove_duplicate=False)
+    return {name for name, param in params if first.setdefault(param.data_ptr(), name) != name}
 
 
 @contextlib.contextmanager
@@ -491,6 +489,7 @@ def _train(script_args, training_args, model_args, rows, training_template, star
         # Reentrant checkpointing gives no gradient to layers whose inputs need none (the frozen ones below).
         kwargs = {**(training_args.gradient_checkpointing_kwargs or {}), "use_reentrant": False}
         training_args = dataclasses.replace(training_args, gradient_checkpointing_kwargs=kwargs)
+    interrupt = SaveOnInterrupt()
     with _quiet_library_output(training_args):
         trainer = ExecutorSFTTrainer(
             model=model,
@@ -503,11 +502,10 @@ def _train(script_args, training_args, model_args, rows, training_template, star
             run_record=record,
             gathered_loss=script_args.gathered_loss,
             trainable_layers=script_args.trainable_layers,
-            callbacks=callbacks,
+            callbacks=[*(callbacks or []), interrupt],
         )
-    interrupt = SaveOnInterrupt()
-    trainer.add_callback(interrupt)
-    result = trainer.train(resume_from_checkpoint=resume)
+    with _no_tied_weights_warning(trainer.model):
+        result = trainer.train(resume_from_checkpoint=resume)
     interrupt.check(training_args.output_dir, trainer.state.global_step, trainer.state.max_steps)
     with _quiet_library_output(training_args):
         trainer.save_model(training_args.output_dir)
@@ -518,8 +516,9 @@ def _train(script_args, training_args, model_args, rows, training_template, star
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
     trainer.save_state()
+    final_record = trainer.recorder.at(trainer.state.global_step)  # on every process: it gathers
     if training_args.should_save:
-        trainer.record_so_far().write(training_args.output_dir)
+        final_record.write(training_args.output_dir)
     name = (training_args.hub_model_id or Path(training_args.output_dir).name).split("/")[-1]
     trainer.create_model_card(model_name=name, base_model=model_args.model_name_or_path, first_row=rows[0])
     _push(trainer, script_args, training_args, rows, name)

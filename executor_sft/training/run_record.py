@@ -13,9 +13,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from executor_sft.errors import ConfigError
 from executor_sft.files import write_text
@@ -25,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "RUN_RECORD",
+    "RecordInCheckpoints",
     "ResumeChangedError",
     "RunRecord",
     "check_finished",
@@ -61,6 +66,25 @@ class RunRecord:
             return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
         except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
             return None
+
+
+class RecordInCheckpoints(TrainerCallback):
+    """Writes the run record into each checkpoint after the Trainer's files: one without it (the
+    process died in between) is incomplete, so a resume never skips the identity check.
+    `loss_sum` gives the run's loss sum so far; without it the record keeps the one it began with."""
+
+    def __init__(self, record: RunRecord, loss_sum: Callable[[], float] | None = None):
+        self.record, self.loss_sum = record, loss_sum
+
+    def at(self, step: int) -> RunRecord:
+        """The record at `step`; every process calls it (the loss sum may be a collective)."""
+        loss_sum = self.record.loss_sum if self.loss_sum is None else self.loss_sum()
+        return dataclasses.replace(self.record, loss_sum=loss_sum, global_step=step)
+
+    def on_save(self, args, state, control, **kwargs):
+        record = self.at(state.global_step)
+        if args.should_save:
+            record.write(Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
 
 
 def identity_changes(before: dict[str, Any], now: dict[str, Any]) -> dict[str, str]:
