@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from executor_sft.agents.answerer import Finding, run_answerer
 from executor_sft.agents.backbone import BackboneSession
 from executor_sft.agents.calls import gather_or_cancel
 from executor_sft.agents.config import PipelineConfig
-from executor_sft.agents.dispatch import executor_slot
 from executor_sft.agents.executor import run_executor
 from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.llm.routing import routing
@@ -96,7 +95,12 @@ async def run_episode(
         research_start = time.perf_counter()
         await _run_rounds(session, trajectory, 0, models, retriever, roles, config, episode_id)
         research_s = time.perf_counter() - research_start
-        rounds, runs, findings, usage = trajectory.rounds, trajectory.runs, trajectory.findings, trajectory.usage
+        rounds, runs, findings, usage = (
+            trajectory.rounds,
+            trajectory.runs,
+            trajectory.findings,
+            trajectory.usage,
+        )
         stop_reason, error = trajectory.stop_reason, trajectory.error
 
         answer, answerer_record = None, None
@@ -141,7 +145,10 @@ async def run_episode(
         if config.label_outcomes:
             shadows = [run for run in runs if run.role != config.driver]
             outcomes = await gather_or_cancel(
-                *(label_outcome(episode, run, models, retriever, config=config, judge=judge) for run in shadows)
+                *(
+                    label_outcome(episode, run, models, retriever, config=config, judge=judge)
+                    for run in shadows
+                )
             )
             for run, outcome in zip(shadows, outcomes, strict=True):
                 run.outcome = outcome
@@ -224,7 +231,7 @@ def add_outcome_usage(episode: Episode, outcome: Outcome | None) -> None:
             episode.usage.setdefault(key, Usage()).add(usage)
 
 
-async def _execute(
+def _execute(
     model: ChatModel,
     retriever: Retriever,
     sub_query: str,
@@ -237,23 +244,25 @@ async def _execute(
     max_searches: int | None = None,
     run_role: str | None = None,
     counterfactual_of: str | None = None,
-) -> ExecutorRun:
+) -> Awaitable[ExecutorRun]:
+    """`run_executor` on one sub-query with `role`'s settings (not a coroutine of its own: the
+    run is awaited where it is gathered)."""
     settings = config.executor_settings(role)
     if max_searches is not None:
         settings = settings.replace(max_searches=max_searches)
     run_role = run_role or role
-    async with executor_slot(config.max_concurrent_executors):
-        return await run_executor(
-            model,
-            retriever,
-            sub_query,
-            settings,
-            role=run_role,
-            run_id=make_run_id(episode_id, round_index, sub_query_index, run_role),
-            round=round_index,
-            sub_query_index=sub_query_index,
-            counterfactual_of=counterfactual_of,
-        )
+    return run_executor(
+        model,
+        retriever,
+        sub_query,
+        settings,
+        role=run_role,
+        run_id=make_run_id(episode_id, round_index, sub_query_index, run_role),
+        round=round_index,
+        sub_query_index=sub_query_index,
+        counterfactual_of=counterfactual_of,
+        max_in_flight=config.max_concurrent_executors,
+    )
 
 
 def episode_config_record(

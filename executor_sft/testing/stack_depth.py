@@ -90,7 +90,9 @@ def count_frames(entry: str, roots: list[Path]) -> Iterator[Depths]:
         starts = [i for i, f in enumerate(chain) if f.f_code.co_name == entry and _ours(f, roots_s)]
         if starts:
             chain = chain[starts[0] :]
-            ends = [i for i, f in enumerate(chain) if any(lib in f.f_code.co_filename for lib in HTTP_LIBRARIES)]
+            ends = [
+                i for i, f in enumerate(chain) if any(lib in f.f_code.co_filename for lib in HTTP_LIBRARIES)
+            ]
             chain = chain[: ends[0]] if ends else chain
             depths.chains.append(
                 [f"{Path(f.f_code.co_filename).name}:{f.f_code.co_name}" for f in chain if _ours(f, roots_s)]
