@@ -110,16 +110,6 @@ class CollectConfig(BaseModel):
     attempts_path: str | None = None
     """The failed-attempts log (default: `<rollouts stem>.attempts.jsonl` beside the rollouts file)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _removed(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "num_workers" in data:
-            raise ValueError(
-                "num_workers was removed (the process engine is gone): use engine: ray (docs/scale.md), "
-                "or num_shards / shard_index and `collect_rollouts.py merge`"
-            )
-        return data
-
     @model_validator(mode="after")
     def _check(self) -> CollectConfig:
         if self.shard_index >= self.num_shards:

@@ -1,7 +1,7 @@
 """From `recipes/collect_rollouts.py`'s `main` to a model's HTTP request: how many frames of ours.
 
 A one-episode collection against the scripted world roles served on 127.0.0.1; every request the
-HTTP transport sends is counted (`executor_sft.testing.stack_depth`: frames in executor_sft/ and
+HTTP transport sends is counted (`tests/stack_depth.py`: frames in executor_sft/ and
 recipes/, across asyncio tasks), the executor's the deepest. 21 before the runtime refactor, 17
 now; issue 58 asks for 8, which this bound does not reach yet: it keeps the path from growing.
 """
@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-from fault_helpers import served_models
+from fault_helpers import served_models, write_collect_config
 from script_modules import load_script
-
-from executor_sft.testing.stack_depth import count_frames
+from stack_depth import count_frames
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_FRAMES = 17
@@ -22,15 +20,11 @@ MAX_FRAMES = 17
 
 def test_the_recipe_reaches_the_http_call_within_the_frame_bound(world_dir, scripted_endpoints, tmp_path):
     base, index = scripted_endpoints
-    config = {
-        "questions": {"path": str(world_dir / "questions.jsonl"), "limit": 1},
-        "retriever": {"index": str(index), "kind": "bm25", "k": 3},
-        "models": served_models(base, {r: r for r in ("backbone", "teacher", "student", "answerer")}),
-        "output_dir": str(tmp_path / "out"),
-        "concurrency": 1,
-    }
-    path = tmp_path / "collect.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    roles = {r: r for r in ("backbone", "teacher", "student", "answerer")}
+    retriever = {"index": str(index), "kind": "bm25", "k": 3}
+    path = write_collect_config(
+        tmp_path / "collect.yaml", world_dir, served_models(base, roles), retriever, limit=1, concurrency=1
+    )
     recipe = load_script("recipes/collect_rollouts.py")
     with count_frames("main", [REPO / "executor_sft", REPO / "recipes"]) as depths:
         assert recipe.main(["--config", str(path)]) == 0
