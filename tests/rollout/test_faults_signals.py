@@ -63,7 +63,10 @@ def test_sigterm_says_what_was_kept_and_the_rerun_finishes(served, world_dir, tm
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == -signal.SIGTERM
-    (line,) = [s for s in stderr.splitlines() if s.startswith("terminated (SIGTERM):")]
+    # the progress bar's last redraw may share the line (tqdm ends its redraws with "\r", not "\n")
+    (line,) = [
+        s[s.index("terminated (SIGTERM):") :] for s in stderr.splitlines() if "terminated (SIGTERM):" in s
+    ]
     assert f"finished episodes are kept in {rollouts}; run the same command again to resume" in line
     endpoints.control.delay_s = 0.0
     again = run_recipe("collect_rollouts.py", "--config", str(config), timeout=180)
