@@ -1,20 +1,14 @@
 """Collection engine throughput: fixed-latency model doubles + real BM25 over minibench.
 
-    python bench/rollout_bench.py                      # concurrency 1, 16, 64, 256; 1 and 2 processes
+    python bench/rollout_bench.py                      # concurrency 1, 16, 64, 256; 1 process and 2 Ray actors
     python bench/rollout_bench.py --concurrency 256 --processes 1 --latency-ms 200 --profile prof.out
-    python bench/rollout_bench.py --concurrency 256 1024 --processes 2 --engine process ray
+    python bench/rollout_bench.py --concurrency 256 1024 --processes 2
 
-`--engine ray` runs the same collection on Ray (`engine: ray`) with as many actors as
+`--processes 2` runs the same collection on Ray (`engine: ray`) with as many actors as
 `--processes`, on a local one-machine Ray cluster started for the run (one CPU per actor): each
 actor loads its own index and models, runs its share of the concurrency and streams episodes
 to this process, which writes the one `rollouts.jsonl`. Its wall time is the window from when
 every actor is ready to when the last task ends (writes included: there is no merge).
-
-`--processes 2` runs `collect_parallel` (one event loop per core, concurrency split evenly,
-part files merged at the end); its wall time is the collection window, from when both
-workers have loaded the index to when the last one finishes (each worker has its own
-retriever and cache). The merge of the part files into one `rollouts.jsonl` is timed
-separately (merge s) and also folded into a second ratio (% of ideal incl. merge).
 
 What it isolates: the engine's own overhead (event loop, records, JSON, fsync, retrieval
 threads). Every model call is an `asyncio.sleep(latency)` with a FIXED script shape, so the
@@ -153,7 +147,9 @@ class YesJudge(FixedShapeModel):
         return {"role": "assistant", "content": "yes"}
 
 
-def fixed_shape_models(questions: list[Question], latency_s: float, judge: bool = False) -> dict[str, Any]:
+def fixed_shape_models(
+    questions: list[Question] | None = None, latency_s: float = 0.2, judge: bool = False
+) -> dict[str, Any]:
     models: dict[str, Any] = {
         "backbone": TwoSubQueryBackbone("backbone", latency_s),
         "teacher": SearchThenReport("teacher", latency_s, searches=2),
@@ -220,7 +216,7 @@ def _row(
     seconds = result.elapsed_s if seconds is None else seconds
     rate = episodes / seconds
     row = {
-        "engine": engine or ("process" if processes > 1 else "in_process"),
+        "engine": engine or "in_process",
         "concurrency": concurrency,
         "processes": processes,
         "episodes": episodes,
@@ -263,40 +259,6 @@ async def run_level(
     return _row(concurrency, 1, episodes, result, cpu, calls, latency_s, judge)
 
 
-def run_level_parallel(
-    concurrency: int,
-    processes: int,
-    episodes: int,
-    questions: list[Question],
-    index: Path,
-    latency_s: float,
-    judge: bool,
-    workdir: Path,
-) -> dict[str, float]:
-    """`processes` spawned workers, `concurrency / processes` episodes in flight each, then the merge."""
-    from executor_sft.retrieval.config import build_retriever
-    from executor_sft.rollout import collect_parallel
-
-    config = _config(concurrency, index, workdir / f"c{concurrency}-p{processes}")
-    subset = questions[:episodes]
-    result = collect_parallel(
-        config,
-        processes,
-        models_factory=functools.partial(fixed_shape_models, latency_s=latency_s, judge=judge),
-        retriever_factory=functools.partial(build_retriever, config.retriever),
-        questions=subset,
-        show_progress=False,
-    )
-    # Calls from the summary's usage (every call succeeds here); judge calls are not in usage.
-    calls = sum(r["calls"] for r in result.summary["roles"].values())
-    if judge:
-        calls += 3 * episodes  # YesJudge: the episode answer, the shadow outcome, the counterfactual
-    cpu = sum(result.timings["worker_cpu_s"])
-    return _row(
-        concurrency, processes, episodes, result, cpu, calls, latency_s, judge, result.timings["merge_s"]
-    )
-
-
 def run_level_ray(
     concurrency: int,
     actors: int,
@@ -319,8 +281,8 @@ def run_level_ray(
     result = asyncio.run(
         collect(
             config,
-            models_factory=functools.partial(fixed_shape_models, latency_s=latency_s, judge=judge),
-            retriever_factory=functools.partial(build_retriever, config.retriever),
+            models=functools.partial(fixed_shape_models, latency_s=latency_s, judge=judge),
+            retriever=functools.partial(build_retriever, config.retriever),
             questions=subset,
             show_progress=False,
         )
@@ -387,14 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         nargs="+",
         default=[1, 2],
-        help="worker processes per level (1 = plain collect)",
-    )
-    parser.add_argument(
-        "--engine",
-        nargs="+",
-        choices=["process", "ray"],
-        default=["process"],
-        help="for levels with more than one process: worker processes, Ray actors, or both side by side",
+        help="processes per level (1 = plain collect, more = that many Ray actors)",
     )
     parser.add_argument("--profile", help="write a cProfile of the last single-process level to this file")
     args = parser.parse_args(argv)
@@ -412,12 +367,7 @@ def main(argv: list[str] | None = None) -> int:
                 if p > 1 and c < p:
                     continue
                 if p > 1:
-                    for engine in args.engine:
-                        run = run_level_ray if engine == "ray" else run_level_parallel
-                        row = run(c, p, episodes, questions, index, latency_s, args.judge, Path(tmp))
-                        rows.append(row)
-                        _say(row)
-                    continue
+                    row = run_level_ray(c, p, episodes, questions, index, latency_s, args.judge, Path(tmp))
                 else:
                     coro = run_level(c, episodes, questions, index, latency_s, args.judge, Path(tmp))
                     if args.profile and i == len(args.concurrency) - 1:

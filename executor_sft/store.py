@@ -352,8 +352,8 @@ class EpisodeStore:
     def append_lines(self, blob: bytes, keys: set[str]) -> None:
         """Append complete JSONL lines already serialised elsewhere (with their keys), one fsync.
 
-        For merging part files this process knows to be complete and disjoint from the store
-        (`collect_parallel`); a key already present is an error, since nothing is filtered.
+        For merging shard files this process knows to be complete and disjoint from the store
+        (`merge_rollouts`); a key already present is an error, since nothing is filtered.
         """
         if not blob:
             return

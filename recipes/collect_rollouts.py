@@ -57,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     add_option(parser, "num_shards", type=int)
     add_option(parser, "shard_index", type=int)
     parser.add_argument("--concurrency", type=int)
-    add_option(parser, "num_workers", type=int, help="processes (one per core)")
-    add_option(parser, "engine", help="in_process, process or ray (docs/scale.md); default from num_workers")
+    add_option(parser, "engine", help="in_process (default) or ray (docs/scale.md)")
     add_option(parser, "samples_per_question", type=int)
     add_option(parser, "wait_for_lock", action="store_true", default=None, help="wait for another writer")
     add_option(

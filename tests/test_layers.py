@@ -32,6 +32,7 @@ LAYERS = {
     "metrics": 1,
     "agents": 2,
     "preflight": 2,
+    "runtime": 2,
     "training": 2,
     "rollout": 3,
     "filters": 3,

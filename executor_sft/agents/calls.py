@@ -33,7 +33,7 @@ __all__ = ["INFRASTRUCTURE_ERRORS", "CallResult", "call_model", "gather_or_cance
 async def gather_or_cancel(*aws: Awaitable[T]) -> list[T]:
     """`asyncio.gather`, except that when one raises the others are cancelled before it propagates:
     a failed episode must not leave its other calls running against a failing endpoint."""
-    tasks = [asyncio.ensure_future(a) for a in aws]
+    tasks = list(map(asyncio.ensure_future, aws))  # no comprehension frame between caller and tasks
     try:
         return list(await asyncio.gather(*tasks))
     except BaseException:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS, call_model
+from executor_sft.agents.dispatch import executor_slot
 from executor_sft.agents.executor_text import (
     SNIPPET_CHARS,
     correction_messages,
@@ -70,6 +71,7 @@ async def run_executor(
     round: int = 0,
     sub_query_index: int = 0,
     counterfactual_of: str | None = None,
+    max_in_flight: int | None = None,
     **overrides: object,
 ) -> ExecutorRun:
     """Run one executor on one sub-query and return the complete run record.
@@ -77,27 +79,29 @@ async def run_executor(
     `settings` holds the budget, protocol, sampling, prompts and tools; keyword `overrides`
     (`max_turns=`, `top_k=`, `protocol=`, ...) replace its fields for this call. `{top_k}`,
     `{max_searches}` and `{parallel_tool_calls}` in the system prompt are filled in either way.
+    `max_in_flight` caps the executor runs in flight on this loop (`agents.dispatch.executor_slot`).
     """
-    settings = settings or ExecutorSettings()
-    if overrides:
-        settings = settings.replace(**overrides)
-    header = {
-        "run_id": run_id or f"{role}/r{round}/q{sub_query_index}",
-        "round": round,
-        "sub_query_index": sub_query_index,
-        "sub_query": sub_query,
-        "role": role,
-        "model": str(getattr(model, "name", "unknown")),
-        "max_turns": settings.max_turns,
-        "max_searches": settings.searches,
-    }
-    _check_header(header, counterfactual_of)
-    run = _ExecutorLoop(model, retriever, settings, sub_query)
-    with routing(header["run_id"]):  # every turn of a run on one replica: its prefix stays cached
-        for turn in range(settings.max_turns):
-            if not await run.turn(turn):
-                break
-    return run.record(header, counterfactual_of, getattr(retriever, "index_id", "unnamed"))
+    async with executor_slot(max_in_flight):
+        settings = settings or ExecutorSettings()
+        if overrides:
+            settings = settings.replace(**overrides)
+        header = {
+            "run_id": run_id or f"{role}/r{round}/q{sub_query_index}",
+            "round": round,
+            "sub_query_index": sub_query_index,
+            "sub_query": sub_query,
+            "role": role,
+            "model": str(getattr(model, "name", "unknown")),
+            "max_turns": settings.max_turns,
+            "max_searches": settings.searches,
+        }
+        _check_header(header, counterfactual_of)
+        run = _ExecutorLoop(model, retriever, settings, sub_query)
+        with routing(header["run_id"]):  # every turn of a run on one replica: its prefix stays cached
+            for turn in range(settings.max_turns):
+                if not await run.turn(turn):
+                    break
+        return run.record(header, counterfactual_of, getattr(retriever, "index_id", "unnamed"))
 
 
 class _ExecutorLoop:

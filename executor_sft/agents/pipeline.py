@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from executor_sft.agents.answerer import Finding, run_answerer
 from executor_sft.agents.backbone import BackboneSession
 from executor_sft.agents.calls import gather_or_cancel
 from executor_sft.agents.config import PipelineConfig
-from executor_sft.agents.dispatch import executor_slot
 from executor_sft.agents.executor import run_executor
 from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.llm.routing import routing
@@ -81,99 +80,80 @@ async def run_episode(
     """
     config = config or PipelineConfig()
     roles = [config.driver] if separate else list(config.executor_roles)
-    _require(models, [BACKBONE, ANSWERER, *roles])
     judge = _judge_from(models, judge)
     episode_id = make_episode_id(question.id, sample_index, config.driver if separate else None)
     with routing(episode_id):  # the episode's backbone rounds and answers stay on one replica each
-        return await _run_episode(
-            question,
-            models,
-            retriever,
-            config,
-            sample_index,
-            judge,
-            config_record,
-            roles,
-            episode_id,
-            separate,
-        )
-
-
-async def _run_episode(
-    question: Question,
-    models: Mapping[str, ChatModel],
-    retriever: Retriever,
-    config: PipelineConfig,
-    sample_index: int,
-    judge: LLMJudge | None,
-    config_record: Mapping[str, Any] | None,
-    roles: list[str],
-    episode_id: str,
-    separate: bool,
-) -> Episode:
-    session = BackboneSession(
-        models[BACKBONE],
-        question.question,
-        max_parallel=config.max_parallel,
-        max_rounds=config.max_rounds,
-        prompts=config.prompts,
-        sampling=config.sampling_for(BACKBONE),
-    )
-    trajectory = _Trajectory(usage={r: Usage() for r in (BACKBONE, *roles, ANSWERER)})
-    research_start = time.perf_counter()
-    await _run_rounds(session, trajectory, 0, models, retriever, roles, config, episode_id)
-    research_s = time.perf_counter() - research_start
-    rounds, runs, findings, usage = trajectory.rounds, trajectory.runs, trajectory.findings, trajectory.usage
-    stop_reason, error = trajectory.stop_reason, trajectory.error
-
-    answer, answerer_record = None, None
-    if stop_reason != "error" or findings:
-        result = await run_answerer(
-            models[ANSWERER],
+        session = BackboneSession(
+            models[BACKBONE],
             question.question,
-            findings,
+            max_parallel=config.max_parallel,
+            max_rounds=config.max_rounds,
             prompts=config.prompts,
-            sampling=config.sampling_for(ANSWERER),
-            answer_format=question.answer_format,
+            sampling=config.sampling_for(BACKBONE),
         )
-        answerer_record = result.record
-        if result.error is not None:
-            stop_reason, error = "error", error or f"answerer: {result.error}"
-        else:
-            usage[ANSWERER].add(result.record.usage)
-            answer = result.answer
+        trajectory = _Trajectory(usage={r: Usage() for r in (BACKBONE, *roles, ANSWERER)})
+        research_start = time.perf_counter()
+        await _run_rounds(session, trajectory, 0, models, retriever, roles, config, episode_id)
+        research_s = time.perf_counter() - research_start
+        rounds, runs, findings, usage = (
+            trajectory.rounds,
+            trajectory.runs,
+            trajectory.findings,
+            trajectory.usage,
+        )
+        stop_reason, error = trajectory.stop_reason, trajectory.error
 
-    metrics = await score_answer(question, answer, judge)
-    episode = Episode(
-        episode_id=episode_id,
-        sample_index=sample_index,
-        question=question,
-        config=config_record
-        if config_record is not None
-        else episode_config_record(config, models, retriever, judge),
-        rounds=rounds,
-        runs=runs,
-        answer=answer,
-        metrics=metrics,
-        usage=usage,
-        stop_reason=stop_reason,
-        error=error,
-        answerer=answerer_record,
-        research_s=research_s,
-        driver=config.driver if separate else None,
-    )
-    for run in runs:
-        if run.role == config.driver:
-            run.outcome = Outcome(answer=answer, em=metrics.em, f1=metrics.f1, judge=metrics.judge)
-    if config.label_outcomes:
-        shadows = [run for run in runs if run.role != config.driver]
-        outcomes = await gather_or_cancel(
-            *(label_outcome(episode, run, models, retriever, config=config, judge=judge) for run in shadows)
+        answer, answerer_record = None, None
+        if stop_reason != "error" or findings:
+            result = await run_answerer(
+                models[ANSWERER],
+                question.question,
+                findings,
+                prompts=config.prompts,
+                sampling=config.sampling_for(ANSWERER),
+                answer_format=question.answer_format,
+            )
+            answerer_record = result.record
+            if result.error is not None:
+                stop_reason, error = "error", error or f"answerer: {result.error}"
+            else:
+                usage[ANSWERER].add(result.record.usage)
+                answer = result.answer
+
+        metrics = await score_answer(question, answer, judge)
+        episode = Episode(
+            episode_id=episode_id,
+            sample_index=sample_index,
+            question=question,
+            config=config_record
+            if config_record is not None
+            else episode_config_record(config, models, retriever, judge),
+            rounds=rounds,
+            runs=runs,
+            answer=answer,
+            metrics=metrics,
+            usage=usage,
+            stop_reason=stop_reason,
+            error=error,
+            answerer=answerer_record,
+            research_s=research_s,
+            driver=config.driver if separate else None,
         )
-        for run, outcome in zip(shadows, outcomes, strict=True):
-            run.outcome = outcome
-            add_outcome_usage(episode, outcome)
-    return episode
+        for run in runs:
+            if run.role == config.driver:
+                run.outcome = Outcome(answer=answer, em=metrics.em, f1=metrics.f1, judge=metrics.judge)
+        if config.label_outcomes:
+            shadows = [run for run in runs if run.role != config.driver]
+            outcomes = await gather_or_cancel(
+                *(
+                    label_outcome(episode, run, models, retriever, config=config, judge=judge)
+                    for run in shadows
+                )
+            )
+            for run, outcome in zip(shadows, outcomes, strict=True):
+                run.outcome = outcome
+                add_outcome_usage(episode, outcome)
+        return episode
 
 
 @dataclasses.dataclass
@@ -251,7 +231,7 @@ def add_outcome_usage(episode: Episode, outcome: Outcome | None) -> None:
             episode.usage.setdefault(key, Usage()).add(usage)
 
 
-async def _execute(
+def _execute(
     model: ChatModel,
     retriever: Retriever,
     sub_query: str,
@@ -264,23 +244,25 @@ async def _execute(
     max_searches: int | None = None,
     run_role: str | None = None,
     counterfactual_of: str | None = None,
-) -> ExecutorRun:
+) -> Awaitable[ExecutorRun]:
+    """`run_executor` on one sub-query with `role`'s settings (not a coroutine of its own: the
+    run is awaited where it is gathered)."""
     settings = config.executor_settings(role)
     if max_searches is not None:
         settings = settings.replace(max_searches=max_searches)
     run_role = run_role or role
-    async with executor_slot(config.max_concurrent_executors):
-        return await run_executor(
-            model,
-            retriever,
-            sub_query,
-            settings,
-            role=run_role,
-            run_id=make_run_id(episode_id, round_index, sub_query_index, run_role),
-            round=round_index,
-            sub_query_index=sub_query_index,
-            counterfactual_of=counterfactual_of,
-        )
+    return run_executor(
+        model,
+        retriever,
+        sub_query,
+        settings,
+        role=run_role,
+        run_id=make_run_id(episode_id, round_index, sub_query_index, run_role),
+        round=round_index,
+        sub_query_index=sub_query_index,
+        counterfactual_of=counterfactual_of,
+        max_in_flight=config.max_concurrent_executors,
+    )
 
 
 def episode_config_record(

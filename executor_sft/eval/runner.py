@@ -30,14 +30,15 @@ from executor_sft.data.selection import select_questions
 from executor_sft.episode_runner import RunReport, WorkItem, run_episodes, work_items
 from executor_sft.errors import MissingFileError
 from executor_sft.eval.aggregate import EvalResults, summarize
-from executor_sft.eval.config import ANSWERER_ROLE, JUDGE_ROLE, SINGLE_AGENT_ROLE, EvalConfig
+from executor_sft.eval.config import ANSWERER_ROLE, SINGLE_AGENT_ROLE, EvalConfig
 from executor_sft.eval.report import judge_warning, results_markdown, write_markdown
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.config import api_keys
-from executor_sft.llm.pool import ModelPool, build_models
+from executor_sft.llm.pool import ModelPool
 from executor_sft.ray_runner import ActorWork, run_episodes_ray
 from executor_sft.registry import Registry
 from executor_sft.retrieval.base import Retriever
+from executor_sft.runtime import Runtime
 from executor_sft.schema import Episode, Question
 from executor_sft.store import EpisodeStore
 from executor_sft.urls import redact
@@ -161,18 +162,29 @@ def _load_tokenizer(spec: str | None) -> Any:
     return load(spec)
 
 
-def _make_run_one(
-    config: EvalConfig, models: Mapping[str, ChatModel], retriever: Retriever | None
-) -> Callable[[WorkItem], Awaitable[Episode]]:
+def build_runtime(config: EvalConfig, pool: ModelPool | None = None, **given: Any) -> Runtime:
+    """This evaluation's models, retriever and judge (`Runtime.build`), or the `given` objects
+    (`models`, `retriever`); the BM25 index is built first where `build_index_from` asks for it."""
+    if config.needs_retriever and config.build_index_from is not None and given.get("retriever") is None:
+        ensure_index(config.retriever.index, config.build_index_from)
+    return Runtime.build(
+        config.models,
+        config.retriever if config.needs_retriever else None,
+        config.required_roles(),
+        llm_cache=config.llm_cache_file(),
+        judge_cache=config.judge_cache or config.out / "judge_cache.jsonl",
+        judge_prompt=config.pipeline.prompts.get("judge"),
+        pool=pool,
+        **{k: v for k, v in given.items() if v is not None},
+    )
+
+
+def _make_run_one(config: EvalConfig, runtime: Runtime) -> Callable[[WorkItem], Awaitable[Episode]]:
     """`run_one` for the episode runner: the pipeline, or the single agent, on one (question, sample)."""
     from executor_sft.agents import run_episode, run_single_agent
     from executor_sft.agents.no_retrieval import run_no_retrieval
-    from executor_sft.metrics.judge import LLMJudge
 
-    judge = None
-    if JUDGE_ROLE in models:
-        cache = config.judge_cache or str(config.out / "judge_cache.jsonl")
-        judge = LLMJudge(models[JUDGE_ROLE], prompt=config.pipeline.prompts.get("judge"), cache_path=cache)
+    models, retriever, judge = runtime.models, runtime.retriever, runtime.judge
     single_agent = config.single_agent.executor_settings(config.pipeline.prompts)
 
     async def run_one(item: WorkItem) -> Episode:
@@ -199,45 +211,22 @@ def _make_run_one(
     return run_one
 
 
-@dataclass
-class EvalInputs:
-    """Objects a caller hands `run_eval` instead of building them from the config."""
-
-    models: Mapping[str, ChatModel] | None = None
-    retriever: Retriever | None = None
-    pool: ModelPool | None = None
-    progress: bool = True
-
-
-EvalEngine = Callable[[EvalConfig, list[WorkItem], EpisodeStore, EvalInputs], RunReport]
+EvalEngine = Callable[..., RunReport]
+"""`engine(config, work, store, progress=..., pool=..., models=..., retriever=...)`."""
 EVAL_ENGINES: Registry[EvalEngine] = Registry("evaluation engine")
-
-
-def _build_retriever(config: EvalConfig) -> Retriever | None:
-    if not config.needs_retriever:
-        return None
-    from executor_sft.retrieval.config import build_retriever
-
-    if config.build_index_from is not None:
-        ensure_index(config.retriever.index, config.build_index_from)
-    return build_retriever(config.retriever)
 
 
 @EVAL_ENGINES.register("in_process")
 def in_process(
-    config: EvalConfig, work: list[WorkItem], store: EpisodeStore, inputs: EvalInputs
+    config: EvalConfig, work: list[WorkItem], store: EpisodeStore, *, progress: bool = True, **given: Any
 ) -> RunReport:
-    retriever = inputs.retriever if inputs.retriever is not None else _build_retriever(config)
-    models = inputs.models
-    if models is None:
-        models = build_models(config.models, cache_file=config.llm_cache_file(), pool=inputs.pool)
     return asyncio.run(
         run_episodes(
             work,
-            _make_run_one(config, models, retriever),
+            _make_run_one(config, build_runtime(config, **given)),
             store,
             concurrency=config.concurrency,
-            progress={"desc": config.name} if inputs.progress else None,
+            progress={"desc": config.name} if progress else None,
             max_attempts=config.max_attempts,
             expected_failures=INFRASTRUCTURE_ERRORS,
         )
@@ -251,14 +240,14 @@ def ray_actor_work(config_json: str) -> ActorWork:
     config = EvalConfig.model_validate_json(config_json).model_copy(
         update={"output_dir": scratch, "judge_cache": None, "llm_cache": False}
     )
-    models = build_models(config.models)
-    run_one = _make_run_one(config, models, _build_retriever(config))
-    return ActorWork(run_one, expected_failures=INFRASTRUCTURE_ERRORS)
+    return ActorWork(_make_run_one(config, build_runtime(config)), expected_failures=INFRASTRUCTURE_ERRORS)
 
 
 @EVAL_ENGINES.register("ray")
-def on_ray(config: EvalConfig, work: list[WorkItem], store: EpisodeStore, inputs: EvalInputs) -> RunReport:
-    if inputs.models is not None or inputs.retriever is not None:
+def on_ray(
+    config: EvalConfig, work: list[WorkItem], store: EpisodeStore, *, progress: bool = True, **given: Any
+) -> RunReport:
+    if given.get("models") is not None or given.get("retriever") is not None:
         raise ValueError("engine ray builds models and retriever on each actor from the config; pass neither")
     report = asyncio.run(
         run_episodes_ray(
@@ -267,7 +256,7 @@ def on_ray(config: EvalConfig, work: list[WorkItem], store: EpisodeStore, inputs
             store,
             config.ray,
             concurrency=config.concurrency,
-            progress={"desc": f"{config.name} (ray)"} if inputs.progress else None,
+            progress={"desc": f"{config.name} (ray)"} if progress else None,
             max_attempts=config.max_attempts,
             env=api_keys(config.models.values()),
         )
@@ -316,7 +305,9 @@ def run_eval(
         report = RunReport(skipped=len(work) - pending)
         if pending:
             engine = EVAL_ENGINES.get(config.engine)
-            report = engine(config, work, store, EvalInputs(models, retriever, pool, progress))
+            report = engine(
+                config, work, store, progress=progress, pool=pool, models=models, retriever=retriever
+            )
         episodes = [e for e in store if e.episode_id in wanted]
     failed = [episode_id for episode_id, _ in report.failed] + report.not_started
     results = summarize(

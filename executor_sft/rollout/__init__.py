@@ -1,21 +1,19 @@
-"""Rollout collection: episodes per question, counterfactual re-runs, resume, shards and worker processes."""
+"""Rollout collection: episodes per question, counterfactual re-runs, resume, shards and Ray."""
 
-from executor_sft.rollout.collect import (
-    ENGINES,
-    CollectResult,
-    add_counterfactuals,
-    collect,
-    format_result,
-    merge_rollouts,
-    select_questions,
-)
+from executor_sft.rollout.collect import ENGINES, collect
 from executor_sft.rollout.config import (
     CollectConfig,
     CollectQuestionSource,
     CounterfactualConfig,
     load_collect_config,
 )
-from executor_sft.rollout.parallel import collect_parallel, merge_parts
+from executor_sft.rollout.engine import (
+    CollectResult,
+    add_counterfactuals,
+    format_result,
+    merge_rollouts,
+    select_questions,
+)
 from executor_sft.rollout.summary import CollectionStats, collection_stats, render_summary
 
 __all__ = [
@@ -27,11 +25,9 @@ __all__ = [
     "CounterfactualConfig",
     "add_counterfactuals",
     "collect",
-    "collect_parallel",
     "collection_stats",
     "format_result",
     "load_collect_config",
-    "merge_parts",
     "merge_rollouts",
     "render_summary",
     "select_questions",

@@ -1,77 +1,53 @@
-"""`collect`: the one entry point of collection; the config's engine (`ENGINES`) says where it runs."""
+"""`collect`: the one entry point of collection; the config's engine (`ENGINES`) says where it runs.
+
+`in_process` runs every episode on one event loop here; `ray` runs them on actors over a Ray
+cluster and streams episodes back to this process (`executor_sft.rollout.ray_engine`). An
+engine of your own registers the same way, or is named by its import path.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from executor_sft.llm.base import ChatModel
 from executor_sft.metrics.judge import LLMJudge
+from executor_sft.registry import Registry
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig
-from executor_sft.rollout.engine import (
-    CollectInputs,
-    CollectResult,
-    ModelsFactory,
-    RetrieverFactory,
-    add_counterfactuals,
-    collect_in_process,
-    collection_models,
-    finish_collection,
-    format_result,
-    merge_rollouts,
-    select_questions,
-)
-from executor_sft.rollout.engines import ENGINES
+from executor_sft.rollout.engine import CollectResult, collect_in_process
+from executor_sft.runtime import ModelsFactory, RetrieverFactory
 from executor_sft.schema import Question
 
-__all__ = [
-    "CollectResult",
-    "ENGINES",
-    "add_counterfactuals",
-    "collection_models",
-    "collect",
-    "collect_in_process",
-    "finish_collection",
-    "format_result",
-    "merge_rollouts",
-    "select_questions",
-]
+Engine = Callable[..., Awaitable[CollectResult]]
+"""`engine(config, questions=..., show_progress=..., models=..., retriever=..., judge=...)`."""
+ENGINES: Registry[Engine] = Registry("collection engine")
+ENGINES.register("in_process", collect_in_process)
 
 
-async def collect(
+@ENGINES.register("ray")
+async def ray(config: CollectConfig, **kwargs) -> CollectResult:
+    from executor_sft.rollout.ray_engine import collect_on_ray
+
+    return await collect_on_ray(config, **kwargs)
+
+
+def collect(
     config: CollectConfig,
     *,
-    models: Mapping[str, ChatModel] | None = None,
-    retriever: Retriever | None = None,
+    models: Mapping[str, ChatModel] | ModelsFactory | None = None,
+    retriever: Retriever | RetrieverFactory | None = None,
     judge: LLMJudge | None = None,
     questions: Sequence[Question] | None = None,
     show_progress: bool = True,
-    skip_ids: Collection[str] = (),
-    progress: Mapping[str, Any] | None = None,
-    models_factory: ModelsFactory | None = None,
-    retriever_factory: RetrieverFactory | None = None,
-) -> CollectResult:
-    """Collect `samples_per_question` episodes per question into `config.rollouts_path`.
+) -> Awaitable[CollectResult]:
+    """Collect `samples_per_question` episodes per question into `config.rollouts_path` (await it).
 
-    `models`, `retriever` and `questions` default to what the config describes; pass them to
-    drive collection with objects you built yourself (scripted policies, a shared server).
-    Episode ids in `skip_ids` are treated as done (`collect_parallel` passes what the merged
-    file already holds); `progress` adds tqdm arguments. The config's engine
-    (`config.engine_name()`, looked up in `ENGINES`) decides where episodes run; engines that
-    run in other processes or on other machines (process, ray) build models and retriever there,
-    from the config or from the picklable `models_factory(questions)` / `retriever_factory()`.
+    `models`, `retriever`, `judge` and `questions` default to what the config describes; pass
+    them to drive collection with objects you built yourself (scripted policies, a shared
+    server). Engines that run on other machines (ray) build models and retriever there, from
+    the config or from picklable factories passed as `models` / `retriever`.
     """
-    engine = ENGINES.get(config.engine_name())
-    inputs = CollectInputs(
-        models=models,
-        retriever=retriever,
-        judge=judge,
-        questions=questions,
-        models_factory=models_factory,
-        retriever_factory=retriever_factory,
-        show_progress=show_progress,
-        skip_ids=skip_ids,
-        progress=progress,
+    engine = ENGINES.get(config.engine)
+    return engine(
+        config, questions=questions, show_progress=show_progress, models=models, retriever=retriever, judge=judge
     )
-    return await engine(config, inputs)

@@ -22,6 +22,7 @@ from executor_sft.preflight import Part, model_parts
 from executor_sft.ray_runner import RayConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
+from executor_sft.runtime import Runtime
 from executor_sft.schema import Question, Role
 from executor_sft.store import EpisodeStore, check_jsonl
 from executor_sft.urls import redact
@@ -86,12 +87,10 @@ class CollectConfig(BaseModel):
     output_dir: str = "outputs/rollouts"
     num_shards: int = Field(default=1, ge=1)
     shard_index: int = Field(default=0, ge=0)
-    num_workers: int = Field(default=1, ge=1)
-    """Processes collecting this config's questions (one per core; `collect_parallel`), merged at the end."""
-    engine: str | None = None
-    """`executor_sft.rollout.ENGINES`: in_process, process (`num_workers` processes) or ray (actors
-    over a Ray cluster, `ray`); a `module:attr` path names your own. Default: process when
-    `num_workers` > 1, else in_process."""
+    engine: str = "in_process"
+    """`executor_sft.rollout.ENGINES`: in_process (one event loop here) or ray (actors over a Ray
+    cluster, `ray`); a `module:attr` path names your own. More machines without Ray: shards
+    (`num_shards`, `shard_index`), merged with `collect_rollouts.py merge`."""
     ray: RayConfig = Field(default_factory=RayConfig)
     """The cluster and the split of work for `engine: ray` (docs/scale.md)."""
     llm_cache: bool = True
@@ -118,9 +117,6 @@ class CollectConfig(BaseModel):
         # `pipeline.roles.<role>.sampling` keys over `models.<role>` sampling fields, not instead of them
         self.pipeline = self.pipeline.with_model_sampling({r: m.sampling() for r, m in self.models.items()})
         return self
-
-    def engine_name(self) -> str:
-        return self.engine or ("process" if self.num_workers > 1 else "in_process")
 
     def required_roles(self) -> list[str]:
         return [Role.BACKBONE, Role.ANSWERER, *self.pipeline.executor_roles]
@@ -155,6 +151,19 @@ class CollectConfig(BaseModel):
         if digests := self.pipeline.prompts.file_digests():  # prompt files by content, not only path
             data["prompt_files"] = digests
         return data
+
+    def runtime(self, **given: Any) -> Runtime:
+        """This collection's models, retriever and judge (`Runtime.build`); `given` holds objects or
+        factories (`models`, `retriever`, `judge`) that replace what the config describes."""
+        judge_cache = self.rollouts_path.with_name(self.rollouts_path.stem + ".judge_cache.jsonl")
+        return Runtime.build(
+            self.models,
+            self.retriever,
+            self.required_roles(),
+            llm_cache=self.llm_cache_file(),
+            judge_cache=judge_cache,  # verdicts persist beside the rollouts: a resume never re-judges
+            **given,
+        )
 
     def open_store(self) -> EpisodeStore:
         """The rollouts file for writing: its writer lock taken and its system checked."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,15 +29,15 @@ from executor_sft.agents.pipeline import (
 )
 from executor_sft.data import select_questions as select_sources
 from executor_sft.episode_runner import RunReport, WorkItem, gave_up_episode, run_episodes
-from executor_sft.errors import ConfigError, InputError
+from executor_sft.errors import InputError
 from executor_sft.files import write_text
 from executor_sft.llm.base import ChatModel
-from executor_sft.llm.pool import build_models
 from executor_sft.llm.routing import replica_counts
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.retrieval.base import Retriever
 from executor_sft.rollout.config import CollectConfig, CounterfactualConfig
 from executor_sft.rollout.summary import CollectionStats, collection_stats, render_summary
+from executor_sft.runtime import Runtime
 from executor_sft.schema import Episode, Question, Role, Usage
 from executor_sft.store import (
     EpisodeStore,
@@ -70,7 +70,7 @@ class CollectResult:
     summary: dict[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
     timings: dict[str, Any] = field(default_factory=dict)
-    """`collect_parallel` only: merge seconds and per-worker CPU seconds."""
+    """`engine: ray` only: per-node counts and the window its actors worked in."""
     stats: CollectionStats | None = None
     """What `summary` was made from (the whole file)."""
 
@@ -132,48 +132,11 @@ async def add_counterfactuals(
     return len(new_runs)
 
 
-def collection_models(config: CollectConfig) -> dict[str, ChatModel]:
-    """The config's models (`executor_sft.llm.pool.build_models`, with its request cache unless
-    `llm_cache` is off); a role the collection needs but `models` lacks is an error before any loads."""
-    missing = [r for r in config.required_roles() if r not in config.models]
-    if missing:
-        raise ConfigError(f"config.models has no entry for role(s) {missing}")
-    return build_models(config.models, cache_file=config.llm_cache_file())
-
-
 def _postfix(stats: CollectionStats, failed: int) -> dict[str, str]:
     tokens = {role: s.tokens for role, s in stats.roles.items() if s.tokens}
     shown = {role: f"{t / 1000:.0f}k" for role, t in sorted(tokens.items())}
     runs = sum(s.runs for s in stats.roles.values())
     return {"runs": str(runs), **shown, "errors": str(stats.episode_errors + failed)}
-
-
-def build_models_and_retriever(
-    config: CollectConfig,
-    questions: list[Question],
-    models_factory: ModelsFactory | None,
-    retriever_factory: RetrieverFactory | None,
-) -> tuple[Mapping[str, ChatModel], Retriever]:
-    """What an engine that runs elsewhere (a worker process, a Ray actor) builds where it runs: the
-    models (`models_factory(questions)`, else the config's) and the retriever (`retriever_factory()`,
-    else the config's)."""
-    models = models_factory(questions) if models_factory else collection_models(config)
-    if retriever_factory is not None:
-        retriever = retriever_factory()
-    else:
-        from executor_sft.retrieval.config import build_retriever
-
-        retriever = build_retriever(config.retriever)
-    return models, retriever
-
-
-def collection_judge(config: CollectConfig, models: Mapping[str, ChatModel]) -> LLMJudge | None:
-    if Role.JUDGE not in models:
-        return None
-    # Verdicts persist beside the rollouts, so a resumed or repeated run never re-judges.
-    cache = config.rollouts_path.with_name(config.rollouts_path.stem + ".judge_cache.jsonl")
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    return LLMJudge(models[Role.JUDGE], cache_path=cache)
 
 
 def prior_stats(store: EpisodeStore) -> CollectionStats:
@@ -183,94 +146,48 @@ def prior_stats(store: EpisodeStore) -> CollectionStats:
     return collection_stats(read_episode_models(store.path))
 
 
-ModelsFactory = Callable[[list[Question]], Mapping[str, ChatModel]]
-"""Builds a worker's role -> model map from the worker's questions (must be picklable)."""
-RetrieverFactory = Callable[[], Retriever]
-
-
-@dataclass
-class CollectInputs:
-    """What a caller of `collect` may hand an engine instead of what the config describes.
-
-    Objects (`models`, `retriever`, `judge`) serve one process; engines that run elsewhere take
-    picklable factories (`models_factory(questions)`, `retriever_factory()`) instead."""
-
-    models: Mapping[str, ChatModel] | None = None
-    retriever: Retriever | None = None
-    judge: LLMJudge | None = None
-    questions: Sequence[Question] | None = None
-    models_factory: ModelsFactory | None = None
-    retriever_factory: RetrieverFactory | None = None
-    show_progress: bool = True
-    skip_ids: Collection[str] = ()
-    progress: Mapping[str, Any] | None = None
-
-    def objects_given(self) -> bool:
-        return self.models is not None or self.retriever is not None or self.judge is not None
-
-
-async def collect_in_process(config: CollectConfig, inputs: CollectInputs) -> CollectResult:
-    """`collect` in this process (the `in_process` engine, and what each worker of `collect_parallel` runs).
+async def collect_in_process(
+    config: CollectConfig,
+    *,
+    questions: Sequence[Question] | None = None,
+    show_progress: bool = True,
+    **given: Any,
+) -> CollectResult:
+    """`collect` in this process (the `in_process` engine).
 
     The rollouts file is opened first, so a second writer or a changed system is refused before
-    any model or index loads; models and retriever are `inputs`' objects, else built by its
-    factories, else from the config.
+    any model or index loads; then the runtime is built (`CollectConfig.runtime`, with the
+    `given` objects or factories: `models`, `retriever`, `judge`).
     """
-    models = inputs.models
-    if models is None and inputs.models_factory is not None:
-        models = inputs.models_factory(list(inputs.questions) if inputs.questions is not None else [])
-    retriever = inputs.retriever
-    if retriever is None and inputs.retriever_factory is not None:
-        retriever = inputs.retriever_factory()
-    judge, questions, progress = inputs.judge, inputs.questions, inputs.progress
     start = time.perf_counter()
     with config.open_store() as store:
-        questions = (
-            list(questions) if questions is not None else select_questions(config)
-        )  # before models load
+        questions = list(questions) if questions is not None else select_questions(config)  # before models load
         stats = prior_stats(store)  # a hand-edited record is its line before any model loads
-        models = dict(models) if models is not None else collection_models(config)
-        missing = [r for r in config.required_roles() if r not in models]
-        if missing:
-            raise ValueError(f"no model for role(s) {missing}")
-        if retriever is None:
-            from executor_sft.retrieval.config import build_retriever
-
-            retriever = build_retriever(config.retriever)
-        judge = judge if judge is not None else collection_judge(config, models)
-        run_one, give_up = episode_work(config, models, retriever, judge)
-
-        bar = (
-            {"desc": "episodes", "dynamic_ncols": True, **(progress or {})} if inputs.show_progress else None
-        )
+        runtime = config.runtime(**{k: v for k, v in given.items() if v is not None})
+        run_one, give_up = episode_work(config, runtime)
         report = await run_episodes(
             config.work_items(questions),
             run_one,
             store,
             concurrency=config.concurrency,
-            skip_ids=inputs.skip_ids,
             on_written=stats.add,
-            progress=bar,
+            progress={"desc": "episodes", "dynamic_ncols": True} if show_progress else None,
             postfix=lambda failed: _postfix(stats, failed),
             max_attempts=config.max_attempts,
             give_up=give_up,
             attempts_file=config.attempts_file(),
             expected_failures=INFRASTRUCTURE_ERRORS,
         )
-        return finish_run(
-            config,
-            stats,
-            report,
-            start=start,
-            summary_extra={"replicas": replicas} if (replicas := replica_counts(models)) else None,
-        )
+        replicas = replica_counts(runtime.models)
+        return finish_run(config, stats, report, start=start, summary_extra={"replicas": replicas} if replicas else None)
 
 
 def episode_work(
-    config: CollectConfig, models: Mapping[str, ChatModel], retriever: Retriever, judge: LLMJudge | None
+    config: CollectConfig, runtime: Runtime
 ) -> tuple[Callable[[WorkItem], Awaitable[Episode]], Callable[[WorkItem, str, int], Episode]]:
     """`run_one` (an episode with its counterfactual re-runs) and `give_up` for the episode runner;
-    every engine runs these, in this process, in worker processes or on Ray actors."""
+    every engine runs these, in this process or on Ray actors."""
+    models, retriever, judge = runtime.models, runtime.retriever, runtime.judge
     # The same for every episode of this collection (of one driver): dumped once, not per episode.
     pipelines = {d: config.pipeline if d is None else config.pipeline.for_driver(d) for d in config.drivers()}
     config_records = {d: episode_config_record(p, models, retriever, judge) for d, p in pipelines.items()}
@@ -296,39 +213,6 @@ def episode_work(
     return run_one, give_up
 
 
-def finish_collection(
-    config: CollectConfig,
-    stats: CollectionStats,
-    written: int,
-    skipped: int,
-    failed: list[tuple[str, str]],
-    *,
-    elapsed_s: float,
-    summary_extra: dict[str, Any] | None = None,
-    **result_fields: Any,
-) -> CollectResult:
-    """Write `<rollouts>.summary.json` and build the result (shared by one- and multi-process runs)."""
-    summary = stats.to_dict()
-    summary.update(written=written, skipped=skipped, failed=len(failed))
-    for key in ("gave_up", "not_started"):  # only when some were: a complete run's summary is unchanged
-        if result_fields.get(key):
-            summary[key] = len(result_fields[key])
-    summary.update(summary_extra or {})
-    summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
-    # Atomic: a full disk keeps the last whole summary and is one OutputError line.
-    write_text(summary_path, json.dumps(summary, indent=2) + "\n")
-    return CollectResult(
-        path=config.rollouts_path,
-        written=written,
-        skipped=skipped,
-        failed=failed,
-        summary=summary,
-        elapsed_s=elapsed_s,
-        stats=stats,
-        **result_fields,
-    )
-
-
 def finish_run(
     config: CollectConfig,
     stats: CollectionStats,
@@ -336,21 +220,31 @@ def finish_run(
     *,
     start: float,
     summary_extra: dict[str, Any] | None = None,
-    **result_fields: Any,
+    timings: dict[str, Any] | None = None,
 ) -> CollectResult:
-    """`finish_collection` for one episode-runner run the driver wrote (in this process or on Ray):
-    its counts, failures, gave-up and not-started episodes, timed from `start` (`time.perf_counter()`)."""
-    return finish_collection(
-        config,
-        stats,
-        report.written,
-        report.skipped,
-        report.failed,
-        elapsed_s=time.perf_counter() - start,
-        summary_extra=summary_extra,
+    """Write `<rollouts>.summary.json` for one episode-runner run the driver wrote (in this process
+    or on Ray) and build the result, timed from `start` (`time.perf_counter()`)."""
+    summary = stats.to_dict()
+    summary.update(written=report.written, skipped=report.skipped, failed=len(report.failed))
+    if report.gave_up:  # only when some were: a complete run's summary is unchanged
+        summary["gave_up"] = len(report.gave_up)
+    if report.not_started:
+        summary["not_started"] = len(report.not_started)
+    summary.update(summary_extra or {})
+    summary_path = config.rollouts_path.with_name(config.rollouts_path.stem + ".summary.json")
+    # Atomic: a full disk keeps the last whole summary and is one OutputError line.
+    write_text(summary_path, json.dumps(summary, indent=2) + "\n")
+    return CollectResult(
+        path=config.rollouts_path,
+        written=report.written,
+        skipped=report.skipped,
+        failed=report.failed,
         gave_up=report.gave_up,
         not_started=report.not_started,
-        **result_fields,
+        summary=summary,
+        elapsed_s=time.perf_counter() - start,
+        timings=timings or {},
+        stats=stats,
     )
 
 

@@ -21,18 +21,9 @@ from executor_sft.llm.config import api_keys
 from executor_sft.llm.routing import merge_replica_counts, replica_counts
 from executor_sft.ray_runner import ActorWork, run_episodes_ray
 from executor_sft.rollout.config import CollectConfig
-from executor_sft.rollout.engine import (
-    CollectResult,
-    ModelsFactory,
-    RetrieverFactory,
-    build_models_and_retriever,
-    collection_judge,
-    episode_work,
-    finish_run,
-    prior_stats,
-    select_questions,
-)
+from executor_sft.rollout.engine import CollectResult, episode_work, finish_run, prior_stats, select_questions
 from executor_sft.rollout.summary import CollectionStats, collection_stats
+from executor_sft.runtime import ModelsFactory, RetrieverFactory
 from executor_sft.schema import Episode, Question
 
 
@@ -41,24 +32,21 @@ def _episode_stats(episode: Episode) -> CollectionStats:
 
 
 def actor_work(
-    config_json: str,
-    questions: list[Question],
-    models_factory: ModelsFactory | None,
-    retriever_factory: RetrieverFactory | None,
+    config_json: str, models: ModelsFactory | None, retriever: RetrieverFactory | None
 ) -> ActorWork:
-    """Runs on the actor: build models, retriever and judge there, and the episode function."""
+    """Runs on the actor: build the runtime (models, retriever, judge) there, and the episode function."""
     scratch = tempfile.mkdtemp(prefix="executor_sft_collect_")
     config = CollectConfig.model_validate_json(config_json).model_copy(
         update={"output_dir": scratch, "llm_cache": False, "num_shards": 1, "shard_index": 0}
     )
-    models, retriever = build_models_and_retriever(config, questions, models_factory, retriever_factory)
-    run_one, give_up = episode_work(config, models, retriever, collection_judge(config, models))
+    runtime = config.runtime(models=models, retriever=retriever)
+    run_one, give_up = episode_work(config, runtime)
     return ActorWork(
         run_one,
         give_up,
         INFRASTRUCTURE_ERRORS,
         digest=_episode_stats,
-        snapshot=functools.partial(replica_counts, models),
+        snapshot=functools.partial(replica_counts, runtime.models),
     )
 
 
@@ -66,18 +54,23 @@ async def collect_on_ray(
     config: CollectConfig,
     *,
     questions: Sequence[Question] | None = None,
-    models_factory: ModelsFactory | None = None,
-    retriever_factory: RetrieverFactory | None = None,
     show_progress: bool = True,
-    skip_ids: Sequence[str] = (),
+    models: ModelsFactory | None = None,
+    retriever: RetrieverFactory | None = None,
+    judge: None = None,
 ) -> CollectResult:
-    """Collect `config` on the Ray cluster `config.ray` names into `config.rollouts_path`."""
+    """Collect `config` on the Ray cluster `config.ray` names into `config.rollouts_path`; each actor
+    builds its runtime from the config, or from the picklable factories `models` and `retriever`."""
+    for name, given in (("models", models), ("retriever", retriever), ("judge", judge)):
+        if given is not None and (name == "judge" or not callable(given)):
+            raise ValueError(
+                f"engine ray builds models and retriever where it runs, from the config; to use "
+                f"objects of your own, pass a picklable factory as {name}"
+            )
     start = time.perf_counter()
     with config.open_store() as store:
         questions = list(questions) if questions is not None else select_questions(config)
-        factory = functools.partial(
-            actor_work, config.model_dump_json(), questions, models_factory, retriever_factory
-        )
+        factory = functools.partial(actor_work, config.model_dump_json(), models, retriever)
         stats = prior_stats(store)
         report = await run_episodes_ray(
             config.work_items(questions),
@@ -85,7 +78,6 @@ async def collect_on_ray(
             store,
             config.ray,
             concurrency=config.concurrency,
-            skip_ids=skip_ids,
             on_written=stats.merge,
             progress={"desc": "episodes (ray)", "dynamic_ncols": True} if show_progress else None,
             max_attempts=config.max_attempts,

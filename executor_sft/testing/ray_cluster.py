@@ -209,7 +209,7 @@ class BackgroundCollection:
 
         def run() -> None:
             self.result = asyncio.run(
-                collect(config, models_factory=models, retriever_factory=retriever, show_progress=False)
+                collect(config, models=models, retriever=retriever, show_progress=False)
             )
 
         self.thread = threading.Thread(target=run)

@@ -311,13 +311,6 @@ def test_config_validation():
         PipelineConfig.model_validate({"max_round": 3})
 
 
-async def test_missing_model_is_named():
-    ms = models()
-    del ms["student"]
-    with pytest.raises(ValueError, match="student"):
-        await run_episode(QUESTION, ms, ToyRetriever())
-
-
 async def test_episode_round_trips():
     ep = await run_episode(QUESTION, models(), ToyRetriever())
     data = ep.to_dict()

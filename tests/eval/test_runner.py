@@ -113,12 +113,19 @@ def test_run_eval_writes_results_and_resumes(
     assert done.results.average == pytest.approx(again.results.average)
 
 
+class _Down:
+    name = "down"
+
+    async def chat(self, messages, tools=None, sampling=None):
+        raise ConnectionError("endpoint down")
+
+
 def test_refuses_to_mix_systems_and_reports_failures(
     tmp_path, minibench_questions_path, minibench_bm25_dir, minibench_bm25
 ):
     cfg = _config(tmp_path, minibench_questions_path, minibench_bm25_dir, samples=1)
-    # A models mapping without the executor role makes every episode raise: reported, not stored.
-    models = {"backbone": scripted_factory({}, [])(cfg.models["backbone"])}
+    # Every endpoint down makes every episode raise: reported, not stored.
+    models = {role: _Down() for role in cfg.models}
     run = run_eval(cfg, models=models, retriever=minibench_bm25, progress=False)
     assert len(run.failed) == 3 and run.ran == 0
     assert not (cfg.out / "episodes.jsonl").exists() or (cfg.out / "episodes.jsonl").read_text() == ""

@@ -8,8 +8,8 @@ from pydantic import ValidationError
 from executor_sft.agents.backbone import BackboneSession
 from executor_sft.llm.config import ChatModelConfig, build_chat_model
 from executor_sft.llm.oracle import OracleBackbone, fill_references
+from executor_sft.llm.pool import build_models
 from executor_sft.rollout.config import CollectConfig
-from executor_sft.rollout.engine import collection_models
 from executor_sft.schema import Question, Report
 
 MUSIQUE = Question(
@@ -126,7 +126,7 @@ async def test_oracle_configs_that_answer_differently_share_no_cache_entry(tmp_p
                 "llm_cache_path": str(tmp_path / "shared.llm_cache.jsonl"),
             }
         )
-        return collection_models(config)["backbone"]
+        return build_models(config.models, cache_file=config.llm_cache_file())["backbone"]
 
     wrong = [Report(answer="Mozart"), Report(answer="Salzburg")]
     report = await _play(backbone(mode="report"), MUSIQUE, wrong)

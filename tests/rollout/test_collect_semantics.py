@@ -12,8 +12,7 @@ from script_modules import load_script
 from executor_sft.agents.answerer import render_findings
 from executor_sft.filters.predicates import is_correct
 from executor_sft.metrics.answer import exact_match
-from executor_sft.rollout import CollectConfig, collect, merge_rollouts, render_summary
-from executor_sft.rollout.collect import select_questions
+from executor_sft.rollout import CollectConfig, collect, merge_rollouts, render_summary, select_questions
 from executor_sft.schema import Report
 from executor_sft.store import read_episodes
 from executor_sft.synthetic import (

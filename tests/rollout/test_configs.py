@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from executor_sft.rollout import load_collect_config
-from executor_sft.rollout.collect import collection_models, select_questions
+from executor_sft.llm.pool import build_models
+from executor_sft.rollout import load_collect_config, select_questions
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "recipes" / "configs").glob("collect_*.yaml"))
@@ -80,6 +80,7 @@ def test_identical_model_settings_share_one_model(tmp_path):
         "  student: {model: small, base_urls: 'http://127.0.0.1:9/v1'}\n"
         "  answerer: {model: big, base_urls: 'http://127.0.0.1:9/v1'}\n"
     )
-    models = collection_models(load_collect_config(path))
+    config = load_collect_config(path)
+    models = build_models(config.models, cache_file=config.llm_cache_file())
     assert models["backbone"] is models["teacher"] is models["answerer"]
     assert models["student"] is not models["teacher"]

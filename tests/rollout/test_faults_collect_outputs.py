@@ -12,10 +12,11 @@ import pytest
 from forkserver import run_script
 from one_line import one_error_line
 
+from executor_sft.episode_runner import RunReport
 from executor_sft.errors import OutputError
 from executor_sft.retrieval import build_index
 from executor_sft.rollout import CollectConfig
-from executor_sft.rollout.engine import finish_collection
+from executor_sft.rollout.engine import finish_run
 from executor_sft.rollout.summary import CollectionStats
 from executor_sft.testing.disks import remount, small_tmpfs
 
@@ -85,13 +86,13 @@ def test_a_full_disk_keeps_the_last_whole_summary(tmp_path: Path) -> None:
             {"questions": {"path": "q.jsonl"}, "retriever": {"index": "unused"}, "output_dir": str(disk)}
         )
         summary = disk / "rollouts.summary.json"
-        finish_collection(config, CollectionStats(), 0, 0, [], elapsed_s=0.0)
+        finish_run(config, CollectionStats(), RunReport(), start=0.0)
         before = summary.read_bytes()
         assert before.startswith(b"{")
         with (disk / "filler").open("wb", buffering=0) as fh, pytest.raises(OSError):
             while True:
                 fh.write(b"\0" * 4096)
         with pytest.raises(OutputError, match="the disk is full"):
-            finish_collection(config, CollectionStats(), 3, 0, [], elapsed_s=0.0)
+            finish_run(config, CollectionStats(), RunReport(written=3), start=0.0)
         assert summary.read_bytes() == before
         assert sorted(os.listdir(disk)) == ["filler", "rollouts.summary.json"]

@@ -30,7 +30,7 @@ class Counting:
 
 @pytest.fixture
 def sent(world, monkeypatch) -> list[str]:
-    """Models built from the config (`collection_models`) are counting scripted doubles."""
+    """Models built from the config (`CollectConfig.runtime`) are counting scripted doubles."""
     requests: list[str] = []
     doubles = {role: Counting(model, requests) for role, model in scripted_models(world).items()}
     monkeypatch.setattr("executor_sft.llm.pool.build_chat_model", lambda cfg: doubles[cfg.model])

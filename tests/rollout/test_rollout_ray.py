@@ -50,11 +50,11 @@ def test_ray_engine_matches_in_process_episodes_and_filter_output(ray_cluster, w
     retriever = functools.partial(world_retriever, str(world_dir))
     local = _config(world_dir, tmp_path / "local")
     reference = asyncio.run(
-        collect(local, models_factory=models, retriever_factory=retriever, show_progress=False)
+        collect(local, models=models, retriever=retriever, show_progress=False)
     )
     on_ray = _config(world_dir, tmp_path / "ray", engine="ray")
     result = asyncio.run(
-        collect(on_ray, models_factory=models, retriever_factory=retriever, show_progress=False)
+        collect(on_ray, models=models, retriever=retriever, show_progress=False)
     )
 
     assert reference.written == result.written == 48 and not result.failed
@@ -99,7 +99,7 @@ def test_replica_counts_of_every_actor_reach_the_summary(ray_cluster, world, wor
         result = asyncio.run(
             collect(
                 config,
-                retriever_factory=functools.partial(world_retriever, str(world_dir)),
+                retriever=functools.partial(world_retriever, str(world_dir)),
                 show_progress=False,
             )
         )
@@ -159,8 +159,8 @@ def test_actors_that_cannot_start_say_why(ray_cluster, world_dir, tmp_path):
         asyncio.run(
             collect(
                 config,
-                models_factory=models,
-                retriever_factory=functools.partial(world_retriever, str(missing)),
+                models=models,
+                retriever=functools.partial(world_retriever, str(missing)),
                 show_progress=False,
             )
         )

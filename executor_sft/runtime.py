@@ -1,0 +1,73 @@
+"""`Runtime`: the models, retriever and judge that a collection or an evaluation runs its episodes with.
+
+Built once per run (in this process, or once per Ray actor), from the config or from objects
+a caller hands over (scripted policies, a shared server), so collection and evaluation build
+and check them in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from executor_sft.errors import ConfigError
+from executor_sft.llm.base import ChatModel
+from executor_sft.llm.config import ChatModelConfig
+from executor_sft.llm.pool import ModelPool, build_models
+from executor_sft.metrics.judge import LLMJudge
+from executor_sft.retrieval.base import Retriever
+from executor_sft.retrieval.config import RetrieverConfig, build_retriever
+from executor_sft.schema import Role
+
+ModelsFactory = Callable[[], Mapping[str, ChatModel]]
+"""Builds a role -> model map where the runtime is built (picklable for Ray actors)."""
+RetrieverFactory = Callable[[], Retriever]
+
+
+@dataclass
+class Runtime:
+    """What every episode of one run uses: a chat model per role, the retriever (None: a mode
+    without retrieval) and the judge (None: not configured)."""
+
+    models: dict[str, ChatModel]
+    retriever: Retriever | None
+    judge: LLMJudge | None = None
+
+    @classmethod
+    def build(
+        cls,
+        model_configs: Mapping[str, ChatModelConfig],
+        retriever_config: RetrieverConfig | None,
+        roles: Sequence[str],
+        *,
+        llm_cache: Path | None = None,
+        judge_cache: str | Path | None = None,
+        judge_prompt: str | None = None,
+        models: Mapping[str, ChatModel] | ModelsFactory | None = None,
+        retriever: Retriever | RetrieverFactory | None = None,
+        judge: LLMJudge | None = None,
+        pool: ModelPool | None = None,
+    ) -> Runtime:
+        """The config's models (`model_configs`, with the request cache `llm_cache`) and retriever
+        (`retriever_config`), or the objects (or factories) given instead; every role in `roles` must have a model, which
+        is checked here, once, before any loads. A `judge` model gets an `LLMJudge` whose verdicts
+        persist in `judge_cache`."""
+        if models is None:
+            missing = [r for r in roles if r not in model_configs]
+            if missing:
+                raise ConfigError(f"models: no model for role(s) {missing}; got {sorted(model_configs)}")
+            built = build_models(model_configs, cache_file=llm_cache, pool=pool)
+        else:
+            built = dict(models() if callable(models) else models)
+            if missing := [r for r in roles if r not in built]:
+                raise ValueError(f"no model for role(s) {missing}; got models for {sorted(built)}")
+        if callable(retriever):
+            retriever = retriever()
+        if retriever is None and retriever_config is not None:
+            retriever = build_retriever(retriever_config)
+        if judge is None and Role.JUDGE in built:
+            if judge_cache is not None:
+                Path(judge_cache).parent.mkdir(parents=True, exist_ok=True)
+            judge = LLMJudge(built[Role.JUDGE], prompt=judge_prompt, cache_path=judge_cache)
+        return cls(built, retriever, judge)
