@@ -356,7 +356,12 @@ def make_trainer_class(base: type) -> type:
             weights = batch_weights(samples, self.marl, scale)
             rows = [c for s in samples for c in s.calls]
             kept = [s.rollout.in_loss for s in samples for _ in s.calls]
-            if not rows:  # nothing trained this step (every rollout failed before a call): a zero row
+            if self.beta == 0.0:
+                # Without a KL term a row whose tokens all weigh 0 (its group scored alike, its rollout
+                # left the loss) adds nothing to the gradient: it is not run through the model.
+                live = [i for i, (w, k) in enumerate(zip(weights, kept, strict=True)) if k and w != 0.0]
+                rows, weights, kept = [rows[i] for i in live], [weights[i] for i in live], [True] * len(live)
+            if not rows:  # nothing to train this step: a zero row
                 pad = self.processing_class.pad_token_id or 0
                 rows, weights, kept = [TrainedCall(POLICY, 0, [pad], [pad])], [0.0], [False]
             out = self._rows_to_inputs(rows, weights, kept, device)

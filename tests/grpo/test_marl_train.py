@@ -42,6 +42,7 @@ def _train(tiny_checkpoint, wide_world, tmp_path, **options):
             captured.append({k: v.detach().clone() for k, v in inputs.items()})
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
+    beta = options.pop("beta", 0.0)
     questions = load_questions(str(world_dir / "questions_train.jsonl"))
     deep = [q for q in questions if q.answer_format == "text"][:2]
     wide = [q for q in questions if q.answer_format == "table"][:2]
@@ -63,7 +64,7 @@ def _train(tiny_checkpoint, wide_world, tmp_path, **options):
         per_device_train_batch_size=4,
         num_generations=2,
         learning_rate=1e-3,
-        beta=0.0,
+        beta=beta,
         loss_type="dapo",
         logging_steps=1,
         save_strategy="no",
@@ -91,9 +92,11 @@ def _train(tiny_checkpoint, wide_world, tmp_path, **options):
 @pytest.mark.parametrize("credit", ["shared", "substitution"])
 def test_lead_tokens_carry_loss_only_with_train_lead(tiny_checkpoint, wide_world, tmp_path, credit):
     for train_lead in (True, False):
+        # beta > 0: every row of a rollout in the loss is trained (its KL term), whatever its advantage
         trainer, captured, moved = _train(
-            tiny_checkpoint, wide_world, tmp_path / str(train_lead), train_lead=train_lead, credit=credit
-        )
+            tiny_checkpoint, wide_world, tmp_path / str(train_lead), train_lead=train_lead, credit=credit,
+            beta=0.04,
+        )  # fmt: skip
         lead_rows = 0
         for batch in captured:
             mask, adv = batch["completion_mask"], batch["advantages"]
@@ -118,7 +121,8 @@ def test_lead_tokens_carry_loss_only_with_train_lead(tiny_checkpoint, wide_world
 
 def test_the_loss_in_row_chunks_gives_the_whole_batch_gradient(tiny_checkpoint, wide_world, tmp_path):
     """`loss_rows` runs TRL's loss a few rows at a time with a backward each: the same loss and the same
-    gradient as all rows at once (advantages drawn at random, so the gradient is not zero)."""
+    gradient as all rows at once (advantages drawn at random, so the gradient is not zero; beta > 0
+    keeps every row in the batch)."""
     from trl import GRPOConfig, ModelConfig
 
     from executor_sft.grpo.marl_train import MARLScriptArguments, build_marl_trainer, load_questions
@@ -132,7 +136,7 @@ def test_the_loss_in_row_chunks_gives_the_whole_batch_gradient(tiny_checkpoint, 
         ),
         GRPOConfig(
             output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=4, num_generations=2,
-            beta=0.0, loss_type="dapo", report_to="none", use_cpu=True, seed=0, dataloader_num_workers=0,
+            beta=0.04, loss_type="dapo", report_to="none", use_cpu=True, seed=0, dataloader_num_workers=0,
             bf16=False,  # fp32 matmuls: bf16 autocast rounds the two summation orders apart by ~1e-3
             chat_template_kwargs={"enable_thinking": False},
         ),
@@ -162,3 +166,15 @@ def test_the_loss_in_row_chunks_gives_the_whole_batch_gradient(tiny_checkpoint, 
     assert len(whole) == len(chunked)
     for a, b in zip(whole, chunked, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_without_kl_rows_that_weigh_nothing_are_not_run(tiny_checkpoint, wide_world, tmp_path):
+    """beta 0: a row whose advantage is 0 (its group scored alike) or whose rollout left the loss adds
+    nothing to the gradient, so the batch holds only rows with a weight."""
+    trainer, captured, _ = _train(tiny_checkpoint, wide_world, tmp_path, credit="shared")
+    logged = sum(len(e["rewards"]) for e in trainer.episode_log)
+    assert logged == 8  # 2 steps x 4 rollouts, all scored and logged
+    for batch in captured:
+        adv, mask = batch["advantages"], batch["completion_mask"]
+        zero_pad = mask.shape[0] == 1 and int(mask.sum()) == 0  # a step with nothing to train
+        assert zero_pad or all(float(adv[i].abs().sum()) > 0 for i in range(adv.shape[0]))
