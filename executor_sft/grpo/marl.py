@@ -239,7 +239,9 @@ def make_trainer_class(base: type) -> type:
                     "credit: substitution needs `reference`: the executor whose reports are substituted"
                 )
             if marl.loss_rows is not None and self.is_deepspeed_enabled:
-                raise ConfigError("loss_rows: leave it unset (null) under DeepSpeed, whose engine steps once per backward")
+                raise ConfigError(
+                    "loss_rows: leave it unset (null) under DeepSpeed, whose engine steps once per backward"
+                )
             self.marl = marl
             self.role_models = models
             self.retriever = retriever
@@ -455,9 +457,7 @@ def _row_slice(inputs: dict[str, Any], start: int, stop: int) -> dict[str, Any]:
     """Rows `start:stop` of every per-row tensor; scalars (`num_items_in_batch`) as they are."""
     import torch
 
-    return {
-        k: v[start:stop] if isinstance(v, torch.Tensor) and v.dim() > 0 else v for k, v in inputs.items()
-    }
+    return {k: v[start:stop] if isinstance(v, torch.Tensor) and v.dim() > 0 else v for k, v in inputs.items()}
 
 
 def question_dataset(questions: Sequence[Question]) -> Any:

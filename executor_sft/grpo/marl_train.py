@@ -78,7 +78,9 @@ class MARLScriptArguments:
     )
     loss_rows: int | None = field(
         default=8,
-        metadata={"help": "Rows (trained model calls) per forward and backward of the loss; null: all at once."},
+        metadata={
+            "help": "Rows (trained model calls) per forward and backward of the loss; null: all at once."
+        },
     )
     fresh: bool = field(default=False, metadata={"help": "Train from the start even over a finished run."})
 

@@ -128,7 +128,9 @@ def test_the_loss_in_row_chunks_gives_the_whole_batch_gradient(tiny_checkpoint, 
     from executor_sft.grpo.marl_train import MARLScriptArguments, build_marl_trainer, load_questions
 
     world_dir, _, retriever = wide_world
-    questions = [q for q in load_questions(str(world_dir / "questions_train.jsonl")) if q.answer_format == "text"]
+    questions = [
+        q for q in load_questions(str(world_dir / "questions_train.jsonl")) if q.answer_format == "text"
+    ]
     trainer = build_marl_trainer(
         MARLScriptArguments(
             backbone=_scripted(world_dir, "backbone"), answerer=_scripted(world_dir, "answerer"),
