@@ -10,11 +10,9 @@ roles (teacher, student, backbone, answerer, judge) and counterfactual re-runs -
 report `sft.report.json` (the name the SFT recipe looks for beside the data).
 
 The student here is the *scripted* student (one search, no reformulation), so the sample is
-made in seconds without any model. Same arguments, same bytes: `sft.jsonl`, the report and
-the world files are byte-identical across runs; `rollouts.jsonl` differs only in measured
-latencies of model calls (`latency_s`, `t_start`). The search timings and research-phase time
-that collection records (`SearchRecord.latency_s` / `.retriever`, `Episode.research_s`) are
-dropped from the sample: on a scripted run over a toy BM25 index they measure nothing. Collection
+made in seconds without any model. Same arguments, same bytes, every file. What the clock
+measured (search timings, the research-phase time, model calls' `latency_s` and `t_start`) is
+dropped or set to 0 in the sample: on a scripted run over a toy BM25 index it measures nothing. Collection
 runs one episode at a time so the file order, and hence the filter's first-in-file-order
 dedupe, is fixed.
 """
@@ -148,14 +146,15 @@ def collect_into(
     return result.written
 
 
-def drop_search_timings(rollouts: Path) -> None:
-    """Rewrite `rollouts` without the searches' timings and retriever ids and the research time."""
+def drop_timings(rollouts: Path) -> None:
+    """Rewrite `rollouts` without what the clock measured: the searches' timings and retriever ids
+    and the research time are dropped, every model call's `latency_s` and `t_start` set to 0."""
     from executor_sft.schema import Episode
 
     lines = []
     with rollouts.open(encoding="utf-8") as f:
         for line in f:
-            episode = Episode.from_json(line)
+            episode = Episode.model_validate(_zero_clock(json.loads(line)))
             episode.research_s = None
             for run in episode.runs:
                 for search in run.searches:
@@ -164,6 +163,17 @@ def drop_search_timings(rollouts: Path) -> None:
     tmp = rollouts.with_suffix(".tmp")
     tmp.write_text("".join(lines), encoding="utf-8")
     tmp.replace(rollouts)
+
+
+def _zero_clock(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: 0.0 if k in ("latency_s", "t_start") and v is not None else _zero_clock(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_zero_clock(v) for v in value]
+    return value
 
 
 def filter_rollouts(rollouts: Path, sft: Path, report: Path) -> dict[str, Any]:
@@ -246,7 +256,7 @@ def make_sample_data(
         pipeline,
         show_progress=show_progress,
     )
-    drop_search_timings(rollouts)
+    drop_timings(rollouts)
     times["collect"] = time.perf_counter() - t
     # The scripted judge's verdicts and the store's system record: resume aids of collection,
     # not part of the sample.
