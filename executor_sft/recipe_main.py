@@ -1,18 +1,10 @@
 """How every recipe ends: one exit status and at most one line a user can act on, whatever stopped it.
 
-`run_recipe(main)` is each recipe's `__main__`. A recipe's `main` only parses and calls the
-library; this turns what escapes it into the shell's answer:
-
-- a `UserError` -> `error: <message>` (a line per problem of a `PreflightError`), exit 2;
-- a full disk or read-only file system met while writing -> one `error:` line naming the file
-  (`files.as_output_error`), exit 2;
-- a run stopped cleanly on a signal (`StoppedBySignal`) -> `interrupted: <where it stands>` and
-  128 + the signal's number;
-- Ctrl-C -> `INTERRUPTED`, exit 130; SIGTERM -> the same line, then death by the signal (143),
-  unless the run installs a handler that says more (collection, training);
-- anything else is a bug and keeps its traceback (exit 1).
-
-Imported before anything heavy, so it costs a recipe's first second nothing.
+`run_recipe(main)` is each recipe's `__main__`, so a recipe's `main` only parses and calls the
+library. A `UserError` or a full/read-only disk met while writing is one `error:` line, exit 2;
+`StoppedBySignal` its `interrupted:` line and status; Ctrl-C `INTERRUPTED`, 130; SIGTERM the same
+line then death by the signal (143), unless the run installs a handler that says more
+(collection, training). Anything else is a bug and keeps its traceback (exit 1).
 """
 
 from __future__ import annotations
@@ -29,14 +21,9 @@ from executor_sft.files import as_output_error
 TERMINATED = "terminated (SIGTERM): " + INTERRUPTED.removeprefix("interrupted: ")
 """What SIGTERM prints where the run has nothing more precise to say."""
 
-NOTHING_STARTED = "interrupted: nothing was started; run the same command again"
-
 
 def run_recipe(main: Callable[..., object], *args: object, suffix: str = "") -> NoReturn:
-    """Run `main(*args)` and exit with its status: an int it returns, else 0; see the module's list.
-
-    `suffix` ends each `error:` line (`"; nothing written"` where the recipe promises it).
-    """
+    """Exit with `main(*args)`'s status (an int it returns, else 0); `suffix` ends each `error:` line."""
     before = signal.getsignal(signal.SIGTERM)
     say_on_sigterm(lambda: TERMINATED)
     try:
@@ -89,5 +76,5 @@ def starting() -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        print(NOTHING_STARTED, file=sys.stderr)
+        print("interrupted: nothing was started; run the same command again", file=sys.stderr)
         raise SystemExit(130) from None
