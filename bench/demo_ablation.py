@@ -88,7 +88,7 @@ from executor_sft.demos.demo import (
 from executor_sft.demos.probe import AMBIGUOUS, PLAIN, turn2_prompts
 from executor_sft.demos.probe_callback import ProbeCallback, read_records, stopped_by
 from executor_sft.demos.sample_data import ROLLOUTS, SFT, SFT_REPORT, bm25_index, provenance
-from executor_sft.errors import InputError, report_user_errors
+from executor_sft.errors import InputError
 from executor_sft.files import read_json_object, write_text
 from executor_sft.filters import (
     ALL_CORRECT,
@@ -100,6 +100,7 @@ from executor_sft.filters import (
     write_jsonl,
 )
 from executor_sft.metrics.share_difference import share_difference
+from executor_sft.recipe_main import run_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "recipes" / "configs" / "demo.yaml"
@@ -1317,4 +1318,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(report_user_errors(main))
+    run_recipe(main)

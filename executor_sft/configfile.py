@@ -27,7 +27,7 @@ from typing import Any, TypeVar, get_type_hints
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from executor_sft.errors import ConfigError, first_local_process, report_user_errors
+from executor_sft.errors import ConfigError, first_local_process
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
@@ -306,25 +306,21 @@ def run_config_recipe(
 
     Parses the shared command line, loads the config with `load(path, sets=...)`, applies
     --output_dir, runs `preflight(config, path)` (`executor_sft.preflight.check_config`: raises
-    listing what is missing, else returns its line), prints `run(config, progress)`; a user
-    error is one `error:` line per problem and exit 2.
+    listing what is missing, else returns its line), prints `run(config, progress)`. Errors are
+    the recipe's `run_recipe`'s to report.
     """
     parser = config_recipe_parser(doc, config_help, preflight=preflight is not None)
     args = parse_config_recipe_args(parser, argv)
-
-    def body() -> int:
-        config = load(args.config, sets=args.set)
-        if args.output_dir:
-            config.output_dir = args.output_dir
-        if preflight is not None:
-            passed = preflight(config, str(args.config))
-            if args.preflight_only:
-                print(passed)
-                return 0
-        print(run(config, not args.no_progress))
-        return 0
-
-    return report_user_errors(body)
+    config = load(args.config, sets=args.set)
+    if args.output_dir:
+        config.output_dir = args.output_dir
+    if preflight is not None:
+        passed = preflight(config, str(args.config))
+        if args.preflight_only:
+            print(passed)
+            return 0
+    print(run(config, not args.no_progress))
+    return 0
 
 
 def load_config(

@@ -1,8 +1,8 @@
-"""User errors apart from bugs: the one base class recipes catch, and the one way they report it.
+"""User errors apart from bugs: the one base class for what a user can fix (`recipe_main` reports it).
 
 A `UserError` is something the person running a command can fix (a path, a config value, a
 malformed input row); its message is the single line to print, `<file>[:<line>]: <what to do>`.
-Anything else is a bug and keeps its traceback: recipes catch `UserError` only.
+Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
-
-T = TypeVar("T")
 
 
 class UserError(Exception):
@@ -105,24 +102,6 @@ def first_local_process() -> bool:
     """False in the 2nd..Nth process a launcher started on this machine: each meets the same bad
     input, and one line says it (the others exit 2 silently)."""
     return os.environ.get("LOCAL_RANK", "0") == "0"
-
-
-def report_user_errors(fn: Callable[[], T]) -> T | int:
-    """Run a recipe body; a `UserError` becomes `error: <message>` on stderr (a line per problem
-    for a `PreflightError`) and exit status 2,
-    Ctrl-C becomes `INTERRUPTED` and exit status 130 (no KeyboardInterrupt traceback)."""
-    try:
-        return fn()
-    except UserError as exc:
-        for line in exc.lines() if first_local_process() else ():
-            print(f"error: {line}", file=sys.stderr)
-        return 2
-    except StoppedBySignal as exc:
-        print(f"interrupted: {exc}", file=sys.stderr)
-        return exc.exit_status
-    except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        return 130
 
 
 def say_on_sigterm(line: Callable[[], str]) -> None:

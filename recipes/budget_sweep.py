@@ -9,11 +9,10 @@ sub-agents and sub-agent tokens per question), budget_sweep.json and budget_swee
 
 from __future__ import annotations
 
-import sys
-
 from executor_sft.configfile import run_config_recipe
 from executor_sft.eval.budget_sweep import load_budget_sweep_config, run_budget_sweep
 from executor_sft.preflight import check_config
+from executor_sft.recipe_main import run_recipe
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,4 +27,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_recipe(main)

@@ -11,10 +11,9 @@ the shipped 3,869-question split already is the paper's remaining set (docs/repr
 
 from __future__ import annotations
 
-import sys
-
 from executor_sft.configfile import run_config_recipe
 from executor_sft.eval.eval_set import EVAL_SET_JSON, build_eval_set, load_eval_set_config
+from executor_sft.recipe_main import run_recipe
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,4 +26,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_recipe(main)

@@ -13,8 +13,9 @@ import sys
 from dataclasses import dataclass, field
 
 from executor_sft.configfile import parse_trl_args
-from executor_sft.errors import InputError, report_user_errors
+from executor_sft.errors import InputError
 from executor_sft.grpo.data import GRPODataReport, grpo_examples_from_rollouts, write_jsonl
+from executor_sft.recipe_main import run_recipe
 
 
 @dataclass
@@ -66,5 +67,4 @@ def main(argv: list[str] | None = None) -> GRPODataReport:
 
 
 if __name__ == "__main__":
-    outcome = report_user_errors(main)
-    sys.exit(outcome if isinstance(outcome, int) else 0)
+    run_recipe(main)

@@ -12,11 +12,10 @@ names the retriever kinds the finished index serves (recipes/serve_retriever.py 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 from executor_sft.configfile import parse_trl_args
-from executor_sft.errors import report_user_errors
+from executor_sft.recipe_main import run_recipe
 from executor_sft.retrieval.build import build_index
 from executor_sft.retrieval.encoders import EncoderConfig
 from executor_sft.retrieval.kinds import RETRIEVERS, kinds_served
@@ -95,4 +94,4 @@ def main(args: BuildIndexArgs) -> None:
 
 if __name__ == "__main__":
     (parsed,) = parse_trl_args((BuildIndexArgs,), None, description=__doc__)
-    sys.exit(report_user_errors(lambda: main(parsed)))
+    run_recipe(main, parsed)

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from executor_sft.recipe_main import run_recipe
 
 
 @dataclass
@@ -108,7 +109,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    from executor_sft.errors import report_user_errors
-
-    status = report_user_errors(main)
-    sys.exit(status if isinstance(status, int) else 0)
+    run_recipe(main)

@@ -21,9 +21,10 @@ import sys
 
 from executor_sft.configfile import RecipeArgumentParser, RecipeHelpFormatter, add_option
 from executor_sft.episode_runner import interrupted_line
-from executor_sft.errors import report_user_errors, say_on_sigterm
+from executor_sft.errors import say_on_sigterm
 from executor_sft.files import output_errors
 from executor_sft.preflight import check_config
+from executor_sft.recipe_main import run_recipe
 from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts, select_questions
 from executor_sft.rollout.config import check_inputs
 from executor_sft.rollout.engine import unfinished_line
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"merged {written} episodes into {args.output} ({duplicates} duplicates skipped)")
             return 0
 
-        return report_user_errors(merge)
+        return merge()
     parser = RecipeArgumentParser(description=__doc__, formatter_class=RecipeHelpFormatter)
     parser.add_argument(
         "--config", required=True, help="YAML file mapping onto executor_sft.rollout.CollectConfig"
@@ -104,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
 
-    return report_user_errors(run)
+    return run()
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_recipe(main)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from executor_sft.configfile import RecipeArgumentParser, RecipeHelpFormatter, add_option
 from executor_sft.demos.demo import DemoConfig, load_config, run_demo
-from executor_sft.errors import report_user_errors
+from executor_sft.recipe_main import run_recipe
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "demo.yaml"
 
@@ -37,16 +37,12 @@ def parse_args(argv: list[str] | None = None) -> DemoConfig:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
-
-    def demo() -> int:
-        cfg = parse_args(argv)
-        result = run_demo(cfg)
-        print(result.markdown)
-        print(f"wrote {Path(cfg.out) / 'results.md'} and results.json", file=sys.stderr)
-        return 0
-
-    return report_user_errors(demo)
+    cfg = parse_args(argv)
+    result = run_demo(cfg)
+    print(result.markdown)
+    print(f"wrote {Path(cfg.out) / 'results.md'} and results.json", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_recipe(main)

@@ -16,6 +16,8 @@ other config the run cannot use, is one `error:` line and exit status 2, before 
 
 from __future__ import annotations
 
+from executor_sft.recipe_main import run_recipe
+
 
 def parse_args(argv: list[str] | None = None):
     from executor_sft.training.launch import refuse_impossible_launch
@@ -42,7 +44,4 @@ def main(argv: list[str] | None = None):
 
 
 if __name__ == "__main__":
-    from executor_sft.errors import report_user_errors
-
-    status = report_user_errors(main)  # the trainer, or 2 after a one-line error
-    raise SystemExit(status if isinstance(status, int) else 0)
+    run_recipe(main)

@@ -16,10 +16,10 @@ import sys
 
 from executor_sft.configfile import config_recipe_parser, parse_config_recipe_args
 from executor_sft.episode_runner import interrupted_line
-from executor_sft.errors import report_user_errors
 from executor_sft.eval import load_eval_config, run_eval, select_questions
 from executor_sft.eval.runner import EPISODES_FILE
 from executor_sft.preflight import check_config
+from executor_sft.recipe_main import run_recipe
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
 
-    return report_user_errors(evaluate)
+    return evaluate()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_recipe(main)

@@ -21,11 +21,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-try:  # a Ctrl-C in the first second lands here, in the imports
+from executor_sft.recipe_main import run_recipe, starting
+
+with starting():  # a Ctrl-C in the first second lands here, in the imports
     from tqdm import tqdm
 
     from executor_sft.configfile import parse_trl_args
-    from executor_sft.errors import INTERRUPTED, UserError
     from executor_sft.files import check_output_file
     from executor_sft.filters import (
         EpisodeFilter,
@@ -39,9 +40,6 @@ try:  # a Ctrl-C in the first second lands here, in the imports
         require_file,
         write_json,
     )
-except KeyboardInterrupt:
-    print("interrupted: nothing was started; run the same command again", file=sys.stderr)
-    raise SystemExit(130) from None
 
 
 @dataclass
@@ -104,17 +102,10 @@ def _check_paths(paths: FilterPaths) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
-    try:
-        paths, config = parse_trl_args((FilterPaths, FilterConfig), argv, description=__doc__)
-        _check_paths(paths)
-        filt = EpisodeFilter(config, fidelity_tokenizer=load_fidelity_tokenizer(paths.fidelity_tokenizer))
-        report = _write_outputs(filt, paths)
-    except UserError as exc:
-        print(f"error: {exc}; nothing written", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        return 130
+    paths, config = parse_trl_args((FilterPaths, FilterConfig), argv, description=__doc__)
+    _check_paths(paths)
+    filt = EpisodeFilter(config, fidelity_tokenizer=load_fidelity_tokenizer(paths.fidelity_tokenizer))
+    report = _write_outputs(filt, paths)
     print_report(report)
     totals = report["totals"]
     if "token_fidelity" in report:
@@ -129,4 +120,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_recipe(main, suffix="; nothing written")

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 
+from executor_sft.recipe_main import run_recipe
+
 
 def parse_args(argv: list[str] | None = None):
     from executor_sft.training.launch import refuse_impossible_launch
@@ -48,7 +50,4 @@ def main(argv: list[str] | None = None):
 
 
 if __name__ == "__main__":
-    from executor_sft.errors import report_user_errors
-
-    status = report_user_errors(main)  # the trainer, or 2 after a one-line error
-    raise SystemExit(status if isinstance(status, int) else 0)
+    run_recipe(main)

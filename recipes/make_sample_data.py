@@ -19,7 +19,8 @@ from pathlib import Path
 
 from executor_sft.configfile import RecipeArgumentParser, RecipeHelpFormatter, add_option, read_yaml
 from executor_sft.demos.sample_data import SampleConfig, make_sample_data
-from executor_sft.errors import ConfigError, report_user_errors
+from executor_sft.errors import ConfigError
+from executor_sft.recipe_main import run_recipe
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
 
@@ -49,16 +50,12 @@ def sample_config(args: argparse.Namespace) -> SampleConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-
-    def make() -> int:
-        cfg = sample_config(args)
-        result = make_sample_data(args.out, cfg)
-        print(json.dumps({"config": asdict(cfg), "strata": result.strata}, indent=None))
-        print(result.summary(), file=sys.stderr)
-        return 0
-
-    return report_user_errors(make)
+    cfg = sample_config(args)
+    result = make_sample_data(args.out, cfg)
+    print(json.dumps({"config": asdict(cfg), "strata": result.strata}, indent=None))
+    print(result.summary(), file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_recipe(main)

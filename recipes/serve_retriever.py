@@ -11,12 +11,12 @@ A missing or mismatched index, an unknown kind, or bad --options ends with one l
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from executor_sft.configfile import parse_trl_args
-from executor_sft.errors import ConfigError, report_user_errors
+from executor_sft.errors import ConfigError
+from executor_sft.recipe_main import run_recipe
 from executor_sft.retrieval.config import load_retriever
 from executor_sft.retrieval.kinds import RETRIEVERS
 from executor_sft.retrieval.server import ServerConfig, create_app
@@ -93,4 +93,4 @@ def main(args: ServeArgs) -> None:
 
 if __name__ == "__main__":
     (parsed,) = parse_trl_args((ServeArgs,), None, description=__doc__)
-    sys.exit(report_user_errors(lambda: main(parsed)))
+    run_recipe(main, parsed)

@@ -16,8 +16,9 @@ overrides it. Arguments: `SFTScriptArguments` (data, thinking, overflow policy, 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+
+from executor_sft.recipe_main import run_recipe
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "sft_default.yaml"
 
@@ -42,40 +43,13 @@ def main(argv: list[str] | None = None):
     (`train_executor` checks them first); so does a full or read-only disk met while saving.
     Ctrl-C or SIGTERM while training saves a checkpoint at the current step and says so (exit
     130 or 143); the same command resumes from it."""
-    from executor_sft.errors import INTERRUPTED, StoppedBySignal, UserError
-    from executor_sft.files import as_output_error
+    from executor_sft.files import output_errors
     from executor_sft.sft.train import train_executor
 
-    output_dir = None
-    try:
-        script_args, training_args, model_args = parse_args(argv)
-        output_dir = training_args.output_dir
+    script_args, training_args, model_args = parse_args(argv)
+    with output_errors(training_args.output_dir):
         return train_executor(script_args, training_args, model_args)
-    except StoppedBySignal as exc:
-        print(f"interrupted: {exc}", file=sys.stderr)
-        raise SystemExit(exc.exit_status) from None
-    except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        raise SystemExit(130) from None
-    except Exception as exc:
-        error = (
-            exc if isinstance(exc, UserError) else as_output_error(output_dir, exc) if output_dir else None
-        )
-        if error is None:
-            raise
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:  # before main's own handler is in place (the first imports)
-        print("interrupted: nothing was started; run the same command again", file=sys.stderr)
-        raise SystemExit(130) from None
-    import torch.distributed as dist
-
-    # Under `accelerate launch` with several processes, leave the process group before exit:
-    # gloo's threads torn down at interpreter exit can abort a rank after a finished run.
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    run_recipe(main)

@@ -18,6 +18,7 @@ LAYERS = {
     "configfile": 0,
     "files": 0,
     "errors": 0,
+    "recipe_main": 0,
     "failures": 0,
     "tool_protocol": 0,
     "urls": 0,
