@@ -138,3 +138,20 @@ def test_agents_without_trained_tokens_do_not_count():
     r = Rollout("g", 1.0, [AgentTokens("lead", []), AgentTokens("executor", [2], reward=1.0, position=0)])
     w = token_weights([r], [[1.0, 1.0]], token_level=True, agent_level=True)
     assert w == [[[], [0.5]]]
+
+
+def test_a_credit_rule_from_one_file_is_named_by_its_import_path(tmp_path, monkeypatch):
+    """`credit: module:attr` picks a user's rule: (rollouts, scale) -> an advantage per agent."""
+    from executor_sft.agents.config import PipelineConfig
+    from executor_sft.grpo.marl import MARLSettings
+
+    (tmp_path / "my_credit.py").write_text(
+        "def by_length(rollouts, scale=True):\n"
+        "    return [[r.reward * a.n_tokens for a in r.agents] for r in rollouts]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings = MARLSettings(pipeline=PipelineConfig(), credit="my_credit:by_length")
+    rollouts = batch()
+    advantages = CREDITS.get(settings.credit)(rollouts, True)
+    assert advantages == [[r.reward * a.n_tokens for a in r.agents] for r in rollouts]
+    assert any(a for per_rollout in advantages for a in per_rollout)
