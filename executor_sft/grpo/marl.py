@@ -316,13 +316,15 @@ def make_trainer_class(base: type) -> type:
             size = self.marl.loss_rows
             if size is None or rows <= size:
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            starts = range(0, rows, size)
+            # rows of like length share a chunk, which drops the columns all of them pad
+            length = inputs["prompt_mask"].sum(1) + inputs["completion_mask"].sum(1)
+            chunks = length.argsort().split(size)
             done = 0.0
-            for start in starts[:-1]:
-                loss = super().compute_loss(model, _row_slice(inputs, start, start + size))
+            for chunk in chunks[:-1]:
+                loss = super().compute_loss(model, _rows(inputs, chunk))
                 self.accelerator.backward(loss)
                 done = done + loss.detach()
-            return super().compute_loss(model, _row_slice(inputs, starts[-1], rows)) + done
+            return super().compute_loss(model, _rows(inputs, chunks[-1])) + done
 
         def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
             import time
@@ -453,11 +455,22 @@ def make_trainer_class(base: type) -> type:
     return MultiAgentGRPOTrainer
 
 
-def _row_slice(inputs: dict[str, Any], start: int, stop: int) -> dict[str, Any]:
-    """Rows `start:stop` of every per-row tensor; scalars (`num_items_in_batch`) as they are."""
+def _rows(inputs: dict[str, Any], index: Any) -> dict[str, Any]:
+    """The rows `index` of every per-row tensor, less the columns every one of them pads (the
+    prompts' left, the completions' right: no loss token sees them); scalars as they are."""
     import torch
 
-    return {k: v[start:stop] if isinstance(v, torch.Tensor) and v.dim() > 0 else v for k, v in inputs.items()}
+    out = {k: v[index] if isinstance(v, torch.Tensor) and v.dim() > 0 else v for k, v in inputs.items()}
+    prompt, completion = out["prompt_mask"], out["completion_mask"]
+    first = int(prompt.any(0).nonzero()[0]) if prompt.any() else 0
+    used = completion.any(0).nonzero()
+    last = int(used[-1]) + 1 if len(used) else 1
+    for k, v in out.items():  # every two-dimensional tensor but the prompt's runs along the completion
+        if k in ("prompt_ids", "prompt_mask"):
+            out[k] = v[:, first:]
+        elif isinstance(v, torch.Tensor) and v.dim() == 2:
+            out[k] = v[:, :last]
+    return out
 
 
 def question_dataset(questions: Sequence[Question]) -> Any:
