@@ -45,12 +45,12 @@ Convergence mode (issue #39), on with `--epochs E`:
   learning rate and schedule of the config (or `--learning_rate`, `--lr_scheduler_type`), the
   fast path's exact `--gathered_loss` (on by default) and optionally `--trainable_layers N`;
   `--heldout_rows` of its rows (seeded) are kept out of training for a held-out loss;
-- every `--probe_every` steps and at the last one, the turn-2 probe (`executor_sft.demos.probe`:
+- every `--probe_every` steps and at the last one, the turn-2 probe (`bench.probing.probe`:
   P(search again) at the scripted teacher's turn-2 prompt of each held-out evaluation
   sub-query, one forward pass per continuation) is recorded with the training and held-out
   losses in `variant-<v>/student-sft/probe.jsonl`, and a checkpoint is saved there (the last
   one only); a killed run resumes from it, per (variant, seed);
-- early stop (`executor_sft.demos.probe_callback.PlateauRule`): after `--plateau_min_epochs`,
+- early stop (`bench.probing.callback.PlateauRule`): after `--plateau_min_epochs`,
   at a probe where, over the last `--plateau_patience` + 1 probes, the probe's difference
   (ambiguous - plain) ranges over at most `--plateau_diff` (probability) and the held-out loss
   over at most `--plateau_loss` times its latest value. Each variant records what stopped it,
@@ -75,7 +75,6 @@ from pathlib import Path
 from typing import Any
 
 from executor_sft.agents.parsing import parse_tool_arguments
-from executor_sft.demos.convergence import ConvergenceConfig, split_heldout
 from executor_sft.demos.demo import (
     DemoConfig,
     _student_model,
@@ -85,8 +84,6 @@ from executor_sft.demos.demo import (
     load_config,
     train_demo,
 )
-from executor_sft.demos.probe import AMBIGUOUS, PLAIN, turn2_prompts
-from executor_sft.demos.probe_callback import ProbeCallback, read_records, stopped_by
 from executor_sft.demos.sample_data import ROLLOUTS, SFT, SFT_REPORT, bm25_index, provenance
 from executor_sft.errors import InputError
 from executor_sft.files import read_json_object, write_text
@@ -101,6 +98,11 @@ from executor_sft.filters import (
 )
 from executor_sft.metrics.share_difference import share_difference
 from executor_sft.recipe_main import run_recipe
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.probing
+from bench.probing.callback import ProbeCallback, read_records, stopped_by  # noqa: E402
+from bench.probing.convergence import ConvergenceConfig, split_heldout  # noqa: E402
+from bench.probing.probe import AMBIGUOUS, PLAIN, turn2_prompts  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "recipes" / "configs" / "demo.yaml"
@@ -996,7 +998,7 @@ def probe_png(img_dir: Path, seed: int) -> Path:
 
 def plot_seed(seed: dict, img_dir: Path) -> Path | None:
     """The seed's probe curves, a panel per variant of `PLOTTED` that has one."""
-    from executor_sft.demos.probe_plot import plot_probe_curves
+    from bench.probing.plot import plot_probe_curves
 
     curves = {
         VARIANTS[v][0]: seed["variants"][v]["probe_curve"]

@@ -215,7 +215,7 @@ def steps_for(cfg) -> int:
 
 
 def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
-    from executor_sft.demos.convergence import EqualStepsConfig
+    from bench.probing.convergence import EqualStepsConfig
     from executor_sft.demos.demo import _student_model, evaluate, train_demo
     from executor_sft.filters import write_jsonl
     from executor_sft.filters.matched import n_searches
@@ -293,7 +293,7 @@ def edited_prompts(prep: dict) -> list[tuple[str, Any, Any]]:
     in place of Doc 1; side `hit` swaps the gold passage for a same-worded distractor not shown."""
     from dataclasses import replace
 
-    from executor_sft.demos.probe import turn2_prompts
+    from bench.probing.probe import turn2_prompts
 
     world = prep["world"]
     subs = {q.id: q for q in prep["subs"]}
@@ -331,7 +331,7 @@ def edited_prompts(prep: dict) -> list[tuple[str, Any, Any]]:
 
 def edited_probe(ckpt: Path, prep: dict) -> dict:
     """Mean P(search again) per side, as collected and edited."""
-    from executor_sft.demos.probe import p_search_each
+    from bench.probing.probe import p_search_each
     from executor_sft.llm.transformers_backend import load_model
 
     triples = edited_prompts(prep)

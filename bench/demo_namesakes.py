@@ -24,10 +24,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.probing
+from bench.probing.probe import AMBIGUOUS, PLAIN  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import demo_ablation as ablation  # noqa: E402  (the sibling bench script: where it keeps each evaluation)
 
-from executor_sft.demos.probe import AMBIGUOUS, PLAIN  # noqa: E402
 from executor_sft.files import read_jsonl  # noqa: E402
 from executor_sft.synthetic.relations import parse_subquery  # noqa: E402
 from executor_sft.synthetic.world import World, load_world  # noqa: E402

@@ -5,7 +5,7 @@
 Every ambiguous held-out sub-query of the demo names a descriptor ("... Maendgel Sukvarkruth
 (film director) ..."), and its first results hold namesakes but not the one it names. On such a
 set a student can separate ambiguous from plain sub-queries by reading either. This script reads
-the probe of `executor_sft.demos.probe` (P(search again) at the scripted teacher's turn-2 prompt,
+the probe of `bench.probing.probe` (P(search again) at the scripted teacher's turn-2 prompt,
 one forward pass) on each ambiguous sub-query three ways, side by side:
 
 - `as collected`;
@@ -28,9 +28,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from executor_sft.demos.probe import AMBIGUOUS, p_search_each, turn2_prompts
 from executor_sft.files import read_jsonl
 from executor_sft.llm.transformers_backend import load_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.probing
+from bench.probing.probe import AMBIGUOUS, p_search_each, turn2_prompts  # noqa: E402
 
 DESCRIPTOR = re.compile(r"\s*\(([^)]+)\)")
 DOC_LINE = re.compile(r"^Doc (\d+) \(Title: ([^)]*)\) ")

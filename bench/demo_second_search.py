@@ -8,7 +8,7 @@ reports, per variant:
 
 - its SFT rows: how many, and how many two-search rows sit on plain sub-queries (needless
   second searches) and on ambiguous ones (needed);
-- P(search again): the probe of `executor_sft.demos.probe` at the teacher's exact turn-2
+- P(search again): the probe of `bench.probing.probe` at the teacher's exact turn-2
   prompt of each held-out sub-query, p_tool / (p_tool + p_answer) over the two continuations'
   sequence probabilities, averaged over plain and over ambiguous sub-queries.
 
@@ -25,9 +25,11 @@ from pathlib import Path
 
 import torch
 
-from executor_sft.demos.probe import AMBIGUOUS, PLAIN, mean_by_kind, p_search_each, turn2_prompts
 from executor_sft.files import read_jsonl
 from executor_sft.llm.transformers_backend import load_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.probing
+from bench.probing.probe import AMBIGUOUS, PLAIN, mean_by_kind, p_search_each, turn2_prompts  # noqa: E402
 
 UNTRAINED_NOTE = (
     "The untrained student answers in prose (neither continuation), so its row only shows where the "

@@ -231,7 +231,7 @@ def test_tables_over_uneven_seeds_say_so_instead_of_comparing_means():
 
 def test_probe_entry_and_lines_come_from_the_final_checkpoint():
     bench = _bench()
-    from executor_sft.demos.convergence import ConvergenceConfig
+    from bench.probing.convergence import ConvergenceConfig
 
     cfg = load_config(TINY, {}).model_dump()
     c = {"eval": {}, "probe_curve": _curve(0.0, 0.125, 0.25), "stopped": "plateau", "sft_rows": {}}
@@ -246,7 +246,7 @@ def test_probe_entry_and_lines_come_from_the_final_checkpoint():
 @pytest.mark.slow
 def test_convergence_mode_records_the_probe_curve_and_resumes_from_done_dir(tmp_path, monkeypatch):
     bench = _bench()
-    from executor_sft.demos.convergence import ConvergenceConfig
+    from bench.probing.convergence import ConvergenceConfig
 
     cfg = load_config(TINY, {"out": str(tmp_path / "seed0")})
     conv = ConvergenceConfig(epochs=1, probe_every=3, heldout_rows=2)

@@ -6,7 +6,7 @@ import json
 
 from script_modules import load_script
 
-from executor_sft.demos.convergence import EqualStepsConfig
+from bench.probing.convergence import EqualStepsConfig
 
 
 def _bench():

@@ -1,4 +1,4 @@
-"""executor_sft.demos.probe, probe_callback, probe_plot and convergence: the turn-2 probe as a
+"""bench.probing (probe, callback, plot, convergence): the turn-2 probe as a
 learning curve. The callback is tested on a real (tiny Qwen3) training run over real rows, probing
 real turn-2 prompts of the scripted teacher on a tiny demo world's held-out sub-queries."""
 
@@ -10,9 +10,17 @@ from pathlib import Path
 import pytest
 from transformers import TrainerCallback
 
-from executor_sft.demos.convergence import ConvergenceConfig, split_heldout
-from executor_sft.demos.demo import DemoConfig, evaluate, train_demo
-from executor_sft.demos.probe import (
+from bench.probing.callback import (
+    EPOCHS,
+    PLATEAU,
+    PlateauRule,
+    ProbeCallback,
+    read_records,
+    stopped_by,
+)
+from bench.probing.convergence import ConvergenceConfig, split_heldout
+from bench.probing.plot import plot_probe_curves
+from bench.probing.probe import (
     AMBIGUOUS,
     CHOICES,
     PLAIN,
@@ -23,15 +31,7 @@ from executor_sft.demos.probe import (
     summarise,
     turn2_prompts,
 )
-from executor_sft.demos.probe_callback import (
-    EPOCHS,
-    PLATEAU,
-    PlateauRule,
-    ProbeCallback,
-    read_records,
-    stopped_by,
-)
-from executor_sft.demos.probe_plot import plot_probe_curves
+from executor_sft.demos.demo import DemoConfig, evaluate, train_demo
 from executor_sft.files import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from script_modules import load_script
 
-from executor_sft.demos.probe import AMBIGUOUS, Turn2Prompt
+from bench.probing.probe import AMBIGUOUS, Turn2Prompt
 
 REPO = Path(__file__).resolve().parents[2]
 

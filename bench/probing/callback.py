@@ -27,7 +27,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from executor_sft.demos.probe import Turn2Prompt, run_probe
+from bench.probing.probe import Turn2Prompt, run_probe
 from executor_sft.sft.compile import eager_decoder_layers
 
 PLATEAU, EPOCHS = "plateau", "epochs"

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from executor_sft.demos.probe_callback import PlateauRule
+from bench.probing.callback import PlateauRule
 
 
 class ConvergenceConfig(BaseModel):
