@@ -26,6 +26,13 @@ from executor_sft.grpo.marl import (
 from executor_sft.grpo.rollout_failures import FailureRules
 from executor_sft.schema import Question, Role
 
+FAILURE_RULES = ("max_context_tokens", "exclude_turn_limit", "cut_is_context_limit", "failure_reward")
+SAME_IN_SETTINGS = (
+    *("credit", "token_level", "agent_level", "train_lead", "reward_metric"),
+    *("max_tokens_per_turn", "deep_share", "loss_rows"),
+)
+"""Options passed to `MARLSettings` (or its `FailureRules`) under their own names."""
+
 
 @dataclass
 class MARLScriptArguments:
@@ -119,24 +126,9 @@ class MARLScriptArguments:
         thinking = bool(
             (getattr(training_args, "chat_template_kwargs", None) or {}).get("enable_thinking", False)
         )
-        return MARLSettings(
-            pipeline=pipeline,
-            credit=self.credit,
-            token_level=self.token_level,
-            agent_level=self.agent_level,
-            train_lead=self.train_lead,
-            reward_metric=self.reward_metric,
-            max_tokens_per_turn=self.max_tokens_per_turn,
-            enable_thinking=thinking,
-            rules=FailureRules(
-                max_context_tokens=self.max_context_tokens,
-                exclude_turn_limit=self.exclude_turn_limit,
-                cut_is_context_limit=self.cut_is_context_limit,
-                failure_reward=self.failure_reward,
-            ),
-            deep_share=self.deep_share,
-            loss_rows=self.loss_rows,
-        )
+        rules = FailureRules(**{name: getattr(self, name) for name in FAILURE_RULES})
+        same = {name: getattr(self, name) for name in SAME_IN_SETTINGS}
+        return MARLSettings(pipeline=pipeline, enable_thinking=thinking, rules=rules, **same)
 
 
 def load_questions(path: str, max_examples: int | None = None) -> list[Question]:
@@ -208,6 +200,9 @@ def build_marl_trainer(
     )
 
 
+MARL_IDENTITY = ("credit", "token_level", "agent_level", "train_lead", "deep_share")
+"""The multi-agent options a resumed or relaunched run must share (beside TRL's `MARL_SETTINGS`)."""
+
 MARL_SETTINGS = (
     "learning_rate",
     "max_steps",
@@ -252,13 +247,7 @@ def run_marl(script_args: MARLScriptArguments, training_args: Any, model_args: A
         model_args,
         settings=MARL_SETTINGS,
         outcome=_outcome,
-        extra_config={
-            "credit": script_args.credit,
-            "token_level": script_args.token_level,
-            "agent_level": script_args.agent_level,
-            "train_lead": script_args.train_lead,
-            "deep_share": script_args.deep_share,
-        },
+        extra_config={name: getattr(script_args, name) for name in MARL_IDENTITY},
         overrides=overrides,
     )
 
