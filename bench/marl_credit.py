@@ -74,6 +74,7 @@ def script_args(world: Path, credit: str, args):
         max_tokens_per_turn=args.max_tokens,
         deep_share=0.5,
         reward_metric="f1",
+        loss_rows=args.loss_rows,
     )
 
 
@@ -378,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--world_seed", type=int, default=0)
     p.add_argument("--heldout_deep", type=int, default=8)
     p.add_argument("--heldout_wide", type=int, default=4)
+    p.add_argument("--loss_rows", type=int, default=2, help="Rows per forward and backward of the loss (memory).")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast for the loss (CPUs with native bf16).")
     p.add_argument("--redo", action="store_true")
     p.add_argument("--results", default=str(RESULTS / "marl_credit"))
