@@ -62,7 +62,7 @@ class MARLSettings:
     enable_thinking: bool = False
     rules: FailureRules = field(default_factory=FailureRules)
     deep_share: float | None = None
-    loss_rows: int | None = 8
+    loss_rows: int | None = 4
 
     def __post_init__(self) -> None:
         CREDITS.check(self.credit)

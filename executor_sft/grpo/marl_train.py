@@ -84,7 +84,7 @@ class MARLScriptArguments:
         default=None, metadata={"help": "Share of deep (text) questions in each batch (WideSeek-R1: 0.5)."}
     )
     loss_rows: int | None = field(
-        default=8,
+        default=4,
         metadata={
             "help": "Rows (trained model calls) per forward and backward of the loss; null: all at once."
         },
