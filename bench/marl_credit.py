@@ -253,6 +253,11 @@ def plot(results: dict[str, Any], path: Path) -> None:
             [y + s for y, s in zip(ys, sd, strict=True)],
             alpha=0.2,
         )
+    ax.set_xticks(
+        range(
+            1, 1 + max(len(results["arms"].get(a, {}).get("steps") or []) for a in ("shared", "substitution"))
+        )
+    )
     ax.set_xlabel("GRPO step")
     ax.set_ylabel("rollout reward (F1; band: within-group std)")
     ax.set_title("Multi-agent GRPO on CPU: shared vs substitution credit")
@@ -379,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--world_seed", type=int, default=0)
     p.add_argument("--heldout_deep", type=int, default=8)
     p.add_argument("--heldout_wide", type=int, default=4)
-    p.add_argument("--loss_rows", type=int, default=2, help="Rows per forward and backward of the loss (memory).")
+    p.add_argument(
+        "--loss_rows", type=int, default=2, help="Rows per forward and backward of the loss (memory)."
+    )
     p.add_argument("--bf16", action="store_true", help="bf16 autocast for the loss (CPUs with native bf16).")
     p.add_argument("--redo", action="store_true")
     p.add_argument("--results", default=str(RESULTS / "marl_credit"))
