@@ -84,7 +84,7 @@ OutcomeMode = Literal["substitute", "replay"]
 
 
 class OutcomeConfig(BaseModel):
-    """How a shadow or counterfactual run gets its outcome (docs/rollout.md, "Outcome modes").
+    """How a shadow or counterfactual run gets its outcome (docs/rollout.md, "Collection and outcome modes").
 
     `substitute`: the answerer is re-run with the run's report in place of the driver's at its
     position, other reports unchanged (one answerer call). `replay`: the backbone is re-run

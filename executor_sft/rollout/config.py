@@ -55,7 +55,7 @@ class CounterfactualConfig(BaseModel):
 
 
 class CollectionModeConfig(BaseModel):
-    """How executor roles share episodes (docs/rollout.md, "Collection modes").
+    """How executor roles share episodes (docs/rollout.md, "Collection and outcome modes").
 
     `shadow` (default): one episode per (question, sample); the driver's reports feed the
     backbone and every other executor role runs on the same sub-queries as a shadow.

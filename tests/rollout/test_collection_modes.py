@@ -108,7 +108,7 @@ def test_separate_mode_each_role_drives_its_own_episodes(world, world_dir, world
     assert f"{tab4['teacher']['searches_per_invocation']:.2f}" in table
 
     # the filter's "uncovered" rule is per episode: a teacher episode has no student runs, so every
-    # teacher sub-query counts as uncovered (docs/rollout.md, "Collection modes")
+    # teacher sub-query counts as uncovered (docs/rollout.md, "Collection and outcome modes")
     rows = filter_episodes(episodes, FilterConfig(require_judge=False)).rows
     roles = Counter((r["stratum"], r["source_run_id"].rsplit("/", 1)[-1]) for r in rows)
     assert roles[("single_search", "teacher")] and roles[("single_search", "student")]
