@@ -312,9 +312,11 @@ def make_trainer_class(base: type) -> type:
             otherwise. The loss is a sum over rows divided by the rollouts in the batch, so the chunks'
             gradients add up to the whole batch's; the last chunk's loss goes back to the Trainer for
             its backward, carrying the others' values (detached) for the log."""
+            import torch
+
             rows = inputs["prompt_ids"].size(0)
             size = self.marl.loss_rows
-            if size is None or rows <= size:
+            if size is None or rows <= size or not torch.is_grad_enabled():  # evaluation: no backward
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             # rows of like length share a chunk, which drops the columns all of them pad
             length = inputs["prompt_mask"].sum(1) + inputs["completion_mask"].sum(1)
