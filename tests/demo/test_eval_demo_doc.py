@@ -1,5 +1,5 @@
-"""docs/eval.md's evaluation demo: its command run as written, and every figure of its table (and
-of docs/results.md's copy) compared with the table the run prints.
+"""docs/eval.md's evaluation demo: its command run as written, and every figure of its table
+compared with the table the run prints.
 
 CER-C orders the calls by their start time, so where a round's runs go in parallel it moves by
 0.1 from run to run (docs/eval.md says so); it is compared within that, every other cell as written.
@@ -18,10 +18,6 @@ from executor_sft.testing.paths import REPO_ROOT
 COMMAND = "python -m executor_sft.demos.eval_demo --out runs/eval-demo --questions 60"
 SECTION = "## Example: a sweep on the synthetic world (offline, reproducible)"
 SCHEDULED = {"CER-C": 0.1}  # column -> the spread the page states
-RESULTS_CELLS = {  # docs/results.md's row names -> the run's cell
-    "scripted backbone + student executor": "scripted+student",
-    "scripted backbone + teacher executor": "scripted+teacher",
-}
 
 
 def _table(text: str) -> list[dict[str, str]]:
@@ -51,7 +47,7 @@ def figure_problems(page: str, doc: list[dict[str, str]], run: dict[str, dict[st
     problems = []
     for row in doc:
         name, *columns = row
-        cell = RESULTS_CELLS.get(row[name], row[name])
+        cell = row[name]
         measured = run.get(cell)
         if measured is None:
             problems.append(f"{page}: row {row[name]!r}: no such cell in the run")
@@ -77,12 +73,7 @@ def test_every_figure_of_the_eval_demo_tables_is_what_the_run_prints(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = {row["cell"]: row for row in _table(proc.stdout)}
     assert "60 test\nquestions, k = 1" in section
-
-    results_page = (REPO_ROOT / "docs" / "results.md").read_text(encoding="utf-8")
-    results_table = results_page.split("produced by `python -m executor_sft.demos.eval_demo`", 1)[1]
-    problems = figure_problems("docs/eval.md", _table(section), run)
-    problems += figure_problems("docs/results.md", _table(results_table), run)
-    assert problems == []
+    assert figure_problems("docs/eval.md", _table(section), run) == []
 
 
 def test_a_figure_off_by_more_than_its_spread_is_named():
