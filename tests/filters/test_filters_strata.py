@@ -1,4 +1,4 @@
-"""Every inclusion and exclusion rule of the two strata (docs/architecture.md, "Filter strata")."""
+"""Every inclusion and exclusion rule of the two strata (docs/filters.md, "Rules")."""
 
 from __future__ import annotations
 
