@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 TIMINGS = REPO / "docs" / "timings.md"
 RECORD = REPO / "bench" / "results" / "timings.md"
@@ -151,7 +149,6 @@ def test_history_on_a_page_is_named(tmp_path):
     assert history_problems([page]) == ["p.md:1: '#54'", "p.md:1: 'issue 57'", "p.md:1: '27a3159'", "p.md:1: '9a43c2e1'"]
 
 
-@pytest.mark.xfail(strict=True, reason="docs/*.md are not yet cut to the budget (issue 58, item 6)")
 def test_the_docs_stay_within_their_line_budget():
     lines = {page.name: page.read_text(encoding="utf-8").count("\n") for page in DOCS}
     assert sum(lines.values()) <= MAX_DOC_LINES, f"docs/*.md: {sum(lines.values())} lines: {lines}"
