@@ -122,7 +122,9 @@ def evaluate(model, tokenizer, world: Path, retriever, questions, args) -> dict[
     }
     model.eval()
     start = time.perf_counter()
-    episodes = asyncio.run(evaluate_episodes(questions, models, retriever, sa.settings(None).pipeline))
+    episodes = asyncio.run(
+        evaluate_episodes(questions, models, retriever, sa.settings(None).pipeline, desc="held out")
+    )
     per_q = []
     for e in episodes:
         runs = e.runs_for(POLICY)
@@ -147,6 +149,56 @@ def evaluate(model, tokenizer, world: Path, retriever, questions, args) -> dict[
         "tokens_per_question": statistics.fmean(q["policy_tokens"] for q in per_q),
         "per_question": per_q,
     }
+
+
+def sample_pool(model, tokenizer, world: Path, retriever, questions, args) -> dict[str, list[float]]:
+    """F1 of `--pool_samples` episodes per question sampled at T = 1 with `model` as the sub-agents:
+    the training pool's reward, before (the screen) or after training."""
+    from executor_sft.grpo.marl import LEAD, POLICY, evaluate_episodes
+    from executor_sft.grpo.marl_train import build_role_model
+    from executor_sft.llm.base import SamplingParams
+    from executor_sft.llm.transformers_backend import TransformersChatModel
+    from executor_sft.schema import Role
+
+    sa = script_args(world, "shared", args)
+    policy = TransformersChatModel(
+        model, tokenizer, name="policy", sampling=SamplingParams(temperature=1.0, max_tokens=args.max_tokens),
+        prefix_cache_tokens=0, max_batch_size=16,
+    )  # fmt: skip
+    models = {
+        POLICY: policy,
+        LEAD: build_role_model(sa.backbone, "backbone"),
+        Role.ANSWERER: build_role_model(sa.answerer, "answerer"),
+    }
+    model.eval()
+    repeated = [q for q in questions for _ in range(args.pool_samples)]
+    episodes = asyncio.run(
+        evaluate_episodes(repeated, models, retriever, sa.settings(None).pipeline, desc="pool samples")
+    )
+    out: dict[str, list[float]] = {q.id: [] for q in questions}
+    for e in episodes:
+        out[e.question.id].append(e.metrics.f1)
+    return out
+
+
+def screen(world: Path, retriever, train_q, args) -> tuple[list, dict[str, Any]]:
+    """The training pool: of the first `--screen_deep` text and `--screen_wide` table questions, the
+    `--pool_deep` and `--pool_wide` whose sampled rewards under the SFT checkpoint spread the most
+    (a group that scores alike gives GRPO no advantage). Saved, so every arm trains on the same pool."""
+    path = Path(args.work) / "screen.json"
+    if not path.is_file():
+        model, tok = _load(args.sft)
+        candidates = pick(train_q, args.screen_deep, args.screen_wide)
+        start = time.perf_counter()
+        scores = sample_pool(model, tok, world, retriever, candidates, args)
+        ranked = sorted(candidates, key=lambda q: -statistics.pstdev(scores[q.id]))
+        pool = [q for q in ranked if q.answer_format == "text"][: args.pool_deep]
+        pool += [q for q in ranked if q.answer_format == "table"][: args.pool_wide]
+        record = {"seconds": time.perf_counter() - start, "scores": scores, "pool": [q.id for q in pool]}
+        path.write_text(json.dumps(record, indent=1) + "\n")
+    record = json.loads(path.read_text())
+    by_id = {q.id: q for q in train_q}
+    return [by_id[i] for i in record["pool"]], record
 
 
 def run_arm(arm: str, world: Path, retriever, train_q, held_q, args) -> dict[str, Any]:
@@ -176,6 +228,8 @@ def run_arm(arm: str, world: Path, retriever, train_q, held_q, args) -> dict[str
         trainer.save_model(str(Path(args.work) / "out" / arm))  # so the held-out evaluation can be redone
         model, tok = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
     result["heldout"] = evaluate(model, tok, world, retriever, held_q, args)
+    if args.screen_deep or args.screen_wide:
+        result["pool_after"] = sample_pool(model, tok, world, retriever, train_q, args)
     return result
 
 
@@ -330,9 +384,37 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def welch(before: list[float], after: list[float]) -> dict[str, float]:
+    """after - before over independent sampled episodes, with a 95% Welch interval."""
+    from scipy.stats import ttest_ind
+
+    diff = statistics.fmean(after) - statistics.fmean(before)
+    ci = ttest_ind(after, before, equal_var=False).confidence_interval(0.95)
+    return {"mean": diff, "low": float(ci.low), "high": float(ci.high), "n": len(after)}
+
+
+def pool_lines(results: dict[str, Any]) -> list[str]:
+    """The training pool's sampled F1 before (the screen) and after each arm."""
+    pool = results.get("pool")
+    if not pool:
+        return []
+    before = [v for i in pool["pool"] for v in pool["scores"][i]]
+    out = [f"- training pool {pool['pool']}: sampled F1 before training {statistics.fmean(before):.3f}"]
+    for name in ARMS:
+        after = (results["arms"].get(name) or {}).get("pool_after")
+        if after:
+            flat = [v for i in pool["pool"] for v in after[i]]
+            w = welch(before, flat)
+            out.append(
+                f"- training pool, {name}: sampled F1 after {statistics.fmean(flat):.3f}, minus before "
+                f"{w['mean']:+.3f} (95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, {w['n']} episodes)"
+            )
+    return out
+
+
 def verdict(results: dict[str, Any]) -> list[str]:
     arms = results["arms"]
-    out = []
+    out = pool_lines(results)
     for name in ("shared", "substitution"):
         steps = (arms.get(name) or {}).get("steps") or []
         s = slope([x["reward"] for x in steps])
@@ -388,6 +470,17 @@ def main(argv: list[str] | None = None) -> int:
         "--loss_rows", type=int, default=2, help="Rows per forward and backward of the loss (memory)."
     )
     p.add_argument("--bf16", action="store_true", help="bf16 autocast for the loss (CPUs with native bf16).")
+    p.add_argument(
+        "--screen_deep", type=int, default=0, help="Text questions screened for the pool (0: no pool)."
+    )
+    p.add_argument("--screen_wide", type=int, default=0, help="Table questions screened for the pool.")
+    p.add_argument(
+        "--pool_deep", type=int, default=1, help="Text questions kept: every step trains on the pool."
+    )
+    p.add_argument("--pool_wide", type=int, default=1, help="Table questions kept.")
+    p.add_argument(
+        "--pool_samples", type=int, default=8, help="Sampled episodes per pool question, before and after."
+    )
     p.add_argument("--redo", action="store_true")
     p.add_argument("--results", default=str(RESULTS / "marl_credit"))
     args = p.parse_args(argv)
@@ -408,6 +501,10 @@ def main(argv: list[str] | None = None) -> int:
     held_ids = {q.id for q in held_wide}
     train_q = [q for q in train_all if q.id not in held_ids]
     held_q = pick(load_questions(str(world / "questions_test.jsonl")), args.heldout_deep, 0) + held_wide
+    pool_record = None
+    if args.screen_deep or args.screen_wide:
+        train_q, pool_record = screen(world, retriever, train_q, args)
+        print(f"[marl_credit] pool: {pool_record['pool']}", flush=True)
     arms: dict[str, Any] = {}
     for arm in args.arms:
         path = work / "arms" / f"{arm}.json"
@@ -429,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": os.getloadavg(),
         "arms": arms,
     }
+    if pool_record is not None:
+        results["pool"] = pool_record
     for arm in ("shared", "substitution"):
         trained = work / "out" / arm / "model.safetensors"
         if arm in arms and trained.is_file():

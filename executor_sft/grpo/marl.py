@@ -493,10 +493,18 @@ def question_dataset(questions: Sequence[Question]) -> Any:
 
 
 async def evaluate_episodes(
-    questions: Sequence[Question], models: Mapping[str, Any], retriever: Any, pipeline: PipelineConfig
+    questions: Sequence[Question],
+    models: Mapping[str, Any],
+    retriever: Any,
+    pipeline: PipelineConfig,
+    desc: str = "episodes",
 ) -> list[Episode]:
-    """Held-out episodes with the policy as the sub-agents (`models[POLICY]`), the lead as given."""
+    """Held-out episodes with the policy as the sub-agents (`models[POLICY]`), the lead as given; a
+    progress bar counts finished episodes (CPU runs of a few dozen take many minutes)."""
+    from tqdm.asyncio import tqdm_asyncio
+
     config = pipeline.model_copy(
         update={"executor_roles": [POLICY], "driver": POLICY, "label_outcomes": False}
     )
-    return list(await asyncio.gather(*(run_episode(q, models, retriever, config, 0) for q in questions)))
+    runs = (run_episode(q, models, retriever, config, 0) for q in questions)
+    return list(await tqdm_asyncio.gather(*runs, desc=desc, total=len(questions)))
