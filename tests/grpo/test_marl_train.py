@@ -180,3 +180,45 @@ def test_without_kl_rows_that_weigh_nothing_are_not_run(tiny_checkpoint, wide_wo
         adv, mask = batch["advantages"], batch["completion_mask"]
         zero_pad = mask.shape[0] == 1 and int(mask.sum()) == 0  # a step with nothing to train
         assert zero_pad or all(float(adv[i].abs().sum()) > 0 for i in range(adv.shape[0]))
+
+
+def test_held_out_episodes_come_back_in_question_order_with_the_policy_as_sub_agents(
+    tiny_checkpoint, wide_world
+):
+    """What `bench/marl_credit.py` scores: one episode per question, in order (the bar's gather keeps it),
+    the policy's runs recorded and the answer scored; a repeated question is sampled independently."""
+    import asyncio
+
+    from transformers import AutoModelForCausalLM
+
+    from executor_sft.grpo.marl import LEAD, POLICY, evaluate_episodes
+    from executor_sft.grpo.marl_train import MARLScriptArguments, build_role_model, load_questions
+    from executor_sft.grpo.policy import load_tokenizer
+    from executor_sft.llm.base import SamplingParams
+    from executor_sft.llm.transformers_backend import TransformersChatModel
+    from executor_sft.schema import Role
+
+    world_dir, _, retriever = wide_world
+    questions = load_questions(str(world_dir / "questions_train.jsonl"))
+    picked = [q for q in questions if q.answer_format == "text"][:2] + [
+        q for q in questions if q.answer_format == "table"
+    ][:1]
+    args = MARLScriptArguments(
+        backbone=_scripted(world_dir, "backbone"), answerer=_scripted(world_dir, "answerer"),
+        max_rounds=1, max_parallel=2, max_turns=1, max_tokens_per_turn=8,
+    )  # fmt: skip
+    policy = TransformersChatModel(
+        AutoModelForCausalLM.from_pretrained(str(tiny_checkpoint)), load_tokenizer(str(tiny_checkpoint)),
+        name="policy", sampling=SamplingParams(temperature=1.0, max_tokens=8), prefix_cache_tokens=0,
+    )  # fmt: skip
+    models = {
+        POLICY: policy,
+        LEAD: build_role_model(args.backbone, "backbone"),
+        Role.ANSWERER: build_role_model(args.answerer, "answerer"),
+    }
+    asked = [*picked, picked[0]]
+    episodes = asyncio.run(evaluate_episodes(asked, models, retriever, args.settings(None).pipeline))
+    assert [e.question.id for e in episodes] == [q.id for q in asked]
+    assert all(e.runs_for(POLICY) and e.metrics is not None for e in episodes)
+    first, again = episodes[0].runs_for(POLICY)[0], episodes[-1].runs_for(POLICY)[0]
+    assert first.calls != again.calls  # the same question sampled twice: two draws
