@@ -227,7 +227,7 @@ def run_arm(arm: str, world: Path, retriever, train_q, held_q, args) -> dict[str
         result["s_per_step"] = result["train_s"] / max(1, trainer.state.global_step)
         trainer.save_model(str(Path(args.work) / "out" / arm))  # so the held-out evaluation can be redone
         model, tok = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
-    result["heldout"] = evaluate(model, tok, world, retriever, held_q, args)
+    result["heldout"] = evaluate(model, tok, world, retriever, held_q, args) if held_q else None
     if args.screen_deep or args.screen_wide:
         result["pool_after"] = sample_pool(model, tok, world, retriever, train_q, args)
     return result
@@ -338,14 +338,20 @@ def markdown(results: dict[str, Any]) -> str:
         if a is None:
             continue
         steps = a.get("steps") or []
-        h = a["heldout"]
+        h = a["heldout"] or {
+            "em_text": None,
+            "item_f1_table": None,
+            "f1_all": None,
+            "tokens_per_question": None,
+        }
         fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+        tokens = "-" if h["tokens_per_question"] is None else f"{h['tokens_per_question']:.0f}"
         lines.append(
             f"| {name} | {len(steps)} | {fmt(a.get('s_per_step'))} | "
             f"{fmt(steps[0]['reward']) if steps else '-'} | {fmt(steps[-1]['reward']) if steps else '-'} | "
             f"{fmt(statistics.fmean(s['reward_std'] for s in steps)) if steps else '-'} | "
             f"{fmt(statistics.fmean(s.get('marl/zero_std_groups', 0) for s in steps)) if steps else '-'} | "
-            f"{fmt(h['em_text'])} | {fmt(h['item_f1_table'])} | {fmt(h['f1_all'])} | {h['tokens_per_question']:.0f} |"
+            f"{fmt(h['em_text'])} | {fmt(h['item_f1_table'])} | {fmt(h['f1_all'])} | {tokens} |"
         )
     lines += [
         "",
@@ -424,8 +430,9 @@ def verdict(results: dict[str, Any]) -> list[str]:
                 f"- {name}: reward slope {s['slope']:+.4f}/step (95% interval {s['low']:+.4f} to {s['high']:+.4f}): "
                 + ("moved" if moved else "no movement distinguishable from zero")
             )
-    if "shared" in arms and "substitution" in arms:
-        a, b = arms["shared"]["heldout"]["per_question"], arms["substitution"]["heldout"]["per_question"]
+    held = {name: a["heldout"]["per_question"] for name, a in arms.items() if a.get("heldout")}
+    if "shared" in held and "substitution" in held:
+        a, b = held["shared"], held["substitution"]
         for key in ("f1", "em"):
             p = paired(a, b, key)
             if p:
@@ -433,12 +440,10 @@ def verdict(results: dict[str, Any]) -> list[str]:
                     f"- held-out {key}, substitution minus shared: {p['mean']:+.3f} "
                     f"(95% interval {p['low']:+.3f} to {p['high']:+.3f}, {p['n']} questions)"
                 )
-    if "none" in arms:
+    if "none" in held:
         for name in ("shared", "substitution"):
-            if name in arms:
-                p = paired(
-                    arms["none"]["heldout"]["per_question"], arms[name]["heldout"]["per_question"], "f1"
-                )
+            if name in held:
+                p = paired(held["none"], held[name], "f1")
                 if p:
                     out.append(
                         f"- held-out F1, {name} minus no RL: {p['mean']:+.3f} "
