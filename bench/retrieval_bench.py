@@ -38,11 +38,14 @@ import httpx
 import numpy as np
 from transformers import HfArgumentParser
 
+from executor_sft.cache import cache_dir
 from executor_sft.retrieval import Manifest, build_index, load_retriever
 from executor_sft.retrieval.bm25 import RankBM25Retriever
 from executor_sft.retrieval.corpus import Corpus
 from executor_sft.retrieval.encoders import EncoderConfig
-from executor_sft.testing import cache_dir, minibench_corpus, minibench_questions
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.support
+from tests.support.paths import minibench_corpus, minibench_questions  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 KS = (1, 3, 5, 10)
