@@ -11,7 +11,7 @@ are trained from the same rollouts, each for the same number of optimizer steps 
 (c)'s rows) on one cosine schedule:
 
 - (c) the full filter (`single_search` + `info_gain_multi_search`);
-- (a') the matched control (`executor_sft.filters.matched_control`): (c)'s one-search rows and
+- (a') the matched control (`bench.probing.matched`): (c)'s one-search rows and
   as many two-search rows, drawn at random from the teacher's correct two-search runs;
 - (a) naive: every correct run.
 
@@ -192,9 +192,9 @@ def compact_runs(runs_path: Path, subs: list, world_dir: Path) -> list[dict]:
 
 
 def variant_rows(variant: str, out: Path, seed: int) -> list[dict]:
+    from bench.probing.matched import matched_control
     from executor_sft.demos.sample_data import ROLLOUTS
     from executor_sft.filters import ALL_CORRECT, FilterConfig, filter_episodes, iter_episodes_by_id
-    from executor_sft.filters.matched import matched_control
 
     full = filter_episodes(iter_episodes_by_id(out / ROLLOUTS), FilterConfig()).rows
     if variant == "c":
@@ -216,9 +216,9 @@ def steps_for(cfg) -> int:
 
 def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
     from bench.probing.convergence import EqualStepsConfig
+    from bench.probing.matched import n_searches
     from executor_sft.demos.demo import _student_model, evaluate, train_demo
     from executor_sft.filters import write_jsonl
-    from executor_sft.filters.matched import n_searches
 
     key = {**_key(cfg), "variant": variant, "steps": steps}
     done_path = done_dir / f"seed{cfg.seed}-{variant}.json"
