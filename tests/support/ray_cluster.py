@@ -59,8 +59,9 @@ class LocalRayCluster:
         self.ray_temp = Path(tempfile.mkdtemp(prefix="ray-"))
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
-        # Node death is noticed in about a second instead of Ray's default half a minute. The
-        # repository on PYTHONPATH: workers unpickle factories from this module (`tests.support`).
+        # Node death is noticed in about a second instead of Ray's default half a minute. Workers
+        # unpickle this module's factories: Ray adds only the driver's working directory to their
+        # path, so the repository goes on PYTHONPATH for a pytest started from any folder.
         self.env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
