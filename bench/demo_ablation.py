@@ -18,7 +18,7 @@ trained student is evaluated in every mode of `--evals`: `greedy`, or `mean@N:T`
 sampled evaluation: N runs per sub-query at temperature T; default mean@4 at 0.6, the paper
 configs' executor temperature), where P(2 searches) is the share of all runs. The first mode
 gives each seed's `mechanism`: (c)'s P(2 searches | ambiguous) - P(2 searches | plain) with a
-95% interval from resampling sub-queries (`executor_sft.metrics.share_difference`), and
+95% interval from resampling sub-queries (`bench.probing.share_difference`), and
 `c_vs_a` (EM, tokens per sub-query).
 The scripted teacher over-searches (`teacher_extra_search_rate`), so (a) sees needless second
 searches; (c) keeps only the second searches a one-search re-run proves necessary, which in
@@ -96,13 +96,13 @@ from executor_sft.filters import (
     write_json,
     write_jsonl,
 )
-from executor_sft.metrics.share_difference import share_difference
 from executor_sft.recipe_main import run_recipe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.probing
 from bench.probing.callback import ProbeCallback, read_records, stopped_by  # noqa: E402
 from bench.probing.convergence import ConvergenceConfig, split_heldout  # noqa: E402
 from bench.probing.probe import AMBIGUOUS, PLAIN, turn2_prompts  # noqa: E402
+from bench.probing.share_difference import share_difference  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO / "recipes" / "configs" / "demo.yaml"

@@ -6,12 +6,12 @@
 Per seed, on the decoupled world (`executor_sft.synthetic.DECOUPLED_WORLD`, 600 entities, 400
 questions; docs/synthetic.md): the world, its BM25 index and the scripted teacher's rollouts
 (`double_check` on, the coin off) are made once, and the two bag-of-words shortcut probes
-(`executor_sft.synthetic.surface`) are measured on its person sub-queries. Then three students
+(`bench.probing.surface`) are measured on its person sub-queries. Then three students
 are trained from the same rollouts, each for the same number of optimizer steps (two epochs of
 (c)'s rows) on one cosine schedule:
 
 - (c) the full filter (`single_search` + `info_gain_multi_search`);
-- (a') the matched control (`executor_sft.filters.matched_control`): (c)'s one-search rows and
+- (a') the matched control (`bench.probing.matched`): (c)'s one-search rows and
   as many two-search rows, drawn at random from the teacher's correct two-search runs;
 - (a) naive: every correct run.
 
@@ -103,10 +103,10 @@ def _key(cfg) -> dict:
 
 def prepare(cfg, done_dir: Path) -> dict:
     """World, index, rollouts, shortcut probes and the teacher's greedy evaluation (resumable)."""
+    from bench.probing.surface import first_searches, shortcut_accuracy
     from executor_sft.demos.demo import collect_demo, evaluate
     from executor_sft.demos.sample_data import ROLLOUTS, bm25_index
     from executor_sft.synthetic import DECOUPLED_WORLD, ScriptedTeacherExecutor, load_world, write_world
-    from executor_sft.synthetic.surface import first_searches, shortcut_accuracy
 
     out = Path(cfg.out)
     world_dir = out / "world"
@@ -147,8 +147,8 @@ def prepare(cfg, done_dir: Path) -> dict:
 
 
 def person_rows(path: Path) -> list[dict]:
+    from bench.probing.surface import PERSON_RELATIONS
     from executor_sft.files import read_jsonl
-    from executor_sft.synthetic.surface import PERSON_RELATIONS
 
     return [r for r in read_jsonl(path) if r["relation"] in PERSON_RELATIONS]
 
@@ -192,9 +192,9 @@ def compact_runs(runs_path: Path, subs: list, world_dir: Path) -> list[dict]:
 
 
 def variant_rows(variant: str, out: Path, seed: int) -> list[dict]:
+    from bench.probing.matched import matched_control
     from executor_sft.demos.sample_data import ROLLOUTS
     from executor_sft.filters import ALL_CORRECT, FilterConfig, filter_episodes, iter_episodes_by_id
-    from executor_sft.filters.matched import matched_control
 
     full = filter_episodes(iter_episodes_by_id(out / ROLLOUTS), FilterConfig()).rows
     if variant == "c":
@@ -216,9 +216,9 @@ def steps_for(cfg) -> int:
 
 def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
     from bench.probing.convergence import EqualStepsConfig
+    from bench.probing.matched import n_searches
     from executor_sft.demos.demo import _student_model, evaluate, train_demo
     from executor_sft.filters import write_jsonl
-    from executor_sft.filters.matched import n_searches
 
     key = {**_key(cfg), "variant": variant, "steps": steps}
     done_path = done_dir / f"seed{cfg.seed}-{variant}.json"
@@ -424,7 +424,7 @@ def _shown(path: Path) -> str:
 
 
 def render(done_dir: Path, command: str) -> tuple[str, dict]:
-    from executor_sft.synthetic.surface import FirstSearch, shortcut_accuracy
+    from bench.probing.surface import FirstSearch, shortcut_accuracy
 
     worlds = {
         int(p.stem[4:].split("-")[0]): json.loads(p.read_text())

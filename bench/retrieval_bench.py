@@ -8,7 +8,7 @@ and, with --stack, single-call quality and latency per search configuration, rer
 
 --stack measures every configuration in `stack_configs` on the same dev questions in one run,
 one query per call as an agent's search tool calls it: recall@5, nDCG@5 (gold passages gain 1,
-`executor_sft.retrieval.metrics`), P50/P95 wall time per call and the size of the index parts
+`retrieval_metrics.py`), P50/P95 wall time per call and the size of the index parts
 read. Its corpus is the questions' gold passages, BM25's top 30 for each question over the
 whole corpus (hard distractors), and random passages up to --stack_docs; its section replaces
 the same-titled section of --out and leaves the rest of the file as it is.
@@ -38,11 +38,14 @@ import httpx
 import numpy as np
 from transformers import HfArgumentParser
 
+from executor_sft.cache import cache_dir
 from executor_sft.retrieval import Manifest, build_index, load_retriever
 from executor_sft.retrieval.bm25 import RankBM25Retriever
 from executor_sft.retrieval.corpus import Corpus
 from executor_sft.retrieval.encoders import EncoderConfig
-from executor_sft.testing import cache_dir, minibench_corpus, minibench_questions
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.support
+from tests.support.paths import minibench_corpus, minibench_questions  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 KS = (1, 3, 5, 10)
@@ -324,7 +327,7 @@ class StackRow:
 
 
 def stack_row(label: str, index: Path, kind: str, options: dict, questions: list[dict]) -> StackRow:
-    from executor_sft.retrieval.metrics import ndcg_at_k, recall_at_k
+    from bench.retrieval_metrics import ndcg_at_k, recall_at_k
 
     t = time.perf_counter()
     retriever = load_retriever(index, kind, **json.loads(json.dumps(options)))
@@ -351,7 +354,7 @@ def stack_row(label: str, index: Path, kind: str, options: dict, questions: list
 def _pre_rerank_recall(index: Path, options: dict, questions: list[dict]) -> tuple[float | None, int | None]:
     """Recall@top_n of a rerank stage's candidates: the kind below it (`over`, with the options
     beside it) asked for `top_n` passages, as the stage asks it. (None, None) without a rerank stage."""
-    from executor_sft.retrieval.metrics import recall_at_k
+    from bench.retrieval_metrics import recall_at_k
 
     if "rerank" not in options:
         return None, None

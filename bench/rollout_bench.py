@@ -47,6 +47,8 @@ from executor_sft.data import load_questions
 from executor_sft.llm.base import ChatResult, SamplingParams
 from executor_sft.schema import Message, Question, TokenUsage
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.support
+
 PROMPT_TOKENS, COMPLETION_TOKENS = 100, 10
 """Fixed usage per call, so token totals are known by hand (tests rely on it)."""
 
@@ -168,8 +170,9 @@ JUDGE_CHAIN_CALLS = 3
 
 def ensure_minibench_bm25() -> Path:
     """A BM25 index of ../shared/minibench in the user cache (outside the repo), built once."""
+    from executor_sft.cache import cache_dir
     from executor_sft.retrieval import build_index
-    from executor_sft.testing import cache_dir, minibench_corpus
+    from tests.support.paths import minibench_corpus
 
     out = cache_dir() / "indexes" / "minibench-bm25"
     if not (out / "manifest.json").exists():
@@ -354,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", help="write a cProfile of the last single-process level to this file")
     args = parser.parse_args(argv)
 
-    from executor_sft.testing import minibench_questions
+    from tests.support.paths import minibench_questions
 
     index = ensure_minibench_bm25()
     questions = load_questions(minibench_questions())

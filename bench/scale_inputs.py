@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +29,9 @@ from executor_sft.rollout.summary import CollectionStats, collection_stats
 from executor_sft.schema import Episode
 from executor_sft.store import EpisodeStore, read_episodes
 from executor_sft.synthetic import load_world, write_world
-from executor_sft.testing.ray_cluster import world_models, world_retriever
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.support
+from tests.support.ray_cluster import world_models, world_retriever  # noqa: E402
 
 MODES = [
     ("shadow", "substitute"),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -35,8 +36,10 @@ from executor_sft.llm.oracle import OracleBackbone
 from executor_sft.metrics.answer import cover_exact_match
 from executor_sft.retrieval import load_retriever
 from executor_sft.schema import Question
-from executor_sft.testing import minibench_corpus, minibench_questions
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.support
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call  # noqa: E402
+from tests.support.paths import minibench_corpus, minibench_questions  # noqa: E402
 
 
 def _user(messages) -> str:

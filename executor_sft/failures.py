@@ -60,7 +60,3 @@ def status_kind(status: int) -> Kind:
     if status >= 500 or status in RETRYABLE_4XX:
         return "retry"
     return "outcome" if status in REFUSED_4XX else "setup"
-
-
-def is_infrastructure(exc: BaseException) -> bool:
-    return isinstance(exc, INFRASTRUCTURE_ERRORS)

@@ -113,10 +113,6 @@ class Usage(Record):
     completion_tokens: int = 0
     calls: int = 0
 
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
     def add(self, other: Usage | TokenUsage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens

@@ -44,7 +44,7 @@ take_ctrl_c_as_a_terminal_would()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from executor_sft import testing  # noqa: E402  (after the thread count: it may load torch)
+from tests import support  # noqa: E402  (after the thread count: it may load torch)
 
 SHARED_FIXTURES = {"minibench_corpus_path", "minibench_questions_path", "seed_splits_path"}
 """Fixtures that read the shared data; a test that uses one (even indirectly) is a shared_data test."""
@@ -52,7 +52,7 @@ SHARED_FIXTURES = {"minibench_corpus_path", "minibench_questions_path", "seed_sp
 
 def shared_data_missing() -> str | None:
     """The one-line skip reason when the shared data is absent, else None."""
-    needed = [testing.minibench_corpus(), testing.minibench_questions(), testing.seed_splits_dir()]
+    needed = [support.minibench_corpus(), support.minibench_questions(), support.seed_splits_dir()]
     missing = [p for p in needed if not p.exists()]
     if not missing:
         return None
@@ -114,17 +114,17 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def minibench_corpus_path():
-    return testing.minibench_corpus()
+    return support.minibench_corpus()
 
 
 @pytest.fixture(scope="session")
 def minibench_questions_path():
-    return testing.minibench_questions()
+    return support.minibench_questions()
 
 
 @pytest.fixture(scope="session")
 def seed_splits_path():
-    return testing.seed_splits_dir()
+    return support.seed_splits_dir()
 
 
 @pytest.fixture(scope="session")
@@ -132,7 +132,7 @@ def minibench_bm25_dir(minibench_corpus_path):
     """BM25 over the real minibench corpus, in the cache (about 30 s to build the first time on 2 cores)."""
     from executor_sft.eval.runner import ensure_index
 
-    return ensure_index(testing.cache_dir() / "indexes" / "minibench-bm25", minibench_corpus_path)
+    return ensure_index(support.cache_dir() / "indexes" / "minibench-bm25", minibench_corpus_path)
 
 
 @pytest.fixture(scope="session")
@@ -146,18 +146,18 @@ def minibench_bm25(minibench_bm25_dir, minibench_corpus_path):
 @pytest.fixture()
 def tiny_model():
     """A fresh random tiny Qwen3 (model, tokenizer); cheap enough to build per test."""
-    return testing.tiny_qwen3()
+    return support.tiny_qwen3()
 
 
 @pytest.fixture(scope="session")
 def qwen3_tokenizer():
-    return testing.qwen3_tokenizer()
+    return support.qwen3_tokenizer()
 
 
 @pytest.fixture(scope="session")
 def smollm2():
     """SmolLM2-135M-Instruct (model, tokenizer); session-scoped because it takes seconds to load."""
-    return testing.smollm2_instruct()
+    return support.smollm2_instruct()
 
 
 @pytest.fixture(scope="session")
@@ -165,7 +165,7 @@ def ray_cluster(tmp_path_factory):
     """A real two-node Ray cluster on 127.0.0.1 (head + one worker node, one CPU each), this
     process connected to it; torn down at the end (only these nodes' process groups)."""
     pytest.importorskip("ray")
-    from executor_sft.testing.ray_cluster import LocalRayCluster
+    from tests.support.ray_cluster import LocalRayCluster
 
     cluster = LocalRayCluster(tmp_path_factory.mktemp("ray"))
     try:
@@ -216,7 +216,7 @@ def distilled_output(sft_output, tiny_teacher, world_index, tmp_path_factory):
 
 
 def _saved_tiny_qwen3(path, seed: int):
-    model, tok = testing.tiny_qwen3(seed=seed)
+    model, tok = support.tiny_qwen3(seed=seed)
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path

@@ -442,14 +442,14 @@ def test_collect_good_input_passes_the_checks(tmp_path: Path, bm25_index: Path) 
 @pytest.mark.slow
 def test_sft_good_data_passes_the_check(tmp_path: Path) -> None:
     """The same location with good rows passes the pre-model check; the bad run wrote no model dir."""
-    from executor_sft.sft.data import check_sft_data
+    from executor_sft.sft.data import load_sft_rows
 
     data = tmp_path / "s.jsonl"
     data.write_bytes(_head(SFT_ROWS, 2) + b'{"prompt": "no messages here"}\n')
     assert run_recipe("sft_executor.py", *_sft_args(tmp_path)).returncode == 2
     assert not (tmp_path / "model").exists()
     data.write_bytes(_head(SFT_ROWS, 2))
-    check_sft_data(data)
+    load_sft_rows(data)
 
 
 @pytest.mark.slow

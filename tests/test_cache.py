@@ -96,11 +96,11 @@ def test_a_stopped_converter_makes_a_second_loader_wait_then_say_who_holds_it(tm
 
 def test_a_read_only_cache_holding_a_complete_entry_just_works(tmp_path, smollm2):
     """`smollm2` (the session's load) made the entry in the suite's cache; mounted read-only here."""
-    from executor_sft import testing
+    from tests import support
 
     target = tmp_path / "ro"
     target.mkdir()
-    with mounted("--bind", "-o", "ro", str(testing.cache_dir()), str(target)):
+    with mounted("--bind", "-o", "ro", str(support.cache_dir()), str(target)):
         assert not os.access(target, os.W_OK) or subprocess.run(["touch", str(target / "x")]).returncode != 0
         proc = subprocess.run(
             [sys.executable, "-c", LOAD_SMOLLM2], cwd=REPO, env=env(target), capture_output=True, text=True

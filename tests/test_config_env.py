@@ -13,7 +13,7 @@ from forkserver import run_script
 from executor_sft.configfile import read_yaml
 from executor_sft.errors import ConfigError
 from executor_sft.rollout import load_collect_config
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 
 def write(path: Path, text: str) -> Path:

@@ -38,8 +38,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from executor_sft.testing.docs import doc_block
-from executor_sft.testing.paths import REPO_ROOT, minibench_dir, shared_dir
+from tests.support.docs import doc_block
+from tests.support.paths import REPO_ROOT, minibench_dir, shared_dir
 
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 KINDS = ("run", "validate", "gpu", "hub")

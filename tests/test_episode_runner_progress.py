@@ -12,7 +12,7 @@ from executor_sft.agents.calls import call_model
 from executor_sft.episode_runner import WorkItem, run_episodes, work_items
 from executor_sft.schema import Episode, Question
 from executor_sft.store import EpisodeStore
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests.support.doubles import ScriptedChatModel
 
 QUESTIONS = [Question(id=f"q{i}", question=f"question {i}?", golden_answers=["a"]) for i in range(2)]
 CALLS_PER_EPISODE = 4

@@ -96,7 +96,7 @@ def test_torch_save_meeting_a_full_disk_is_the_disk_full_line(tmp_path):
     the recipe's handler (`as_output_error`) must still say the disk is full."""
     import torch
 
-    from executor_sft.testing.disks import small_tmpfs
+    from tests.support.disks import small_tmpfs
 
     with small_tmpfs(tmp_path / "disk", "256k") as disk:
         out = disk / "checkpoint-2"

@@ -20,8 +20,8 @@ from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.preflight import Part, problems
 from executor_sft.retrieval import build_index
 from executor_sft.retrieval.config import RetrieverConfig
-from executor_sft.testing.doubles import ScriptedChatModel
-from executor_sft.testing.ray_cluster import free_port
+from tests.support.doubles import ScriptedChatModel
+from tests.support.ray_cluster import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_SWEEPS = sorted(

@@ -17,7 +17,7 @@ from one_line import one_error_line
 
 from executor_sft.errors import INTERRUPTED
 from executor_sft.recipe_main import TERMINATED
-from executor_sft.testing.disks import remount, small_tmpfs
+from tests.support.disks import remount, small_tmpfs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ from executor_sft.llm.config import ChatModelConfig
 from executor_sft.llm.request_cache import CachedChatModel
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.runtime import Runtime
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests.support.doubles import ScriptedChatModel
 
 ROLES = ["backbone", "answerer", "teacher"]
 

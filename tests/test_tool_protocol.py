@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from executor_sft.testing.doubles import assistant, tool_call
 from executor_sft.tool_protocol import first_problem
+from tests.support.doubles import assistant, tool_call
 
 
 def _conversation():

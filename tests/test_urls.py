@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from forkserver import run_script
 
-from executor_sft.testing.ray_cluster import free_port
 from executor_sft.urls import check_url, redact
+from tests.support.ray_cluster import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 EVALUATE = ["recipes/evaluate.py", "--config", "recipes/configs/eval_minibench_smollm2.yaml"]

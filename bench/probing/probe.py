@@ -144,7 +144,7 @@ def summarise(prompts: Sequence[Turn2Prompt], probs: Sequence[float], *, seed: i
     The interval is `share_difference`'s seeded percentile bootstrap with one "run" per prompt,
     its value the probability (the mean of probabilities resamples as the share of 0/1 runs does).
     """
-    from executor_sft.metrics.share_difference import share_difference
+    from bench.probing.share_difference import share_difference
 
     plain = [p for q, p in zip(prompts, probs, strict=True) if q.kind == PLAIN]
     ambiguous = [p for q, p in zip(prompts, probs, strict=True) if q.kind == AMBIGUOUS]

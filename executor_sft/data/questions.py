@@ -47,9 +47,6 @@ class QuestionFormatError(UserError, ValueError):
         super().__init__(f"{source}:{line}: field '{field}': {problem}")
 
 
-LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
-
-
 def _listify(value: Any) -> list[Any] | None:
     if value is None:
         return None

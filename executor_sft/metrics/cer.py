@@ -163,8 +163,6 @@ def episode_cer_c(
     return cer_c(events, gold, bucket_tokens, n_buckets)
 
 
-ANSWER_BEARING = "answer-bearing"
-"""The proxy's name wherever it is reported (e.g. the `CER-C (answer-bearing)` column)."""
 _ANSWER = "\x00answer-bearing"  # the one pseudo passage id the proxy's events carry
 
 

@@ -1,41 +1,10 @@
 """Table answers: Markdown parsing and WideSearch's item F1, row F1 and success rate.
 
-WideSeek-R1 (arXiv 2602.04634; seed summary, App. C.1 "Evaluation Metrics" and "Data
-Format", Sec. 4 and App. E.1) scores a broad task's Markdown table against the gold table
-with three numbers: item F1 over cells, row F1 over whole rows and success over the whole
-table, with predicted rows aligned to gold rows by the task's `unique_columns`, and it does so
-through WideSearch's official evaluator (App. E.1). This module follows that evaluator's
-definitions (ByteDance-Seed/WideSearch, `src/evaluation/evaluation.py` and
-`src/evaluation/metric_utils.py`, commit f726273b268e79422ec3121e5cc84e17aaf28b48) for its
-exact-match and number columns; `tests/metrics/test_table_widesearch.py` holds an independent
-port of those definitions and checks 400 generated tables against it (docs/wide.md, "Table
-metrics"):
-
-- Headers: stripped, lower-cased, spaces removed. The prediction's column set must equal the
-  gold's, else every score is 0 (the peer then asks an LLM to map column names first; we don't).
-- Each column has a rule (`ColumnRule`): a preprocessing (`norm_str`: lower-case, strip, drop
-  spaces and `*`; `extract_number`: the first number after dropping commas, "NULL" if none) and a
-  metric (`exact_match`: case-insensitive equality; `number_near`: |pred - gold| <= |gold| x
-  criterion, a trailing % dividing by 100; `llm_judge`: a judge's 0/1). Without a rule, a column
-  whose non-blank gold cells are all numbers is `extract_number` + `number_near` at criterion 0
-  (the same value), any other column `norm_str` + `exact_match` (ours: the signature names no
-  rules, and these are the peer's two deterministic column kinds).
-- Rows: a predicted row whose raw key cells repeat an earlier row's is dropped (first row wins).
-  Rows are aligned by their preprocessed key cells. Ours: when raw-distinct keys repeat only after
-  preprocessing ("Paris", "paris"), both rows count as predicted but only the first can align,
-  where the peer aligns both with the one gold row (row recall above 1).
-- Items: rows x columns on both sides (a blank cell is an item and reads as "nan", as pandas'
-  NaN does there, so blank matches blank and an all-blank row is dropped). A key cell of
-  an aligned row scores 1; another cell scores its metric. A row scores the minimum of its cells.
-- Success: 1 when item and row precision and recall are all 1, or when the preprocessed tables
-  are equal as sets of rows (the peer's two tests; they differ only for judged columns).
-- A prediction without a parsable table predicts nothing: every score is 0. The first table in the
-  text is read (a block of `|` lines whose second line is the `---` separator, or the first block
-  of `|` lines when no separator follows); `\\|` inside a cell is not supported. Cells are
-  compared as written, where the peer reads them through pandas, which retypes them first
-  (docs/wide.md lists the consequences).
-- A gold table must parse, have rows and distinct column names, contain every unique column and
-  have distinct preprocessed keys: otherwise it is a data error (`ValueError`).
+The definitions are those of WideSearch's official evaluator (ByteDance-Seed/WideSearch,
+`src/evaluation/`), through which WideSeek-R1 scores its broad tasks (seed summary, App. C.1 and
+E.1); `tests/metrics/test_table_widesearch.py` ports that evaluator and compares 400 generated
+tables with it. Every rule, where ours differs from the peer's and why: docs/wide.md, "Table
+metrics".
 """
 
 from __future__ import annotations

@@ -49,11 +49,6 @@ class Passage(TitledText):
     title: str
     text: str
 
-    @property
-    def index_text(self) -> str:
-        """What gets indexed: the title together with the text."""
-        return self.contents
-
 
 def split_contents(contents: str) -> tuple[str, str]:
     """Search-R1 `contents`: the first line is the title (often quoted), the rest the text."""

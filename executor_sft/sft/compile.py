@@ -44,11 +44,6 @@ def compile_decoder_layers(model: nn.Module, *, dynamic: bool = True) -> int:
     return len(layers)
 
 
-def compiled_layer_count(model: nn.Module) -> int:
-    """How many decoder layers carry a compiled forward (for tests and logs)."""
-    return sum(getattr(m, "_compiled_call_impl", None) is not None for m in decoder_layers(model))
-
-
 @contextlib.contextmanager
 def eager_decoder_layers(model: nn.Module) -> Iterator[None]:
     """Within it, compiled decoder layers run their eager forward. A probe or held-out loss

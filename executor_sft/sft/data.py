@@ -124,15 +124,6 @@ def load_sft_rows(
     return [validate_row(dict(r), f"{source}[{split}] row {i}") for i, r in enumerate(ds)]
 
 
-def check_sft_data(source: str | Path) -> None:
-    """Read and validate a local data file so a bad path or row fails before any model loads.
-
-    Raises a `UserError` naming the file (and line, and field); Hub datasets are checked when loaded.
-    """
-    if is_local(source):
-        read_sft_jsonl(source)
-
-
 def find_composition_report(source: str | Path, given: str | Path | None = None) -> dict[str, Any] | None:
     """The filter's composition report: `given`, else `<stem>.report.json` or `report.json` beside the data."""
     candidates = [Path(given)] if given else []

@@ -6,7 +6,7 @@ import re
 
 from executor_sft.retrieval.base import Hit, Retriever
 from executor_sft.schema import Question
-from executor_sft.testing.doubles import assistant, tool_call
+from tests.support.doubles import assistant, tool_call
 
 PASSAGES = [
     ("p-velmora", "Velmora", "Velmora is a river town founded by Ada Krell in 1821."),

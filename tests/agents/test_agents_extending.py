@@ -13,8 +13,8 @@ from agent_helpers import ToyRetriever, report, search_call
 
 from executor_sft.agents import SEARCH_TOOL, PipelineConfig, run_executor
 from executor_sft.llm.transformers_backend import render_prompt
-from executor_sft.testing.docs import doc_block, write_doc_module
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.docs import doc_block, write_doc_module
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 HEADING = "An executor tool"
 MODULE = "my_executor_tools"

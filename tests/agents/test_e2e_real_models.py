@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from executor_sft import testing
 from executor_sft.agents import PipelineConfig, RoleConfig, run_episode, run_single_agent
 from executor_sft.data.questions import load_questions
 from executor_sft.llm import SamplingParams, TransformersChatModel
 from executor_sft.retrieval import BM25Retriever, Corpus, iter_corpus
 from executor_sft.schema import Episode, LLMCallRecord
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests import support
+from tests.support.doubles import ScriptedChatModel
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def bm25(minibench_corpus_path, questions):
 
 @pytest.fixture(scope="module")
 def tiny():
-    model, tokenizer = testing.tiny_qwen3(seed=3)
+    model, tokenizer = support.tiny_qwen3(seed=3)
     chat = TransformersChatModel(model, tokenizer, name="tiny-qwen3")
     yield chat
     chat.close()

@@ -9,7 +9,7 @@ from executor_sft.agents import SEARCH_TOOL, TOOLS, Prompts, Tool, run_executor
 from executor_sft.llm.base import ChatError, SamplingParams
 from executor_sft.retrieval.remote import RetrievalError
 from executor_sft.schema import ExecutorRun, LLMCallRecord
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 SUB_QUERY = "Who founded Velmora?"
 BUDGET_NOTICE = Prompts().search_budget_spent

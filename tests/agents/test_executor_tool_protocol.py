@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from executor_sft.agents import run_executor
 from executor_sft.retrieval.base import Hit, Retriever
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 REPORT = "<answer>x</answer><evidence>Doc 1 says x.</evidence>"
 

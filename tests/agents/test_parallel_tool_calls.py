@@ -19,7 +19,7 @@ from executor_sft.retrieval import BM25Retriever, Corpus, Passage, RemoteRetriev
 from executor_sft.retrieval.base import Hit, Retriever
 from executor_sft.retrieval.server import ServerConfig
 from executor_sft.retrieval.server import create_app as retrieval_app
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 PARALLEL_PROMPTS = Path(__file__).resolve().parents[2] / "recipes" / "configs" / "prompts_parallel"
 SUB_QUERY = "Who founded Velmora, and where was the founder born?"

@@ -21,7 +21,7 @@ from executor_sft.agents import (
 from executor_sft.llm.base import ChatError, SamplingParams
 from executor_sft.metrics.judge import LLMJudge
 from executor_sft.schema import Episode, Question, Report
-from executor_sft.testing.doubles import ScriptedChatModel, assistant
+from tests.support.doubles import ScriptedChatModel, assistant
 
 CHAIN = {
     "Who founded Velmora?": "Ada Krell",

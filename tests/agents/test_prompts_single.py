@@ -8,7 +8,7 @@ from agent_helpers import QUESTION, ToyRetriever, report, search_call
 from executor_sft.agents import PipelineConfig, Prompts, run_executor, run_single_agent
 from executor_sft.agents.prompting import PROMPT_NAMES, packaged_prompt
 from executor_sft.schema import Episode
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests.support.doubles import ScriptedChatModel
 
 
 def test_every_packaged_prompt_exists_and_uses_its_placeholders():

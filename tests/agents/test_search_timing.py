@@ -9,7 +9,7 @@ from executor_sft.agents import run_episode, run_single_agent
 from executor_sft.agents.config import PipelineConfig
 from executor_sft.retrieval import Hit, Retriever
 from executor_sft.schema import Episode, Question, SearchRecord
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 DELAY_S = 0.05
 

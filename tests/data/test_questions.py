@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from executor_sft.data import QuestionFormatError, load_questions
-from executor_sft.testing import minibench_questions, seed_splits_dir
+from tests.support import minibench_questions, seed_splits_dir
 
 
 @pytest.mark.shared_data

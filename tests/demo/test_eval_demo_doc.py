@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 COMMAND = "python -m executor_sft.demos.eval_demo --out runs/eval-demo --questions 60"
 SECTION = "## Example: a sweep on the synthetic world (offline, reproducible)"

@@ -15,7 +15,7 @@ from executor_sft.eval.executor_eval import (
 )
 from executor_sft.retrieval import BM25Retriever, load_corpus
 from executor_sft.synthetic import ScriptedTeacherExecutor, scripted_student_executor, write_world
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 
 @pytest.fixture(scope="module")

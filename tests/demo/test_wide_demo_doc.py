@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from executor_sft.demos.wide_demo import WORLD
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 PAGE = REPO_ROOT / "docs" / "wide.md"
 COMMAND = "python -m executor_sft.demos.wide_demo --out runs/wide-demo"

@@ -17,7 +17,7 @@ from executor_sft.distill import (
     check_same_tokenizer,
 )
 from executor_sft.grpo.data import grpo_examples_from_rollouts
-from executor_sft.testing import tiny_qwen3
+from tests.support import tiny_qwen3
 
 CONFIG = ROOT / "recipes" / "configs" / "distill_tiny.yaml"
 

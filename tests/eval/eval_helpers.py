@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from executor_sft.llm.config import ChatModelConfig
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 

@@ -18,7 +18,7 @@ from executor_sft.eval import EvalResults, run_sweep
 from executor_sft.eval.sweep import SweepConfig
 from executor_sft.llm import ModelPool
 from executor_sft.llm.config import build_chat_model
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from executor_sft.eval import load_eval_config, run_eval
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests.support.doubles import ScriptedChatModel
 
 QUESTIONS = [
     {"id": "q1", "question": "Who wrote Dune?", "answer": "Frank Herbert", "dataset": "popqa"},

@@ -16,7 +16,7 @@ import pytest
 from executor_sft.eval.eval_set import load_eval_set_config, reference_config
 from executor_sft.eval.sweep import build_cells, load_sweep_config
 from executor_sft.rollout import load_collect_config
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 PAPER = REPO_ROOT / "recipes" / "configs" / "paper"
 

@@ -23,8 +23,8 @@ from script_modules import load_script
 from executor_sft.eval import QuestionSource, select_questions
 from executor_sft.llm import pool as model_pool
 from executor_sft.llm.server import BackgroundServer, create_app
-from executor_sft.testing.doubles import ScriptedChatModel
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support.doubles import ScriptedChatModel
+from tests.support.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared_data]
 

@@ -6,7 +6,7 @@ import itertools
 from typing import Any
 
 from executor_sft.schema import Episode, ExecutorRun, Outcome, Question, Report, SearchRecord
-from executor_sft.testing.doubles import assistant, tool_call
+from tests.support.doubles import assistant, tool_call
 
 SYSTEM = "You are a search sub-agent. Answer the sub-query from retrieved passages."
 _ids = itertools.count()

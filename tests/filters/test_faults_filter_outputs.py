@@ -21,7 +21,7 @@ import pytest
 from forkserver import run_script
 from one_line import one_error_line
 
-from executor_sft.testing.disks import remount, small_tmpfs
+from tests.support.disks import remount, small_tmpfs
 
 REPO = Path(__file__).resolve().parents[2]
 ROLLOUTS = REPO / "data" / "rollouts.jsonl"

@@ -11,7 +11,7 @@ from executor_sft.filters import (
     classify_episode,
     filter_episodes,
 )
-from executor_sft.testing.doubles import assistant, tool_call
+from tests.support.doubles import assistant, tool_call
 
 
 def decide(runs, **cfg) -> dict[str, str]:

@@ -13,7 +13,7 @@ import pytest
 from forkserver import run_script
 
 from executor_sft.filters import STRATA, FilterConfig, filter_episodes, iter_jsonl
-from executor_sft.testing.docs import write_doc_module
+from tests.support.docs import write_doc_module
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "filter_trajectories.py"

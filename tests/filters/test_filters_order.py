@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from executor_sft.filters import FilterConfig, filter_episodes, iter_jsonl
-from executor_sft.testing.recipes import filter_recipe_output
+from tests.support.recipes import filter_recipe_output
 
 REPO = Path(__file__).resolve().parents[2]
 ROLLOUTS = REPO / "data" / "rollouts.jsonl"

@@ -11,7 +11,7 @@ from executor_sft.agents import run_executor
 from executor_sft.filters import filter_episodes
 from executor_sft.retrieval.base import Hit, Retriever
 from executor_sft.schema import Outcome
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 REPORT = "<answer>x</answer><evidence>Doc 1 says x.</evidence>"
 

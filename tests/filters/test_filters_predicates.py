@@ -13,7 +13,7 @@ from executor_sft.filters import (
     needs_correction,
     parse_run,
 )
-from executor_sft.testing.doubles import assistant, tool_call
+from tests.support.doubles import assistant, tool_call
 
 
 @pytest.mark.parametrize("as_type", ["model", "dict", "parsed"])

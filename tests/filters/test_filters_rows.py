@@ -16,7 +16,7 @@ from executor_sft.filters import (
     filter_episodes,
     normalize_messages,
 )
-from executor_sft.testing import chatml_tools_template, trl_chat_template
+from tests.support import chatml_tools_template, trl_chat_template
 
 
 def _one_row(messages, **cfg):

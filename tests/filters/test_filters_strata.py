@@ -16,7 +16,7 @@ from executor_sft.filters import (
     parse_episode,
     single_search,
 )
-from executor_sft.testing.doubles import assistant, tool_call
+from tests.support.doubles import assistant, tool_call
 
 
 def decide(runs, **cfg) -> dict[str, str]:

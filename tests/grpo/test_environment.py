@@ -14,7 +14,7 @@ from executor_sft.agents.prompting import Prompts
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.grpo.environment import SearchEnvironment, SearchEnvironmentFactory
 from executor_sft.retrieval import BM25Retriever, Corpus, iter_corpus
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 
 class CountingRetriever:

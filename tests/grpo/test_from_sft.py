@@ -15,7 +15,7 @@ from executor_sft.errors import ConfigError
 from executor_sft.grpo.policy import load_policy, load_tokenizer
 from executor_sft.llm.offline import qwen3_executor_template
 from executor_sft.llm.response_template import EXECUTOR_RESPONSE_TEMPLATE
-from executor_sft.testing import tiny_qwen3
+from tests.support import tiny_qwen3
 
 CPU_CONFIG = ROOT / "recipes" / "configs" / "grpo_cpu.yaml"
 

@@ -18,7 +18,7 @@ from post_training import NUM_GENERATIONS, ROOT, SUB_QUERIES, Script, install_sc
 
 from executor_sft.grpo import build_grpo_trainer, clp_reward, to_dataset
 from executor_sft.grpo.data import build_prompt
-from executor_sft.testing.docs import doc_block, write_doc_module
+from tests.support.docs import doc_block, write_doc_module
 
 CPU_RUN = """
 retriever: {{k: 1}}

@@ -16,7 +16,7 @@ CONFIG = ROOT / "recipes" / "configs" / "grpo_marl_cpu.yaml"
 def workdir(tmp_path_factory):
     from executor_sft.retrieval import build_index
     from executor_sft.synthetic.world import write_world
-    from executor_sft.testing import tiny_qwen3
+    from tests.support import tiny_qwen3
 
     root = tmp_path_factory.mktemp("marl_recipe")
     write_world(root / "world", seed=0, n_entities=200, n_questions=40, wide_share=0.3)

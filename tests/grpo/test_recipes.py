@@ -13,7 +13,7 @@ import pytest
 from post_training import ROOT, load_recipe
 
 from executor_sft.schema import Episode, ExecutorRun, Outcome, Question, Report
-from executor_sft.testing import tiny_qwen3
+from tests.support import tiny_qwen3
 
 pytestmark = pytest.mark.slow
 

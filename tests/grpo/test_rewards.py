@@ -295,7 +295,7 @@ def test_trl_sees_judge_reward_as_async():
 
 def test_judge_reward_with_llm_judge():
     from executor_sft.metrics.judge import LLMJudge
-    from executor_sft.testing.doubles import ScriptedChatModel
+    from tests.support.doubles import ScriptedChatModel
 
     # The judge model says False only when it is asked about the wrong prediction.
     chat = ScriptedChatModel(

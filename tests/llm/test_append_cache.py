@@ -8,7 +8,7 @@ from transformers.cache_utils import DynamicLayer
 
 from executor_sft.llm import SamplingParams, TransformersChatModel
 from executor_sft.llm.append_cache import MIN_SPARE, AppendLayer, append_cache, full_attention_only
-from executor_sft.testing import tiny_qwen3
+from tests.support import tiny_qwen3
 
 
 def _kv(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -24,7 +24,7 @@ from executor_sft.llm.base import ChatError
 from executor_sft.llm.openai_backend import OpenAIChatModel
 from executor_sft.llm.server import DEFAULT_MAX_BODY_BYTES, BackgroundServer, create_app
 from executor_sft.llm.transformers_backend import TransformersChatModel
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests.support.doubles import ScriptedChatModel
 
 pytestmark = pytest.mark.faults
 
@@ -50,9 +50,9 @@ def post_raw(client: httpx.Client, raw: bytes) -> httpx.Response:
 @pytest.fixture(scope="module")
 def tiny():
     """A random tiny Qwen3 behind the server: the real template and tokenizer see every request."""
-    from executor_sft import testing
+    from tests import support
 
-    model, tokenizer = testing.tiny_qwen3()
+    model, tokenizer = support.tiny_qwen3()
     chat = TransformersChatModel(model, tokenizer, name="tiny")
     with (
         BackgroundServer(create_app(chat)) as server,

@@ -6,7 +6,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from executor_sft.llm import TransformersChatModel
 from executor_sft.llm.gqa_attention import GROUPED_SDPA, grouped_sdpa_forward, use_grouped_sdpa
-from executor_sft.testing import tiny_qwen3
+from tests.support import tiny_qwen3
 
 
 class _Heads(torch.nn.Module):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from executor_sft.testing.ray_cluster import free_port
+from tests.support.ray_cluster import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = [

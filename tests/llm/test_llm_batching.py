@@ -4,7 +4,7 @@ import asyncio
 
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.llm import SamplingParams, TransformersChatModel
-from executor_sft.testing import tiny_qwen3
+from tests.support import tiny_qwen3
 
 QUESTIONS = ["Who founded the city?", "When was it built? Give the year only please.", "Capital?"]
 

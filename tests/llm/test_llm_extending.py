@@ -19,8 +19,8 @@ from executor_sft.llm import BACKENDS, ChatModelConfig
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.retrieval.build import build_index
 from executor_sft.synthetic import load_world, scripted_models, write_world
-from executor_sft.testing.docs import write_doc_module
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support.docs import write_doc_module
+from tests.support.paths import REPO_ROOT
 
 SYSTEM = "Write every sub-query in English."
 BACKEND = "system_prompt:BACKEND"

@@ -17,7 +17,7 @@ from executor_sft.llm.base import SamplingParams
 from executor_sft.llm.openai_backend import OpenAIChatModel
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.llm.transformers_backend import TransformersChatModel
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests.support.doubles import ScriptedChatModel
 
 USER = [{"role": "user", "content": "Who directed Jaws?"}]
 OTHER = [{"role": "user", "content": "Name a river in France, and the sea it runs into."}]
@@ -26,9 +26,9 @@ OTHER = [{"role": "user", "content": "Name a river in France, and the sea it run
 @pytest.fixture(scope="module")
 def tiny():
     """A random tiny Qwen3 served over HTTP, and an `openai` client for it."""
-    from executor_sft import testing
+    from tests import support
 
-    model, tokenizer = testing.tiny_qwen3()
+    model, tokenizer = support.tiny_qwen3()
     chat = TransformersChatModel(model, tokenizer, name="tiny", max_batch_size=2)
     with BackgroundServer(create_app(chat)) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from executor_sft.llm.openai_backend import OpenAIChatModel
 from executor_sft.llm.routing import merge_replica_counts, replica_counts, routing
 from executor_sft.llm.server import BackgroundServer, create_app
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests.support.doubles import ScriptedChatModel
 
 
 class Replica:

@@ -7,7 +7,7 @@ import pytest
 
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.llm.transformers_backend import TransformersChatModel
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests.support.doubles import ScriptedChatModel
 
 USER = [{"role": "user", "content": "Who directed Jaws?"}]
 ERROR_KEYS = {"message", "type", "param", "code"}
@@ -23,9 +23,9 @@ def scripted():
 @pytest.fixture(scope="module")
 def tiny():
     """A random tiny Qwen3 (context 8,192) behind the server; no request here reaches generate()."""
-    from executor_sft import testing
+    from tests import support
 
-    model, tokenizer = testing.tiny_qwen3()
+    model, tokenizer = support.tiny_qwen3()
     chat = TransformersChatModel(model, tokenizer, name="tiny")
     with BackgroundServer(create_app(chat)) as server, httpx.Client(base_url=server.base_url) as client:
         yield chat, client

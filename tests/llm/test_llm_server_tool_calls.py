@@ -12,7 +12,7 @@ import pytest
 
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.llm.server import BackgroundServer, create_app
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 USER = [{"role": "user", "content": "Who directed Jaws, and who wrote the novel?"}]
 TWO_CALLS = [

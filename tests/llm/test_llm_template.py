@@ -7,7 +7,7 @@ import json
 import pytest
 
 from executor_sft.agents.tools import SEARCH_TOOL
-from executor_sft.testing.doubles import tool_call
+from tests.support.doubles import tool_call
 
 OTHER_TOOL = {
     "type": "function",

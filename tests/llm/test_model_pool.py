@@ -8,7 +8,7 @@ from executor_sft.llm.base import SamplingParams
 from executor_sft.llm.config import ChatModelConfig
 from executor_sft.llm.pool import ModelPool, build_models
 from executor_sft.llm.request_cache import CachedChatModel
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests.support.doubles import ScriptedChatModel
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16)
 MESSAGES = [{"role": "user", "content": "who?"}]

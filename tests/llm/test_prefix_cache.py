@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.llm import SamplingParams, TransformersChatModel
 from executor_sft.llm.prefix_cache import PrefixCache, PrefixEntry, common_prefix
-from executor_sft.testing import tiny_qwen3
+from tests.support import tiny_qwen3
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
 PASSAGES = [

@@ -10,7 +10,7 @@ import pytest
 
 from executor_sft.llm.base import ChatError, SamplingParams
 from executor_sft.llm.request_cache import CachedChatModel, RequestCache, cache_models, request_key
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests.support.doubles import ScriptedChatModel
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "who?"}]
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]

@@ -34,7 +34,7 @@ class FixedRetriever(Retriever):
 
 @pytest.fixture(scope="module")
 def tiny_chat():
-    from executor_sft.testing import tiny_qwen3
+    from tests.support import tiny_qwen3
 
     model, tokenizer = tiny_qwen3()
     return TransformersChatModel(model, tokenizer, name="tiny", max_batch_size=1)

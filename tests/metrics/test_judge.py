@@ -9,7 +9,7 @@ import pytest
 
 from executor_sft.llm.base import ChatError, SamplingParams
 from executor_sft.metrics.judge import LLMJudge, parse_verdict
-from executor_sft.testing.doubles import ScriptedChatModel
+from tests.support.doubles import ScriptedChatModel
 
 Q, GOLD = "Which province is Tarsin the capital of?", ["Eldmark"]
 

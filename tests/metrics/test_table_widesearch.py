@@ -424,7 +424,7 @@ async def test_score_answer_sends_judged_columns_to_the_configured_judge():
     from executor_sft.metrics.judge import LLMJudge
     from executor_sft.metrics.scoring import score_answer
     from executor_sft.schema import Question
-    from executor_sft.testing.doubles import ScriptedChatModel
+    from tests.support.doubles import ScriptedChatModel
 
     gold = render_markdown_table(["Film", "Budget"], [["Red Sky", "1,200"], ["Blue Hour", "300"]])
     question = Question(

@@ -13,7 +13,7 @@ from executor_sft.metrics.tokens import (
     subagent_tokens,
 )
 from executor_sft.schema import Episode, ExecutorRun, Question, Usage
-from executor_sft.testing import tiny_qwen3_tokenizer
+from tests.support import tiny_qwen3_tokenizer
 
 
 def _run(role="teacher", n_searches=1, usage=(0, 0), messages=None, **extra) -> ExecutorRun:

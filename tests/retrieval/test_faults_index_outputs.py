@@ -14,7 +14,7 @@ from forkserver import run_script
 from one_line import one_error_line
 
 from executor_sft.retrieval import Manifest, load_retriever
-from executor_sft.testing.disks import remount, small_tmpfs
+from tests.support.disks import remount, small_tmpfs
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "build_index.py"
 pytestmark = pytest.mark.faults

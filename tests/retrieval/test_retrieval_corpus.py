@@ -22,7 +22,7 @@ def test_contents_rows_split_title_from_first_line(tmp_path):
     )
     (p,) = iter_corpus(path)
     assert (p.id, p.title, p.text) == ("a", "Paris", "Paris is the capital.\nMore.")
-    assert p.index_text.startswith("Paris\n")
+    assert p.contents.startswith("Paris\n")
 
 
 def test_title_text_rows_and_parquet_give_the_same_corpus(tmp_path):

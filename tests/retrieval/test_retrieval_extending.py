@@ -22,7 +22,7 @@ from retrieval_helpers import free_port
 from executor_sft.errors import ConfigError, UserError
 from executor_sft.retrieval import RETRIEVERS, build_retriever, load_retriever
 from executor_sft.retrieval.config import RetrieverConfig
-from executor_sft.testing.docs import write_doc_module
+from tests.support.docs import write_doc_module
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERY = "Korean War"  # the corpus holds many passages of this article

@@ -26,7 +26,7 @@ from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.retrieval.build import build_index
 from executor_sft.rollout import CollectConfig, collect
 from executor_sft.synthetic import scripted_models
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.faults
 

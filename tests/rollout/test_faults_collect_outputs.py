@@ -18,7 +18,7 @@ from executor_sft.retrieval import build_index
 from executor_sft.rollout import CollectConfig
 from executor_sft.rollout.engine import finish_run
 from executor_sft.rollout.summary import CollectionStats
-from executor_sft.testing.disks import remount, small_tmpfs
+from tests.support.disks import remount, small_tmpfs
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.faults

@@ -11,8 +11,8 @@ import yaml
 from script_modules import load_script
 
 from executor_sft.eval.runner import ensure_index
-from executor_sft.testing import cache_dir
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support import cache_dir
+from tests.support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 

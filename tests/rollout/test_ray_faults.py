@@ -1,6 +1,6 @@
 """Ray faults that used to hang or lose the run: an actor stopped mid-task (no heartbeat), more
 actors asked for than the cluster holds, and an address where nothing answers. The first two on
-the real two-node local cluster (`executor_sft.testing.ray_cluster`)."""
+the real two-node local cluster (`tests.support.ray_cluster`)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ import pytest
 
 from executor_sft.rollout import CollectConfig, collect
 from executor_sft.store import read_episodes
-from executor_sft.testing.ray_cluster import free_port
+from tests.support.ray_cluster import free_port
 
 pytest.importorskip("ray")
 
 from forkserver import run_script
 
-from executor_sft.testing.ray_cluster import BackgroundCollection, world_models, world_retriever  # noqa: E402
+from tests.support.ray_cluster import BackgroundCollection, world_models, world_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = {"noise": 0.2, "teacher_extra_search_rate": 0.3}

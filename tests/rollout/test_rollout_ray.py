@@ -18,11 +18,11 @@ from executor_sft.rollout.summary import render_summary
 from executor_sft.schema import Episode, Role
 from executor_sft.store import read_episodes
 from executor_sft.synthetic import scripted_models
-from executor_sft.testing.recipes import filter_recipe_output
+from tests.support.recipes import filter_recipe_output
 
 pytest.importorskip("ray")
 
-from executor_sft.testing.ray_cluster import BackgroundCollection, world_models, world_retriever  # noqa: E402
+from tests.support.ray_cluster import BackgroundCollection, world_models, world_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

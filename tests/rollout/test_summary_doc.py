@@ -9,7 +9,7 @@ import re
 from executor_sft.rollout.summary import collection_stats, render_summary
 from executor_sft.schema import Episode
 from executor_sft.store import read_episodes
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 PAGE = REPO_ROOT / "docs" / "rollout.md"
 LEAD = "For the sample collection\n`data/rollouts.jsonl`"

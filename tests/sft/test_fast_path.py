@@ -23,17 +23,17 @@ from trl import ModelConfig, SFTConfig
 
 from executor_sft.llm.offline import tiny_qwen3
 from executor_sft.sft import train as train_module
-from executor_sft.sft.compile import (
-    compile_decoder_layers,
-    compiled_layer_count,
-    decoder_layers,
-    eager_decoder_layers,
-)
+from executor_sft.sft.compile import compile_decoder_layers, decoder_layers, eager_decoder_layers
 from executor_sft.sft.train import ExecutorSFTTrainer, SFTScriptArguments, prepare_dataset, train_executor
 from executor_sft.sft.varlen import register_varlen_attention
 
 REPO = Path(__file__).resolve().parents[2]
 LOSS_ATOL = 1e-4  # fp32, same batch: option on vs off
+
+
+def compiled_layer_count(model) -> int:
+    """How many decoder layers carry a compiled forward."""
+    return sum(getattr(m, "_compiled_call_impl", None) is not None for m in decoder_layers(model))
 
 
 def _args(tmp_path, **overrides) -> SFTConfig:

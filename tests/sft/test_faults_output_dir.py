@@ -16,8 +16,8 @@ from forkserver import run_script
 from one_line import one_error_line
 from rowgen import make_rows, write_jsonl
 
-from executor_sft.testing.disks import remount, small_tmpfs
 from executor_sft.training.output_dir import MARKER
+from tests.support.disks import remount, small_tmpfs
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # every test launches the SFT recipe (tests/slow.py)

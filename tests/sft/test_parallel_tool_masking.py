@@ -14,7 +14,7 @@ from executor_sft.retrieval.base import Hit, Retriever
 from executor_sft.sft import tokenize_example
 from executor_sft.sft.render import render_row, tokenize_rendered
 from executor_sft.sft.templates import inference_chat_template
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 REPORT = "<answer>Tarsin</answer><evidence>Ada Krell was born in Tarsin.</evidence>"
 

@@ -14,7 +14,7 @@ from executor_sft.llm.offline import qwen3_executor_template
 from executor_sft.retrieval.base import Hit, Retriever
 from executor_sft.sft.render import render_row, tokenize_rendered
 from executor_sft.sft.templates import inference_chat_template, qwen3_training_template
-from executor_sft.testing.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.doubles import ScriptedChatModel, assistant, tool_call
 
 REPORT = "<answer>1919</answer><evidence>Thiges Dosolbror was born in 1919.</evidence>"
 

@@ -22,7 +22,7 @@ from script_modules import load_script
 
 from executor_sft.sft import train
 from executor_sft.sft.data import find_composition_report
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 FILTER = "recipes/filter_trajectories.py"
 SFT = "recipes/sft_executor.py"

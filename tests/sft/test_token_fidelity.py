@@ -180,7 +180,7 @@ def test_rows_without_ids_leave_the_filter_report_as_it_was():
 
 @pytest.mark.slow
 def test_sft_run_reports_drift_and_refuses_it(tmp_path):
-    from executor_sft.testing import tiny_qwen3_tokenizer
+    from tests.support import tiny_qwen3_tokenizer
 
     tok = tiny_qwen3_tokenizer()
     data = tmp_path / "sft.jsonl"

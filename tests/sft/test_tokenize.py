@@ -10,7 +10,7 @@ from rowgen import make_row, trained_segments
 
 from executor_sft.sft import IGNORE_INDEX, render_row, tokenize_example, training_chat_template
 from executor_sft.sft.templates import qwen3_training_template
-from executor_sft.testing import chatml_tools_template
+from tests.support import chatml_tools_template
 
 IM_END = 151645
 

@@ -3,7 +3,7 @@ import time
 import pytest
 import torch
 
-from executor_sft.testing import tiny_qwen3
+from tests.support import tiny_qwen3
 
 
 def test_tiny_qwen3_builds_fast_and_renders_tools():

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.probing.matched import MATCHED_MULTI_SEARCH, matched_control, n_searches
 from executor_sft.filters import (
     ALL_CORRECT,
     INFO_GAIN_MULTI_SEARCH,
@@ -17,7 +18,6 @@ from executor_sft.filters import (
     filter_episodes,
     iter_episodes_by_id,
 )
-from executor_sft.filters.matched import MATCHED_MULTI_SEARCH, matched_control, n_searches
 
 ROLLOUTS = Path(__file__).resolve().parents[2] / "data" / "rollouts.jsonl"
 

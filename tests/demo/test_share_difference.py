@@ -2,7 +2,7 @@
 
 import pytest
 
-from executor_sft.metrics.share_difference import share_difference
+from bench.probing.share_difference import share_difference
 
 
 def test_diff_is_the_share_over_all_runs():

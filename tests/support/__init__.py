@@ -10,7 +10,7 @@ from executor_sft.llm.offline import (
     tiny_qwen3_tokenizer,
     trl_chat_template,
 )
-from executor_sft.testing.paths import (
+from tests.support.paths import (
     minibench_corpus,
     minibench_dir,
     minibench_questions,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from executor_sft.retrieval.metrics import dcg_at_k, ndcg_at_k, recall_at_k
+from bench.retrieval_metrics import dcg_at_k, ndcg_at_k, recall_at_k
 
 
 def test_binary_gold_ndcg_by_hand():

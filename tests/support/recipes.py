@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from executor_sft.testing.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 
 def filter_recipe_output(rollouts: Path, out: Path, timeout_s: float = 120) -> bytes:

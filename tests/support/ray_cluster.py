@@ -21,6 +21,7 @@ from typing import Any
 
 from executor_sft.retrieval import BM25Retriever, CachedRetriever, load_corpus
 from executor_sft.synthetic import load_world, scripted_models
+from tests.support.paths import REPO_ROOT
 
 START_TIMEOUT_S = 180.0
 NODE_PORT_FLAGS = (
@@ -58,9 +59,12 @@ class LocalRayCluster:
         self.ray_temp = Path(tempfile.mkdtemp(prefix="ray-"))
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
-        # Node death is noticed in about a second instead of Ray's default half a minute.
+        # Node death is noticed in about a second instead of Ray's default half a minute. Workers
+        # unpickle this module's factories: Ray adds only the driver's working directory to their
+        # path, so the repository goes on PYTHONPATH for a pytest started from any folder.
         self.env = {
             **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
             "RAY_USAGE_STATS_ENABLED": "0",
             "RAY_health_check_period_ms": "500",
             "RAY_health_check_timeout_ms": "1000",
