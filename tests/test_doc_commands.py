@@ -451,6 +451,7 @@ CHECKPOINTS = (
     ("executor_sft.eval.eval_set", "load_eval_set_config"),
     ("executor_sft.rollout", "load_collect_config"),
     ("executor_sft.demos.demo", "load_config"),
+    ("executor_sft.eval.ablation", "load_ablation_config"),
 )
 """(module, function): where a recipe's parsed arguments or loaded config are complete.
 

@@ -129,6 +129,10 @@ RECIPES = {
         lambda t: ["--rollouts", "data/rollouts.jsonl", "--output", str(t / "grpo.jsonl")],
     ),
     "sft_executor": ("executor_sft.sft.train:train_executor", lambda t: ["--output_dir", str(t / "model")]),
+    "filter_ablation": (
+        "executor_sft.eval.ablation:run_ablation",
+        lambda t: ["--config", "recipes/configs/filter_ablation.yaml", "--output_dir", str(t)],
+    ),
     "demo": ("executor_sft.demos.demo:run_demo", lambda t: ["--out", str(t)]),
     "make_sample_data": ("executor_sft.demos.sample_data:make_sample_data", lambda t: ["--out", str(t)]),
 }
