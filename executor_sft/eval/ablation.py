@@ -20,12 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from executor_sft.agents.pipeline import pipeline_config_of
 from executor_sft.configfile import load_config, parse_trl_args, read_yaml
 from executor_sft.errors import ConfigError, InputError, MissingFileError
-from executor_sft.eval.executor_eval import (
-    ExecutorEvalResult,
-    evaluate_executor,
-    load_subqueries,
-    markdown_table_by_type,
-)
+from executor_sft.eval import executor_eval
+from executor_sft.eval.executor_eval import ExecutorEvalResult, evaluate_executor, load_subqueries
 from executor_sft.files import write_json, write_jsonl, write_text
 from executor_sft.filters import FilterConfig, filter_episodes, iter_episodes_by_id, parse_episode
 from executor_sft.llm.base import SamplingParams
@@ -133,7 +129,10 @@ def run_ablation(config: AblationConfig, progress: bool = True) -> str:
     writes `results.json` and `results.md` and returns the markdown."""
     out = Path(config.output_dir)
     sub_queries = load_subqueries(config.eval.sub_queries, config.eval.limit)
-    pipeline = pipeline_config_of(parse_episode(next(iter(iter_episodes_by_id(config.rollouts))).record))
+    first = next(iter(iter_episodes_by_id(config.rollouts)), None)
+    if first is None:
+        raise InputError(f"{config.rollouts}: no episodes in the file; pass a collect_rollouts.py output")
+    pipeline = pipeline_config_of(parse_episode(first.record, first.where))
     if config.eval.role not in pipeline.executor_roles:
         raise ConfigError(
             f"eval.role: '{config.eval.role}' is not a role of the rollouts {pipeline.executor_roles}"
@@ -227,7 +226,7 @@ def results_markdown(results: list[dict], steps: int, rule: str) -> str:
         row = score.markdown_row(r["variant"]).removeprefix(f"| {r['variant']} |")
         lines.append(f"| {r['variant']} | {r['rows']} | {r['steps']} | {loss} |{row}")
     if any(score.by_type for score in scores):
-        lines += ["", markdown_table_by_type(scores, [r["variant"] for r in results])]
+        lines += ["", executor_eval.markdown_table_by_type(scores, [r["variant"] for r in results])]
     return "\n".join(lines) + "\n"
 
 

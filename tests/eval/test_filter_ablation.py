@@ -85,6 +85,15 @@ def test_an_evaluation_role_the_rollouts_lack_is_refused_before_training(tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_a_rollouts_file_without_episodes_is_one_line(tmp_path):
+    empty = tmp_path / "rollouts.jsonl"
+    empty.write_text("", encoding="utf-8")
+    config = _config(tmp_path, lambda c: c.update(rollouts=str(empty)))
+    line = one_error_line(_run(config, tmp_path / "out"))
+    assert line == f"error: {empty}: no episodes in the file; pass a collect_rollouts.py output", line
+    assert not (tmp_path / "out").exists()
+
+
 def test_equal_steps_default_to_two_epochs_of_the_largest_variant():
     assert equal_steps([79, 95], rows_per_step=1, max_steps=None) == 190
     assert equal_steps([79, 95], rows_per_step=8, max_steps=None) == 24  # 190 / 8, rounded up
@@ -92,13 +101,18 @@ def test_equal_steps_default_to_two_epochs_of_the_largest_variant():
 
 
 @pytest.mark.slow
-def test_a_bad_sft_config_is_one_line_before_any_model_loads(tmp_path):
+def test_a_bad_sft_config_or_an_empty_variant_is_one_line_before_any_model_loads(tmp_path):
+    """Both are found after TRL's import (the SFT config is parsed by the SFT recipe's parser)."""
     sft = tmp_path / "sft.yaml"
     sft.write_text("max_stepz: 3\n", encoding="utf-8")
     config = _config(tmp_path, lambda c: c.update(sft_config=str(sft)))
     line = one_error_line(_run(config, tmp_path / "out"))
     assert line.startswith(f"error: {sft}:1: unknown key 'max_stepz'"), line
     assert not (tmp_path / "out").exists()
+    config = _config(tmp_path, lambda c: c["variants"][1]["filter"].update(min_em=2.0))
+    line = one_error_line(_run(config, tmp_path / "out"))
+    assert line.startswith("error: data/rollouts.jsonl: variant 'all_correct' keeps no rows"), line
+    assert not (tmp_path / "out" / "all_correct" / "model").exists()
 
 
 def _lines(path: Path) -> list[dict]:
