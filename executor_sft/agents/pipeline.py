@@ -15,7 +15,7 @@ from typing import Any
 
 from executor_sft.agents.answerer import Finding, run_answerer
 from executor_sft.agents.backbone import BackboneSession
-from executor_sft.agents.calls import gather_or_cancel
+from executor_sft.agents.calls import task_group
 from executor_sft.agents.config import PipelineConfig
 from executor_sft.agents.executor import run_executor
 from executor_sft.llm.base import ChatModel, SamplingParams
@@ -144,15 +144,14 @@ async def run_episode(
                 run.outcome = Outcome(answer=answer, em=metrics.em, f1=metrics.f1, judge=metrics.judge)
         if config.label_outcomes:
             shadows = [run for run in runs if run.role != config.driver]
-            outcomes = await gather_or_cancel(
-                *(
-                    label_outcome(episode, run, models, retriever, config=config, judge=judge)
-                    for run in shadows
-                )
-            )
-            for run, outcome in zip(shadows, outcomes, strict=True):
-                run.outcome = outcome
-                add_outcome_usage(episode, outcome)
+            labels = [
+                label_outcome(episode, run, models, retriever, config=config, judge=judge) for run in shadows
+            ]
+            async with task_group() as group:
+                tasks = list(map(group.create_task, labels))  # no comprehension frame above the tasks
+            for run, task in zip(shadows, tasks, strict=True):
+                run.outcome = task.result()
+                add_outcome_usage(episode, run.outcome)
         return episode
 
 
@@ -204,7 +203,9 @@ async def _run_rounds(
             for i, q in enumerate(step.decision.sub_queries)
             for role in roles
         ]
-        round_runs = await gather_or_cancel(*jobs)
+        async with task_group() as group:
+            tasks = list(map(group.create_task, jobs))  # no comprehension frame above the tasks
+        round_runs = [task.result() for task in tasks]
         trajectory.runs.extend(round_runs)
         for run in round_runs:
             usage[run.role].add(run.usage)
