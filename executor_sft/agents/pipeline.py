@@ -454,7 +454,7 @@ async def answer_with_replay(
     )
 
 
-async def label_outcome(
+def label_outcome(
     episode: Episode,
     run: ExecutorRun,
     models: Mapping[str, ChatModel],
@@ -462,12 +462,13 @@ async def label_outcome(
     *,
     config: PipelineConfig | None = None,
     judge: LLMJudge | None = None,
-) -> Outcome:
-    """`run`'s outcome by `config.outcome.mode`: `answer_with_substitution` or `answer_with_replay`."""
+) -> Awaitable[Outcome]:
+    """`run`'s outcome by `config.outcome.mode`: `answer_with_substitution` or `answer_with_replay`,
+    returned for the caller to await."""
     config = config or pipeline_config_of(episode)
     if config.outcome.mode == "replay":
-        return await answer_with_replay(episode, run, models, retriever, config=config, judge=judge)
-    return await answer_with_substitution(episode, run, models[ANSWERER], config=config, judge=judge)
+        return answer_with_replay(episode, run, models, retriever, config=config, judge=judge)
+    return answer_with_substitution(episode, run, models[ANSWERER], config=config, judge=judge)
 
 
 async def run_counterfactual(
