@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
-from executor_sft.agents.answerer import Finding, run_answerer
+from executor_sft.agents.answerer import AnswerResult, Finding, run_answerer
 from executor_sft.agents.backbone import BackboneSession
 from executor_sft.agents.calls import task_group
 from executor_sft.agents.config import PipelineConfig
@@ -105,14 +105,8 @@ async def run_episode(
 
         answer, answerer_record = None, None
         if stop_reason != "error" or findings:
-            result = await run_answerer(
-                models[ANSWERER],
-                question.question,
-                findings,
-                prompts=config.prompts,
-                sampling=config.sampling_for(ANSWERER),
-                answer_format=question.answer_format,
-            )
+            options = _answerer_options(config, question)
+            result = await run_answerer(models[ANSWERER], question.question, findings, **options)
             answerer_record = result.record
             if result.error is not None:
                 stop_reason, error = "error", error or f"answerer: {result.error}"
@@ -332,7 +326,9 @@ async def answer_with_substitution(
     if own is not None:
         return own
     pairs = substitute_report([(q, report) for _, q, report in findings], at, run.report)
-    return await _answered(episode, answerer, pairs, config, judge)
+    options = _answerer_options(config, episode.question)
+    result = await run_answerer(answerer, episode.question.question, pairs, **options)
+    return await _scored(episode, result, judge)
 
 
 def _driver_position(
@@ -355,24 +351,18 @@ def _driver_position(
     return findings, at, None
 
 
-async def _answered(
-    episode: Episode,
-    answerer: ChatModel,
-    findings: list[Finding],
-    config: PipelineConfig,
-    judge: LLMJudge | None,
-    **recorded: Any,
-) -> Outcome:
-    """The substituted outcome: the answerer's answer from `findings`, scored; `recorded` adds
-    fields (a replay's `mode` and `replay`). A failed call yields `answer=None` with `error` set."""
-    result = await run_answerer(
-        answerer,
-        episode.question.question,
-        findings,
-        prompts=config.prompts,
-        sampling=config.sampling_for(ANSWERER),
-        answer_format=episode.question.answer_format,
-    )
+def _answerer_options(config: PipelineConfig, question: Question) -> dict[str, Any]:
+    """`run_answerer`'s settings for `question` under `config` (the same for an episode and its labels)."""
+    return {
+        "prompts": config.prompts,
+        "sampling": config.sampling_for(ANSWERER),
+        "answer_format": question.answer_format,
+    }
+
+
+async def _scored(episode: Episode, result: AnswerResult, judge: LLMJudge | None, **recorded: Any) -> Outcome:
+    """The substituted outcome of the answerer's `result`, scored; `recorded` adds fields (a
+    replay's `mode` and `replay`). A failed call yields `answer=None` with `error` set."""
     recorded.update(substituted=True, answerer_call=result.record.model_dump(mode="json"))
     if result.error is not None:
         return Outcome(answer=None, em=0.0, f1=0.0, judge=None, error=result.error, **recorded)
@@ -449,9 +439,9 @@ async def answer_with_replay(
             Role.EXECUTOR_REPLAY: trajectory.usage[config.driver].model_dump(mode="json"),
         },
     }
-    return await _answered(
-        episode, models[ANSWERER], trajectory.findings, config, judge, mode="replay", replay=replay
-    )
+    options = _answerer_options(config, episode.question)
+    result = await run_answerer(models[ANSWERER], episode.question.question, trajectory.findings, **options)
+    return await _scored(episode, result, judge, mode="replay", replay=replay)
 
 
 def label_outcome(
