@@ -44,12 +44,6 @@ def make_run_id(episode_id: str, round_index: int, sub_query_index: int, role: s
     return f"{episode_id}/r{round_index}/q{sub_query_index}/{role}"
 
 
-def _require(models: Mapping[str, ChatModel], roles: list[str]) -> None:
-    missing = [r for r in roles if r not in models]
-    if missing:
-        raise ValueError(f"no model configured for role(s) {missing}; got models for {sorted(models)}")
-
-
 def _judge_from(models: Mapping[str, ChatModel], judge: LLMJudge | None) -> LLMJudge | None:
     if judge is not None:
         return judge
@@ -398,7 +392,6 @@ async def answer_with_replay(
     findings, at, own = _driver_position(episode, run, config)
     if own is not None:
         return own
-    _require(models, [BACKBONE, ANSWERER, config.driver])
     session = BackboneSession(
         models[BACKBONE],
         episode.question.question,
