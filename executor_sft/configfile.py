@@ -33,6 +33,9 @@ ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 """The folder holding the package (the repository root in a checkout)."""
+FROM_FILE = "from_file"
+"""Set in the validation context of a config `load_config` reads: a file cannot hand objects over
+as code can (a collection config read from one must name its models)."""
 
 
 class DuplicateKeyError(yaml.MarkedYAMLError):
@@ -336,7 +339,7 @@ def load_config(
     data = apply_overrides(read_yaml(path), sets)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:
-        config = cls.model_validate(data)
+        config = cls.model_validate(data, context={FROM_FILE: True})
     except ValidationError as exc:
         raise ConfigError(validation_message(path, exc, cls)) from None
     where = _coerced_bool(data, config)

@@ -29,7 +29,7 @@ import json
 import logging
 import os
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -219,7 +219,6 @@ async def run_episodes(
     report = RunReport(skipped=len(items) - len(todo))
     bar = tqdm(**{"total": len(todo), "unit": "ep", **(progress or {})}, disable=progress is None)
     run = _GroupCommit(
-        run_one,
         store,
         report,
         bar,
@@ -235,21 +234,32 @@ async def run_episodes(
         if run.attempts.counts[item.episode_id] >= max_attempts:  # its final record was never written
             run.finished.put_nowait(run.final_error(item, run.attempts.last_error[item.episode_id]))
         else:
-            run.todo.put_nowait(item)
-    meter_token = _METER.set(run.meter)  # the workers' tasks copy this context: their calls count here
+            run.todo.append(item)
+    meter_token = _METER.set(run.meter)  # the episodes' tasks copy this context: their calls count here
     writing = asyncio.create_task(run.writer())
     beating = asyncio.create_task(run.heartbeat(heartbeat_s, len(todo))) if todo else None
+    in_flight: dict[asyncio.Future[Episode], WorkItem] = {}
     try:
-        await asyncio.gather(*(run.worker() for _ in range(min(concurrency, max(1, len(todo))))))
+        while True:
+            while run.todo and len(in_flight) < concurrency and run.failures_in_a_row < run.halt_after:
+                item = run.todo.popleft()
+                in_flight[asyncio.ensure_future(run_one(item))] = item
+            if not in_flight:
+                break
+            done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                run.settle(in_flight.pop(task), task)
     finally:
+        for task in in_flight:  # only when this run is cancelled or interrupted
+            task.cancel()
+        await asyncio.gather(*in_flight, return_exceptions=True)
         if beating is not None:
             beating.cancel()
         run.finished.put_nowait(None)
         await writing
         bar.close()
         _METER.reset(meter_token)
-    while not run.todo.empty():
-        report.not_started.append(run.todo.get_nowait().episode_id)
+    report.not_started.extend(item.episode_id for item in run.todo)
     if report.not_started:
         logger.warning(
             "stopped after %d failures in a row; %d episodes not started",
@@ -261,9 +271,9 @@ async def run_episodes(
 
 @dataclass
 class _GroupCommit:
-    """Workers run episodes and hand them to one writer, which commits what has piled up at once."""
+    """What `run_episodes` settles as its episodes finish, and the one writer that commits what
+    has piled up at once."""
 
-    run_one: Callable[[WorkItem], Awaitable[Episode]]
     store: EpisodeStore
     report: RunReport
     bar: Any
@@ -274,7 +284,7 @@ class _GroupCommit:
     give_up: Callable[[WorkItem, str, int], Episode]
     halt_after: int
     expected_failures: tuple[type[BaseException], ...]
-    todo: asyncio.Queue[WorkItem] = field(default_factory=asyncio.Queue)
+    todo: deque[WorkItem] = field(default_factory=deque)
     finished: asyncio.Queue[Episode | None] = field(default_factory=asyncio.Queue)
     """Episodes waiting for the writer; None tells it to finish."""
     failures_in_a_row: int = 0
@@ -302,16 +312,15 @@ class _GroupCommit:
                     time.monotonic() - start,
                 )
 
-    async def worker(self) -> None:
-        while not self.todo.empty() and self.failures_in_a_row < self.halt_after:
-            item = self.todo.get_nowait()
-            try:
-                episode = await self.run_one(item)
-            except Exception as exc:  # an outage or a bug: not a result; a re-run retries it
-                self.failed(item, exc)
-            else:
-                self.failures_in_a_row = 0
-                self.finished.put_nowait(episode)
+    def settle(self, item: WorkItem, task: asyncio.Future[Episode]) -> None:
+        """A finished episode goes to the writer; a failed one is counted as an attempt."""
+        try:
+            episode = task.result()
+        except Exception as exc:  # an outage or a bug: not a result; a re-run retries it
+            self.failed(item, exc)
+        else:
+            self.failures_in_a_row = 0
+            self.finished.put_nowait(episode)
 
     def failed(self, item: WorkItem, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"

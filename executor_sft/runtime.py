@@ -2,7 +2,7 @@
 
 Built once per run (in this process, or once per Ray actor), from the config or from objects
 a caller hands over (scripted policies, a shared server), so collection and evaluation build
-and check them in one place.
+them in one place; their configs check, with `check_roles`, that every role has a model.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from executor_sft.errors import ConfigError
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.config import ChatModelConfig
 from executor_sft.llm.pool import ModelPool, build_models
@@ -23,6 +22,14 @@ from executor_sft.schema import Role
 ModelsFactory = Callable[[], Mapping[str, ChatModel]]
 """Builds a role -> model map where the runtime is built (picklable for Ray actors)."""
 RetrieverFactory = Callable[[], Retriever]
+
+
+def check_roles(models: Mapping[str, object], roles: Sequence[str], note: str = "") -> None:
+    """Every role in `roles` has a model in `models`: the one check, run by the collection and
+    evaluation configs' validators before anything loads (`note` follows the missing roles)."""
+    missing = [r for r in roles if r not in models]
+    if missing:
+        raise ValueError(f"models: no model for role(s) {missing}{note}; got {sorted(models)}")
 
 
 @dataclass
@@ -39,7 +46,6 @@ class Runtime:
         cls,
         model_configs: Mapping[str, ChatModelConfig],
         retriever_config: RetrieverConfig | None,
-        roles: Sequence[str],
         *,
         llm_cache: Path | None = None,
         judge_cache: str | Path | None = None,
@@ -50,18 +56,13 @@ class Runtime:
         pool: ModelPool | None = None,
     ) -> Runtime:
         """The config's models (`model_configs`, with the request cache `llm_cache`) and retriever
-        (`retriever_config`), or the objects (or factories) given instead; every role in `roles` must have a model, which
-        is checked here, once, before any loads. A `judge` model gets an `LLMJudge` whose verdicts
-        persist in `judge_cache`."""
+        (`retriever_config`), or the objects (or factories) given instead. The config has checked
+        that every role has a model (`check_roles`). A `judge` model gets an `LLMJudge` whose
+        verdicts persist in `judge_cache`."""
         if models is None:
-            missing = [r for r in roles if r not in model_configs]
-            if missing:
-                raise ConfigError(f"models: no model for role(s) {missing}; got {sorted(model_configs)}")
             built = build_models(model_configs, cache_file=llm_cache, pool=pool)
         else:
             built = dict(models() if callable(models) else models)
-            if missing := [r for r in roles if r not in built]:
-                raise ValueError(f"no model for role(s) {missing}; got models for {sorted(built)}")
         if callable(retriever):
             retriever = retriever()
         if retriever is None and retriever_config is not None:

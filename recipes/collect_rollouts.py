@@ -33,20 +33,50 @@ from executor_sft.rollout.engine import unfinished_line
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "merge":
-        parser = RecipeArgumentParser(prog="collect_rollouts.py merge")
-        parser.add_argument("--inputs", nargs="+", required=True)
-        parser.add_argument("--output", required=True)
-        add_option(parser, "accept_system_change", action="store_true")
-        args = parser.parse_args(argv[1:])
+        return merge(argv[1:])
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "preflight_only", "set")}
+    config = load_collect_config(args.config, overrides, sets=args.set)
+    selected: list = []  # a bad questions file is one more line of the preflight's, before any model loads
+    passed = check_config(
+        config,
+        args.config,
+        lambda: check_inputs(config),
+        lambda: selected.append(select_questions(config)),
+    )
+    if args.preflight_only:
+        print(passed)
+        return 0
+    say_on_sigterm(lambda: interrupted_line(config.rollouts_path, "terminated (SIGTERM)"))
+    try:
+        with output_errors(config.output_dir):
+            result = asyncio.run(collect(config, questions=selected[0]))
+    except KeyboardInterrupt:
+        print(interrupted_line(config.rollouts_path), file=sys.stderr)
+        return 130
+    print(format_result(result))
+    unfinished = unfinished_line(result)
+    if unfinished is not None:
+        print(f"error: {unfinished}", file=sys.stderr)
+        return 1
+    return 0
 
-        def merge() -> int:
-            written, duplicates = merge_rollouts(
-                args.inputs, args.output, accept_system_change=args.accept_system_change
-            )
-            print(f"merged {written} episodes into {args.output} ({duplicates} duplicates skipped)")
-            return 0
 
-        return merge()
+def merge(argv: list[str]) -> int:
+    parser = RecipeArgumentParser(prog="collect_rollouts.py merge")
+    parser.add_argument("--inputs", nargs="+", required=True)
+    parser.add_argument("--output", required=True)
+    add_option(parser, "accept_system_change", action="store_true")
+    args = parser.parse_args(argv)
+    written, duplicates = merge_rollouts(
+        args.inputs, args.output, accept_system_change=args.accept_system_change
+    )
+    print(f"merged {written} episodes into {args.output} ({duplicates} duplicates skipped)")
+    return 0
+
+
+def _parser() -> RecipeArgumentParser:
     parser = RecipeArgumentParser(description=__doc__, formatter_class=RecipeHelpFormatter)
     parser.add_argument(
         "--config", required=True, help="YAML file mapping onto executor_sft.rollout.CollectConfig"
@@ -74,38 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="check the config's endpoints, API keys, weights and index, print what is missing, and stop",
     )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "preflight_only", "set")}
-
-    def run() -> int:
-        config = load_collect_config(args.config, overrides, sets=args.set)
-        selected: list = []  # a bad questions file is one more line of the preflight's, before any model loads
-        passed = check_config(
-            config,
-            args.config,
-            lambda: check_inputs(config),
-            lambda: selected.append(select_questions(config)),
-        )
-        questions = selected[0]
-        if args.preflight_only:
-            print(passed)
-            return 0
-        say_on_sigterm(lambda: interrupted_line(config.rollouts_path, "terminated (SIGTERM)"))
-        try:
-            with output_errors(config.output_dir):
-                result = asyncio.run(collect(config, questions=questions))
-        except KeyboardInterrupt:
-            print(interrupted_line(config.rollouts_path), file=sys.stderr)
-            return 130
-        print(format_result(result))
-        unfinished = unfinished_line(result)
-        if unfinished is not None:
-            print(f"error: {unfinished}", file=sys.stderr)
-            return 1
-        return 0
-
-    return run()
+    return parser
 
 
 if __name__ == "__main__":

@@ -137,6 +137,7 @@ def test_preflight_only_checks_a_ready_config_and_writes_nothing(tmp_path, index
         questions={"path": str(questions)},
         retriever={"index": str(index)},
         models=models,
+        pipeline={"executor_roles": ["executor"], "driver": "executor"},
         output_dir=str(tmp_path / "collected"),
     )
     proc, _ = run("collect_rollouts.py", "--config", str(collect), "--preflight_only")

@@ -12,11 +12,12 @@ stop_reason="error" for an episode).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 from executor_sft.episode_runner import note_model_call
 from executor_sft.failures import INFRASTRUCTURE_ERRORS
@@ -25,22 +26,22 @@ from executor_sft.schema import LLMCallRecord, Message, SampledTokens, TokenUsag
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-__all__ = ["INFRASTRUCTURE_ERRORS", "CallResult", "call_model", "gather_or_cancel", "normalize_assistant"]
+__all__ = ["INFRASTRUCTURE_ERRORS", "CallResult", "call_model", "normalize_assistant", "task_group"]
 
 
-async def gather_or_cancel(*aws: Awaitable[T]) -> list[T]:
-    """`asyncio.gather`, except that when one raises the others are cancelled before it propagates:
-    a failed episode must not leave its other calls running against a failing endpoint."""
-    tasks = list(map(asyncio.ensure_future, aws))  # no comprehension frame between caller and tasks
+@contextlib.asynccontextmanager
+async def task_group() -> AsyncIterator[asyncio.TaskGroup]:
+    """`asyncio.TaskGroup` (when one task raises, the others are cancelled: a failed episode must
+    not leave its other calls running against a failing endpoint) that raises that first failure
+    itself, not an ExceptionGroup: callers and the episode runner tell an outage from a bug by its type."""
+    failure = None
     try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+        async with asyncio.TaskGroup() as group:
+            yield group
+    except BaseExceptionGroup as failed:
+        failure = failed.exceptions[0]
+    if failure is not None:
+        raise failure  # outside the handler: the failure keeps its own __context__
 
 
 class CallResult:

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS, call_model
+from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS, CallResult, call_model
 from executor_sft.agents.dispatch import executor_slot
 from executor_sft.agents.executor_text import (
     SNIPPET_CHARS,
@@ -99,7 +99,11 @@ async def run_executor(
         run = _ExecutorLoop(model, retriever, settings, sub_query)
         with routing(header["run_id"]):  # every turn of a run on one replica: its prefix stays cached
             for turn in range(settings.max_turns):
-                if not await run.turn(turn):
+                result = await call_model(
+                    model, run.messages, run.offered_tools(), run.sampling, call_prefix=f"call_{turn}"
+                )
+                reply = run.note(result)
+                if reply is None or not await run.act(reply, turn):
                     break
         return run.record(header, counterfactual_of, getattr(retriever, "index_id", "unnamed"))
 
@@ -108,7 +112,6 @@ class _ExecutorLoop:
     """One run in progress: the conversation so far and the tallies its record is built from."""
 
     def __init__(self, model: ChatModel, retriever: Retriever, settings: ExecutorSettings, sub_query: str):
-        self.model = model
         self.settings = settings
         self.protocol = settings.protocol
         self.max_turns = settings.max_turns
@@ -155,11 +158,26 @@ class _ExecutorLoop:
             name: self.can_search(turn) if name == SEARCH_TOOL_NAME else before_last for name in self.tools
         }
 
-    async def turn(self, turn: int) -> bool:
-        """One assistant turn: ask, read the reply, answer it. False once the run is over."""
-        reply = await self.ask(turn)
-        if reply is None:
-            return False
+    def offered_tools(self) -> list[dict] | None:
+        """The tool schemas sent with a request (a copy: the call's record keeps its own)."""
+        return list(self.offered) if self.offered is not None else None
+
+    def note(self, result: CallResult) -> Message | None:
+        """Keep a model call and its usage; the reply, or None when the call failed (the run ends)."""
+        self.calls.append(result.as_dict())
+        if result.message is None:
+            self.finish, self.error = "error", result.error
+            return None
+        # Summed locally (as `Usage.add` would), not through pydantic attribute writes per call.
+        usage = result.usage
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.n_calls += calls_of(usage)
+        return result.message
+
+    async def act(self, reply: Message, turn: int) -> bool:
+        """Read the reply of turn `turn` and answer it: the report, the tool calls' results, or a
+        correction. False once the run is over."""
         action = classify_executor_reply(reply, self.protocol, self.callable_now(turn))
         if action.content is not None:
             reply = {**reply, "content": action.content}
@@ -176,21 +194,6 @@ class _ExecutorLoop:
         else:
             problem = action.problem
         return self.correct(reply, problem or "", turn)
-
-    async def ask(self, turn: int) -> Message | None:
-        """The model's reply to the conversation so far (None: the call failed, the run ends)."""
-        tools = list(self.offered) if self.offered is not None else None
-        result = await call_model(self.model, self.messages, tools, self.sampling, call_prefix=f"call_{turn}")
-        self.calls.append(result.as_dict())
-        if result.message is None:
-            self.finish, self.error = "error", result.error
-            return None
-        # Summed locally (as `Usage.add` would), not through pydantic attribute writes per call.
-        usage = result.usage
-        self.prompt_tokens += usage.prompt_tokens
-        self.completion_tokens += usage.completion_tokens
-        self.n_calls += calls_of(usage)
-        return result.message
 
     async def call_tool(self, request: ToolCallRequest, reply: Message, turn: int) -> str | None:
         """Run the called tool and append its answer; returns the problem of a malformed call.

@@ -13,9 +13,9 @@ import time
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
-from executor_sft.agents.answerer import Finding, run_answerer
+from executor_sft.agents.answerer import AnswerResult, Finding, run_answerer
 from executor_sft.agents.backbone import BackboneSession
-from executor_sft.agents.calls import gather_or_cancel
+from executor_sft.agents.calls import task_group
 from executor_sft.agents.config import PipelineConfig
 from executor_sft.agents.executor import run_executor
 from executor_sft.llm.base import ChatModel, SamplingParams
@@ -42,12 +42,6 @@ OUTCOME_USAGE = Role.ANSWERER_OUTCOMES
 
 def make_run_id(episode_id: str, round_index: int, sub_query_index: int, role: str) -> str:
     return f"{episode_id}/r{round_index}/q{sub_query_index}/{role}"
-
-
-def _require(models: Mapping[str, ChatModel], roles: list[str]) -> None:
-    missing = [r for r in roles if r not in models]
-    if missing:
-        raise ValueError(f"no model configured for role(s) {missing}; got models for {sorted(models)}")
 
 
 def _judge_from(models: Mapping[str, ChatModel], judge: LLMJudge | None) -> LLMJudge | None:
@@ -105,14 +99,8 @@ async def run_episode(
 
         answer, answerer_record = None, None
         if stop_reason != "error" or findings:
-            result = await run_answerer(
-                models[ANSWERER],
-                question.question,
-                findings,
-                prompts=config.prompts,
-                sampling=config.sampling_for(ANSWERER),
-                answer_format=question.answer_format,
-            )
+            options = _answerer_options(config, question)
+            result = await run_answerer(models[ANSWERER], question.question, findings, **options)
             answerer_record = result.record
             if result.error is not None:
                 stop_reason, error = "error", error or f"answerer: {result.error}"
@@ -144,15 +132,14 @@ async def run_episode(
                 run.outcome = Outcome(answer=answer, em=metrics.em, f1=metrics.f1, judge=metrics.judge)
         if config.label_outcomes:
             shadows = [run for run in runs if run.role != config.driver]
-            outcomes = await gather_or_cancel(
-                *(
-                    label_outcome(episode, run, models, retriever, config=config, judge=judge)
-                    for run in shadows
-                )
-            )
-            for run, outcome in zip(shadows, outcomes, strict=True):
-                run.outcome = outcome
-                add_outcome_usage(episode, outcome)
+            labels = [
+                label_outcome(episode, run, models, retriever, config=config, judge=judge) for run in shadows
+            ]
+            async with task_group() as group:
+                tasks = list(map(group.create_task, labels))  # no comprehension frame above the tasks
+            for run, task in zip(shadows, tasks, strict=True):
+                run.outcome = task.result()
+                add_outcome_usage(episode, run.outcome)
         return episode
 
 
@@ -204,7 +191,9 @@ async def _run_rounds(
             for i, q in enumerate(step.decision.sub_queries)
             for role in roles
         ]
-        round_runs = await gather_or_cancel(*jobs)
+        async with task_group() as group:
+            tasks = list(map(group.create_task, jobs))  # no comprehension frame above the tasks
+        round_runs = [task.result() for task in tasks]
         trajectory.runs.extend(round_runs)
         for run in round_runs:
             usage[run.role].add(run.usage)
@@ -331,7 +320,9 @@ async def answer_with_substitution(
     if own is not None:
         return own
     pairs = substitute_report([(q, report) for _, q, report in findings], at, run.report)
-    return await _answered(episode, answerer, pairs, config, judge)
+    options = _answerer_options(config, episode.question)
+    result = await run_answerer(answerer, episode.question.question, pairs, **options)
+    return await _scored(episode, result, judge)
 
 
 def _driver_position(
@@ -354,24 +345,18 @@ def _driver_position(
     return findings, at, None
 
 
-async def _answered(
-    episode: Episode,
-    answerer: ChatModel,
-    findings: list[Finding],
-    config: PipelineConfig,
-    judge: LLMJudge | None,
-    **recorded: Any,
-) -> Outcome:
-    """The substituted outcome: the answerer's answer from `findings`, scored; `recorded` adds
-    fields (a replay's `mode` and `replay`). A failed call yields `answer=None` with `error` set."""
-    result = await run_answerer(
-        answerer,
-        episode.question.question,
-        findings,
-        prompts=config.prompts,
-        sampling=config.sampling_for(ANSWERER),
-        answer_format=episode.question.answer_format,
-    )
+def _answerer_options(config: PipelineConfig, question: Question) -> dict[str, Any]:
+    """`run_answerer`'s settings for `question` under `config` (the same for an episode and its labels)."""
+    return {
+        "prompts": config.prompts,
+        "sampling": config.sampling_for(ANSWERER),
+        "answer_format": question.answer_format,
+    }
+
+
+async def _scored(episode: Episode, result: AnswerResult, judge: LLMJudge | None, **recorded: Any) -> Outcome:
+    """The substituted outcome of the answerer's `result`, scored; `recorded` adds fields (a
+    replay's `mode` and `replay`). A failed call yields `answer=None` with `error` set."""
     recorded.update(substituted=True, answerer_call=result.record.model_dump(mode="json"))
     if result.error is not None:
         return Outcome(answer=None, em=0.0, f1=0.0, judge=None, error=result.error, **recorded)
@@ -407,7 +392,6 @@ async def answer_with_replay(
     findings, at, own = _driver_position(episode, run, config)
     if own is not None:
         return own
-    _require(models, [BACKBONE, ANSWERER, config.driver])
     session = BackboneSession(
         models[BACKBONE],
         episode.question.question,
@@ -448,12 +432,12 @@ async def answer_with_replay(
             Role.EXECUTOR_REPLAY: trajectory.usage[config.driver].model_dump(mode="json"),
         },
     }
-    return await _answered(
-        episode, models[ANSWERER], trajectory.findings, config, judge, mode="replay", replay=replay
-    )
+    options = _answerer_options(config, episode.question)
+    result = await run_answerer(models[ANSWERER], episode.question.question, trajectory.findings, **options)
+    return await _scored(episode, result, judge, mode="replay", replay=replay)
 
 
-async def label_outcome(
+def label_outcome(
     episode: Episode,
     run: ExecutorRun,
     models: Mapping[str, ChatModel],
@@ -461,12 +445,13 @@ async def label_outcome(
     *,
     config: PipelineConfig | None = None,
     judge: LLMJudge | None = None,
-) -> Outcome:
-    """`run`'s outcome by `config.outcome.mode`: `answer_with_substitution` or `answer_with_replay`."""
+) -> Awaitable[Outcome]:
+    """`run`'s outcome by `config.outcome.mode`: `answer_with_substitution` or `answer_with_replay`,
+    returned for the caller to await."""
     config = config or pipeline_config_of(episode)
     if config.outcome.mode == "replay":
-        return await answer_with_replay(episode, run, models, retriever, config=config, judge=judge)
-    return await answer_with_substitution(episode, run, models[ANSWERER], config=config, judge=judge)
+        return answer_with_replay(episode, run, models, retriever, config=config, judge=judge)
+    return answer_with_substitution(episode, run, models[ANSWERER], config=config, judge=judge)
 
 
 async def run_counterfactual(

@@ -24,6 +24,7 @@ from executor_sft.metrics.answer import Normalization
 from executor_sft.preflight import Part, model_parts
 from executor_sft.ray_runner import RayConfig
 from executor_sft.retrieval.config import RetrieverConfig
+from executor_sft.runtime import check_roles
 
 Mode = Literal["pipeline", "single_agent", "no_retrieval"]
 """pipeline: backbone -> executors -> answerer; single_agent: the direct-tool baseline;
@@ -124,11 +125,7 @@ class EvalConfig(BaseModel):
     @model_validator(mode="after")
     def _roles(self) -> EvalConfig:
         needed = self.required_roles()
-        missing = [r for r in needed if r not in self.models]
-        if missing:
-            raise ValueError(
-                f"models: no model for role(s) {missing} (mode={self.mode}); got {sorted(self.models)}"
-            )
+        check_roles(self.models, needed, note=f" (mode={self.mode})")
         extra = set(self.models) - set(needed) - {JUDGE_ROLE}
         if extra:
             raise ValueError(

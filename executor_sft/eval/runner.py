@@ -170,7 +170,6 @@ def build_runtime(config: EvalConfig, pool: ModelPool | None = None, **given: An
     return Runtime.build(
         config.models,
         config.retriever if config.needs_retriever else None,
-        config.required_roles(),
         llm_cache=config.llm_cache_file(),
         judge_cache=config.judge_cache or config.out / "judge_cache.jsonl",
         judge_prompt=config.pipeline.prompts.get("judge"),

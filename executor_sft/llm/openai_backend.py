@@ -43,10 +43,15 @@ from executor_sft.urls import redact
 log = logging.getLogger(__name__)
 
 
-class _Retryable(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None):
-        super().__init__(reason)
-        self.retry_after = retry_after
+@dataclass
+class _Retry:
+    """An attempt that failed in a way the next one may not (a 5xx, a timeout, a dropped connection)."""
+
+    reason: str
+    retry_after: float | None = None
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -258,46 +263,31 @@ class OpenAIChatModel:
             message["tool_calls"] = tool_calls
         return message
 
-    async def _attempt(self, state: _LoopState, endpoint: Replica, request: dict[str, Any]) -> Any:
-        client = self._client(state, endpoint)
-        endpoint.in_flight += 1
-        endpoint.requests += 1
-        # Errors are built inside the handlers but raised outside them, so the SDK exception
-        # (whose text may quote request headers) is not attached as __context__.
-        error: Exception
-        try:
-            response = await asyncio.wait_for(client.chat.completions.create(**request), self.timeout_s)
-            if _is_completion(response):
-                return response
-            error = _Retryable(
-                f"HTTP 200 with a body that is not a chat completion: {self._scrub(_snippet(response))}"
-            )
-        except json.JSONDecodeError as exc:  # the SDK parses an application/json body unguarded
-            error = _Retryable(f"HTTP 200 with a body that is not JSON: {self._scrub(_snippet(exc.doc))}")
-        except (TimeoutError, openai.APITimeoutError):
-            error = _Retryable(f"timeout after {self.timeout_s:g}s")
-        except openai.APIConnectionError as exc:
+    def _failure(self, exc: Exception, endpoint: Replica) -> _Retry | ChatError | ChatRefused:
+        """What a failed attempt on `endpoint` means (`executor_sft.failures`): another attempt, or
+        `ChatRefused` / `ChatError` at once. Texts are scrubbed of the key; a replica that refused the
+        connection or answered 5xx is marked down."""
+        if isinstance(exc, json.JSONDecodeError):  # the SDK parses an application/json body unguarded
+            return _Retry(f"HTTP 200 with a body that is not JSON: {self._scrub(_snippet(exc.doc))}")
+        if isinstance(exc, (TimeoutError, openai.APITimeoutError)):
+            return _Retry(f"timeout after {self.timeout_s:g}s")
+        if isinstance(exc, openai.APIConnectionError):
             self.pool.mark_down(endpoint)
-            error = _Retryable(f"connection error: {self._scrub(str(exc))}")
-        except openai.APIStatusError as exc:
+            return _Retry(f"connection error: {self._scrub(str(exc))}")
+        where = f"{self.name} at {redact(endpoint.base_url)}"
+        if isinstance(exc, openai.APIStatusError):
             code = f" [{exc.code}]" if isinstance(getattr(exc, "code", None), str) else ""
             detail = f"HTTP {exc.status_code}{code}: {self._scrub(str(exc))[:500]}"
             kind = status_kind(exc.status_code)
             if kind == "retry":
                 if exc.status_code >= 500:
                     self.pool.mark_down(endpoint)
-                error = _Retryable(detail, _retry_after(exc))
-            elif kind == "outcome":  # this request is refused (context length, body too large)
-                error = ChatRefused(f"{self.name} at {redact(endpoint.base_url)}: {detail}")
-            else:  # a wrong key, model or URL: every attempt would meet it
-                error = ChatError(f"{self.name} at {redact(endpoint.base_url)}: {detail}")
-        except openai.APIError as exc:  # any other SDK error: not worth another attempt
-            error = ChatError(
-                f"{self.name} at {redact(endpoint.base_url)}: {type(exc).__name__}: {self._scrub(str(exc))[:500]}"
-            )
-        finally:
-            endpoint.in_flight -= 1
-        raise error
+                return _Retry(detail, _retry_after(exc))
+            if kind == "outcome":  # this request is refused (context length, body too large)
+                return ChatRefused(f"{where}: {detail}")
+            return ChatError(f"{where}: {detail}")  # a wrong key, model or URL: every attempt would meet it
+        # any other SDK error: not worth another attempt
+        return ChatError(f"{where}: {type(exc).__name__}: {self._scrub(str(exc))[:500]}")
 
     async def chat(
         self,
@@ -310,28 +300,41 @@ class OpenAIChatModel:
         state = self._state()
         async with state.semaphore:
             start = time.perf_counter()
-            response = None
             tried: set[str] = set()
             errors: list[str] = []
             key = route_key()
             for attempt in range(self.max_retries + 1):
                 endpoint = self.pool.pick(tried, key)
+                endpoint.in_flight += 1
+                endpoint.requests += 1
+                # The failure is built inside the handler but raised outside it, so the SDK exception
+                # (whose text may quote request headers) is not attached as __context__.
                 try:
-                    response = await self._attempt(state, endpoint, request)
-                    break
-                except _Retryable as exc:
-                    endpoint.failures += 1
-                    errors.append(f"{redact(endpoint.base_url)}: {exc}")
-                    tried.add(endpoint.base_url)
-                    if len(tried) == len(self.endpoints):
-                        tried.clear()
-                    if attempt < self.max_retries:
-                        delay = self._backoff(attempt, exc.retry_after)
-                        log.info(
-                            "%s: attempt %d failed (%s); retry in %.2fs", self.name, attempt + 1, exc, delay
-                        )
-                        await asyncio.sleep(delay)
-            if response is None:
+                    response = await asyncio.wait_for(
+                        self._client(state, endpoint).chat.completions.create(**request), self.timeout_s
+                    )
+                    if _is_completion(response):
+                        break
+                    body = self._scrub(_snippet(response))
+                    failure = _Retry(f"HTTP 200 with a body that is not a chat completion: {body}")
+                except (json.JSONDecodeError, TimeoutError, openai.APIError) as exc:
+                    failure = self._failure(exc, endpoint)
+                finally:
+                    endpoint.in_flight -= 1
+                if not isinstance(failure, _Retry):
+                    raise failure
+                endpoint.failures += 1
+                errors.append(f"{redact(endpoint.base_url)}: {failure}")
+                tried.add(endpoint.base_url)
+                if len(tried) == len(self.endpoints):
+                    tried.clear()
+                if attempt < self.max_retries:
+                    delay = self._backoff(attempt, failure.retry_after)
+                    log.info(
+                        "%s: attempt %d failed (%s); retry in %.2fs", self.name, attempt + 1, failure, delay
+                    )
+                    await asyncio.sleep(delay)
+            else:
                 first = f" (first: {errors[0]})" if len(errors) > 1 else ""
                 raise ChatError(f"{self.name}: {len(errors)} attempts failed; last: {errors[-1]}{first}")
             latency = time.perf_counter() - start

@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 from executor_sft.agents.config import PipelineConfig
-from executor_sft.configfile import load_config
+from executor_sft.configfile import FROM_FILE, load_config
 from executor_sft.data.questions import Duplicates
 from executor_sft.data.selection import LimitPer
 from executor_sft.data.selection import QuestionSource as BaseQuestionSource
@@ -22,7 +22,7 @@ from executor_sft.preflight import Part, model_parts
 from executor_sft.ray_runner import RayConfig
 from executor_sft.retrieval.config import RetrieverConfig
 from executor_sft.retrieval.manifest import MANIFEST_NAME, Manifest, check_corpus
-from executor_sft.runtime import Runtime
+from executor_sft.runtime import Runtime, check_roles
 from executor_sft.schema import Question, Role
 from executor_sft.store import EpisodeStore, check_jsonl
 from executor_sft.urls import redact
@@ -76,7 +76,9 @@ class CollectConfig(BaseModel):
     questions: CollectQuestionSource
     retriever: RetrieverConfig
     models: dict[str, ChatModelConfig] = Field(default_factory=dict)
-    """Role -> model: backbone, answerer, every executor role, and optionally judge."""
+    """Role -> model: backbone, answerer, every executor role, and optionally judge. A config file
+    names them all; a config built in code may name none and hand its own over (`collect(config,
+    models=...)`)."""
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     counterfactual: CounterfactualConfig = Field(default_factory=CounterfactualConfig)
     collection: CollectionModeConfig = Field(default_factory=CollectionModeConfig)
@@ -111,9 +113,11 @@ class CollectConfig(BaseModel):
     """The failed-attempts log (default: `<rollouts stem>.attempts.jsonl` beside the rollouts file)."""
 
     @model_validator(mode="after")
-    def _check(self) -> CollectConfig:
+    def _check(self, info: ValidationInfo) -> CollectConfig:
         if self.shard_index >= self.num_shards:
             raise ValueError(f"shard_index {self.shard_index} must be < num_shards {self.num_shards}")
+        if self.models or (info.context or {}).get(FROM_FILE):
+            check_roles(self.models, self.required_roles())
         # `pipeline.roles.<role>.sampling` keys over `models.<role>` sampling fields, not instead of them
         self.pipeline = self.pipeline.with_model_sampling({r: m.sampling() for r, m in self.models.items()})
         return self
@@ -159,7 +163,6 @@ class CollectConfig(BaseModel):
         return Runtime.build(
             self.models,
             self.retriever,
-            self.required_roles(),
             llm_cache=self.llm_cache_file(),
             judge_cache=judge_cache,  # verdicts persist beside the rollouts: a resume never re-judges
             **given,

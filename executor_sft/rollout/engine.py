@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS, gather_or_cancel
+from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS, task_group
 from executor_sft.agents.config import PipelineConfig
 from executor_sft.agents.pipeline import (
     add_outcome_usage,
@@ -109,22 +109,23 @@ async def add_counterfactuals(
         and run.n_searches >= settings.min_searches
         and run.is_correct(require_judge=require_judge)
     ]
-    new_runs = await gather_or_cancel(
-        *(
-            run_counterfactual(
-                episode,
-                run,
-                models[settings.role],
-                retriever,
-                models[Role.ANSWERER],
-                config=pipeline,
-                judge=judge,
-                max_searches=settings.max_searches,
-                models=models,
-            )
-            for run in targets
+    reruns = [
+        run_counterfactual(
+            episode,
+            run,
+            models[settings.role],
+            retriever,
+            models[Role.ANSWERER],
+            config=pipeline,
+            judge=judge,
+            max_searches=settings.max_searches,
+            models=models,
         )
-    )
+        for run in targets
+    ]
+    async with task_group() as group:
+        tasks = list(map(group.create_task, reruns))  # no comprehension frame above the tasks
+    new_runs = [task.result() for task in tasks]
     for run in new_runs:
         episode.runs.append(run)
         episode.usage.setdefault(run.role, Usage()).add(run.usage)
@@ -161,7 +162,9 @@ async def collect_in_process(
     """
     start = time.perf_counter()
     with config.open_store() as store:
-        questions = list(questions) if questions is not None else select_questions(config)  # before models load
+        questions = (
+            list(questions) if questions is not None else select_questions(config)
+        )  # before models load
         stats = prior_stats(store)  # a hand-edited record is its line before any model loads
         runtime = config.runtime(**{k: v for k, v in given.items() if v is not None})
         run_one, give_up = episode_work(config, runtime)
@@ -179,7 +182,9 @@ async def collect_in_process(
             expected_failures=INFRASTRUCTURE_ERRORS,
         )
         replicas = replica_counts(runtime.models)
-        return finish_run(config, stats, report, start=start, summary_extra={"replicas": replicas} if replicas else None)
+        return finish_run(
+            config, stats, report, start=start, summary_extra={"replicas": replicas} if replicas else None
+        )
 
 
 def episode_work(

@@ -78,6 +78,8 @@ def test_a_config_keeps_each_backends_fields_through_json():
             "questions": {"path": "q.jsonl"},
             "retriever": {"index": "idx"},
             "models": {
+                "backbone": {"model": "b"},
+                "answerer": {"model": "a"},
                 "teacher": {"backend": "transformers", "model": "t", "dtype": "bfloat16", "device": "cuda:3"},
                 "student": {"backend": "openai", "model": "s", "base_urls": "http://h/v1", "max_retries": 1},
             },

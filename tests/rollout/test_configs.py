@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from executor_sft.errors import ConfigError
 from executor_sft.llm.pool import build_models
-from executor_sft.rollout import load_collect_config, select_questions
+from executor_sft.rollout import CollectConfig, load_collect_config, select_questions
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "recipes" / "configs").glob("collect_*.yaml"))
@@ -24,6 +25,21 @@ def test_config_validates(path):
     for role in config.pipeline.executor_roles:
         turns, searches = config.pipeline.budget(role)
         assert searches is None or searches <= turns - 1
+
+
+def test_every_role_has_a_model_or_the_config_says_which_do_not(tmp_path):
+    """The one check that every role has a model: the config's validator, before anything loads.
+    A config built in code may name no models (its caller hands them to `collect`); a file may not."""
+    base = {"questions": {"path": "q.jsonl"}, "retriever": {"index": "i"}}
+    assert CollectConfig.model_validate(base).models == {}
+    with pytest.raises(ValueError, match=r"models: no model for role\(s\) \['answerer', 'student'\]; got"):
+        CollectConfig.model_validate({**base, "models": {r: {"model": r} for r in ("backbone", "teacher")}})
+    path = tmp_path / "collect.yaml"
+    path.write_text("questions: {path: q.jsonl}\nretriever: {index: i}\n")
+    with pytest.raises(ConfigError) as err:
+        load_collect_config(path)
+    assert str(err.value).startswith(f"{path}: ")
+    assert "no model for role(s) ['backbone', 'answerer', 'teacher', 'student']; got []" in str(err.value)
 
 
 def test_paper_reference_setup():

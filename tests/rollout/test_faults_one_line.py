@@ -85,6 +85,13 @@ def test_a_json_questions_file_that_is_not_utf8(world_dir, tmp_path):
     _refused(_collect(config), f"{latin}:1:", "not UTF-8")
 
 
+def test_a_role_without_a_model(world_dir, tmp_path):
+    models = {role: model for role, model in NOWHERE.items() if role != "student"}
+    config = write_collect_config(tmp_path / "cfg.yaml", world_dir, models, {"url": "http://127.0.0.1:9"})
+    _refused(_collect(config), f"{config}: invalid config", "models: no model for role(s) ['student']")
+    assert not (tmp_path / "out").exists()
+
+
 def test_max_turns_true_is_not_a_number(world_dir, tmp_path):
     config = _config(tmp_path, world_dir, pipeline={"max_turns": True})
     _refused(

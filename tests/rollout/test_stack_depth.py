@@ -2,8 +2,12 @@
 
 A one-episode collection against the scripted world roles served on 127.0.0.1; every request the
 HTTP transport sends is counted (`tests/stack_depth.py`: frames in executor_sft/ and
-recipes/, across asyncio tasks), the executor's the deepest: 16 (the goal is 8). The bound keeps
-the path from growing.
+recipes/, across asyncio tasks). The deepest are 10: main, the engine (`collect_in_process`), the
+episode runner, the work item (`run_one`: episode and counterfactual re-runs), then the episode's
+backbone rounds (`run_episode`, `_run_rounds`, shared with replay labelling) or a counterfactual
+re-run, the agent (`run_executor`, `BackboneSession.decide`), the recorded call (`call_model`),
+the request cache (a wrapper any backend can sit under) and the backend's retry loop. The bound
+keeps the path from growing.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from script_modules import load_script
 from stack_depth import count_frames
 
 REPO = Path(__file__).resolve().parents[2]
-MAX_FRAMES = 16
+MAX_FRAMES = 10
 
 
 def test_the_recipe_reaches_the_http_call_within_the_frame_bound(world_dir, scripted_endpoints, tmp_path):
