@@ -38,7 +38,7 @@ from executor_sft.llm.routing import EndpointPool, Replica, route_key
 from executor_sft.llm.usage import count_usage
 from executor_sft.llm.vocabulary import vocabulary_id
 from executor_sft.schema import Message, SampledTokens, TokenUsage
-from executor_sft.urls import redact
+from executor_sft.urls import hide_passwords_in_http_logs, redact
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ class OpenAIChatModel:
         )
 
     def __repr__(self) -> str:
-        urls = [e.base_url for e in self.endpoints]
+        urls = [redact(e.base_url) for e in self.endpoints]
         return f"OpenAIChatModel(name={self.name!r}, model={self.model!r}, base_urls={urls!r}, api_key_env={self.api_key_env!r})"
 
     # -- plumbing -------------------------------------------------------------------------
@@ -396,6 +396,7 @@ def _usage(usage: Any) -> TokenUsage | None:
 
 def _client_factory(key: str, timeout_s: float):
     def make(base_url: str) -> openai.AsyncOpenAI:
+        hide_passwords_in_http_logs()
         return openai.AsyncOpenAI(
             api_key=key,
             base_url=base_url,

@@ -328,3 +328,18 @@ def test_server_cli_serves_a_model():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_password_in_the_url_reaches_neither_the_repr_nor_the_http_logs(caplog):
+    """`http://user:password@host` is how some gateways take a secret: the model's repr and the
+    httpx/openai debug logs show the host with `***` where the password was."""
+    app = raw_app(lambda body, request: completion({"content": "ok"}))
+    caplog.set_level(logging.DEBUG)
+    with BackgroundServer(app) as server:
+        url = server.base_url.replace("http://", "http://bob:s3cret@")
+        model = OpenAIChatModel("raw", url, **FAST)
+        assert run(model.chat(USER)).message["content"] == "ok"
+        assert "s3cret" not in repr(model) and "bob:***@" in repr(model)
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("bob:***@" in m for m in logged)  # the request was logged, with the password hidden
+    assert not [m for m in logged if "s3cret" in m]
