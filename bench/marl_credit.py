@@ -520,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         arms[arm] = run_arm(arm, world, retriever, train_q, held_q, args)
         path.write_text(json.dumps(arms[arm], indent=1))
         print(
-            f"[marl_credit] arm {arm} done: {json.dumps(arms[arm]['heldout'] | {'per_question': '...'})}",
+            f"[marl_credit] arm {arm} done: {json.dumps((arms[arm]['heldout'] or {}) | {'per_question': '...'})}",
             flush=True,
         )
     settings = {k: v for k, v in vars(args).items() if k not in ("redo", "results", "arms", "work")}
