@@ -222,3 +222,68 @@ def test_held_out_episodes_come_back_in_question_order_with_the_policy_as_sub_ag
     assert all(e.runs_for(POLICY) and e.metrics is not None for e in episodes)
     first, again = episodes[0].runs_for(POLICY)[0], episodes[-1].runs_for(POLICY)[0]
     assert first.calls != again.calls  # the same question sampled twice: two draws
+
+
+def test_one_update_raises_the_rows_with_positive_advantage_and_lowers_the_others(
+    tiny_checkpoint, wide_world, tmp_path
+):
+    """The sign check a policy-gradient stage must pass before any learning curve means anything: on
+    the batch `_generate_and_score_completions` built (sampled ids, re-rendered prompts), rows given
+    advantage +1 gain log-probability after one SGD step on the loss and rows given -1 lose it."""
+    from trl import GRPOConfig, ModelConfig
+
+    from executor_sft.grpo.marl_train import MARLScriptArguments, build_marl_trainer, load_questions
+
+    world_dir, _, retriever = wide_world
+    questions = [
+        q for q in load_questions(str(world_dir / "questions_train.jsonl")) if q.answer_format == "text"
+    ]
+    trainer = build_marl_trainer(
+        MARLScriptArguments(
+            backbone=_scripted(world_dir, "backbone"), answerer=_scripted(world_dir, "answerer"),
+            max_rounds=1, max_parallel=2, max_turns=2, max_tokens_per_turn=16, cut_is_context_limit=False,
+        ),
+        GRPOConfig(
+            output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=4, num_generations=2,
+            beta=0.04, loss_type="dapo",  # keeps every row (beta 0 drops the weightless); its gradient is 0 here report_to="none", use_cpu=True, seed=0, dataloader_num_workers=0,
+            bf16=False, chat_template_kwargs={"enable_thinking": False},
+        ),
+        ModelConfig(model_name_or_path=str(tiny_checkpoint)),
+        questions=questions[:2],
+        retriever=retriever,
+    )  # fmt: skip
+    model = trainer.model
+    model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    inputs = trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
+    rows = inputs["prompt_ids"].size(0)
+    assert rows >= 2, rows
+    sign = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(rows)])
+    lengths = torch.tensor([int(n) for n in inputs["marl_tokens"]])  # every sampled position trains
+    positions = torch.arange(inputs["completion_ids"].size(1))
+    inputs["completion_mask"] = (positions[None, :] < lengths[:, None]).long()
+    inputs["advantages"] = sign[:, None] * inputs["completion_mask"]
+
+    def row_logps() -> torch.Tensor:
+        with torch.no_grad():
+            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+            mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+            logits = model(input_ids=ids, attention_mask=mask).logits[
+                :, -inputs["completion_ids"].size(1) - 1 : -1
+            ]
+            logp = logits.float().log_softmax(-1).gather(-1, inputs["completion_ids"][..., None])[..., 0]
+            return (logp * inputs["completion_mask"]).sum(1) / inputs["completion_mask"].sum(1)
+
+    before = row_logps()
+    trainer.marl.loss_rows = None
+    model.zero_grad()
+    trainer.accelerator.backward(trainer.compute_loss(model, inputs))
+    grads = [p for p in model.parameters() if p.grad is not None]
+    step = 0.05 / float(
+        torch.sqrt(sum((p.grad.float() ** 2).sum() for p in grads))
+    )  # a small move: first order
+    with torch.no_grad():
+        for p in grads:
+            p -= step * p.grad
+    moved = row_logps() - before
+    assert float(moved[sign > 0].mean()) > 0 > float(moved[sign < 0].mean()), moved
