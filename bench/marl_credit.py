@@ -102,8 +102,8 @@ def training_args(out: Path, args):
     )
 
 
-def evaluate(model, tokenizer, world: Path, retriever, questions, args) -> dict[str, Any]:
-    """Greedy held-out episodes with `model` as the sub-agents."""
+def play(model, tokenizer, world: Path, retriever, questions, temperature: float, desc: str, args) -> list:
+    """One episode per question with `model` as the sub-agents (the world's scripted lead and answerer)."""
     from executor_sft.grpo.marl import LEAD, POLICY, evaluate_episodes
     from executor_sft.grpo.marl_train import build_role_model
     from executor_sft.llm.base import SamplingParams
@@ -111,20 +111,24 @@ def evaluate(model, tokenizer, world: Path, retriever, questions, args) -> dict[
     from executor_sft.schema import Role
 
     sa = script_args(world, "shared", args)
-    policy = TransformersChatModel(
-        model, tokenizer, name="policy", sampling=SamplingParams(temperature=0.0, max_tokens=args.max_tokens),
-        prefix_cache_tokens=0, max_batch_size=16,
-    )  # fmt: skip
+    sampling = SamplingParams(temperature=temperature, max_tokens=args.max_tokens)
     models = {
-        POLICY: policy,
+        POLICY: TransformersChatModel(
+            model, tokenizer, name="policy", sampling=sampling, prefix_cache_tokens=0, max_batch_size=16
+        ),
         LEAD: build_role_model(sa.backbone, "backbone"),
         Role.ANSWERER: build_role_model(sa.answerer, "answerer"),
     }
     model.eval()
+    return asyncio.run(evaluate_episodes(questions, models, retriever, sa.settings(None).pipeline, desc=desc))
+
+
+def evaluate(model, tokenizer, world: Path, retriever, questions, args) -> dict[str, Any]:
+    """Greedy held-out episodes with `model` as the sub-agents."""
+    from executor_sft.grpo.marl import POLICY
+
     start = time.perf_counter()
-    episodes = asyncio.run(
-        evaluate_episodes(questions, models, retriever, sa.settings(None).pipeline, desc="held out")
-    )
+    episodes = play(model, tokenizer, world, retriever, questions, 0.0, "held out", args)
     per_q = []
     for e in episodes:
         runs = e.runs_for(POLICY)
@@ -154,27 +158,8 @@ def evaluate(model, tokenizer, world: Path, retriever, questions, args) -> dict[
 def sample_pool(model, tokenizer, world: Path, retriever, questions, args) -> dict[str, list[float]]:
     """F1 of `--pool_samples` episodes per question sampled at T = 1 with `model` as the sub-agents:
     the training pool's reward, before (the screen) or after training."""
-    from executor_sft.grpo.marl import LEAD, POLICY, evaluate_episodes
-    from executor_sft.grpo.marl_train import build_role_model
-    from executor_sft.llm.base import SamplingParams
-    from executor_sft.llm.transformers_backend import TransformersChatModel
-    from executor_sft.schema import Role
-
-    sa = script_args(world, "shared", args)
-    policy = TransformersChatModel(
-        model, tokenizer, name="policy", sampling=SamplingParams(temperature=1.0, max_tokens=args.max_tokens),
-        prefix_cache_tokens=0, max_batch_size=16,
-    )  # fmt: skip
-    models = {
-        POLICY: policy,
-        LEAD: build_role_model(sa.backbone, "backbone"),
-        Role.ANSWERER: build_role_model(sa.answerer, "answerer"),
-    }
-    model.eval()
     repeated = [q for q in questions for _ in range(args.pool_samples)]
-    episodes = asyncio.run(
-        evaluate_episodes(repeated, models, retriever, sa.settings(None).pipeline, desc="pool samples")
-    )
+    episodes = play(model, tokenizer, world, retriever, repeated, 1.0, "pool samples", args)
     out: dict[str, list[float]] = {q.id: [] for q in questions}
     for e in episodes:
         out[e.question.id].append(e.metrics.f1)

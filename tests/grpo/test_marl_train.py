@@ -119,10 +119,10 @@ def test_lead_tokens_carry_loss_only_with_train_lead(tiny_checkpoint, wide_world
             assert all(int(b["marl_lead"].sum()) == 0 for b in captured)
 
 
-def test_the_loss_in_row_chunks_gives_the_whole_batch_gradient(tiny_checkpoint, wide_world, tmp_path):
-    """`loss_rows` runs TRL's loss a few rows at a time with a backward each: the same loss and the same
-    gradient as all rows at once (advantages drawn at random, so the gradient is not zero; beta > 0
-    keeps every row in the batch)."""
+def _one_batch(tiny_checkpoint, wide_world, tmp_path, max_rounds: int):
+    """A trainer in training mode and the batch `_generate_and_score_completions` built for its first
+    step. beta > 0 keeps every row (beta 0 drops the weightless) and its gradient is 0 at the first
+    step; fp32 matmuls, since bf16 autocast rounds summation orders apart by ~1e-3."""
     from trl import GRPOConfig, ModelConfig
 
     from executor_sft.grpo.marl_train import MARLScriptArguments, build_marl_trainer, load_questions
@@ -134,13 +134,13 @@ def test_the_loss_in_row_chunks_gives_the_whole_batch_gradient(tiny_checkpoint, 
     trainer = build_marl_trainer(
         MARLScriptArguments(
             backbone=_scripted(world_dir, "backbone"), answerer=_scripted(world_dir, "answerer"),
-            max_rounds=2, max_parallel=2, max_turns=2, max_tokens_per_turn=16, cut_is_context_limit=False,
+            max_rounds=max_rounds, max_parallel=2, max_turns=2, max_tokens_per_turn=16,
+            cut_is_context_limit=False,
         ),
         GRPOConfig(
             output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=4, num_generations=2,
             beta=0.04, loss_type="dapo", report_to="none", use_cpu=True, seed=0, dataloader_num_workers=0,
-            bf16=False,  # fp32 matmuls: bf16 autocast rounds the two summation orders apart by ~1e-3
-            chat_template_kwargs={"enable_thinking": False},
+            bf16=False, chat_template_kwargs={"enable_thinking": False},
         ),
         ModelConfig(model_name_or_path=str(tiny_checkpoint)),
         questions=questions[:2],
@@ -148,7 +148,14 @@ def test_the_loss_in_row_chunks_gives_the_whole_batch_gradient(tiny_checkpoint, 
     )  # fmt: skip
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # what `train()` sets before its first step
-    inputs = trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
+    return trainer, trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
+
+
+def test_the_loss_in_row_chunks_gives_the_whole_batch_gradient(tiny_checkpoint, wide_world, tmp_path):
+    """`loss_rows` runs TRL's loss a few rows at a time with a backward each: the same loss and the same
+    gradient as all rows at once (advantages drawn at random, so the gradient is not zero; beta > 0
+    keeps every row in the batch)."""
+    trainer, inputs = _one_batch(tiny_checkpoint, wide_world, tmp_path, max_rounds=2)
     rows = inputs["prompt_ids"].size(0)
     assert rows > 3, rows
     torch.manual_seed(0)
@@ -230,32 +237,8 @@ def test_one_update_raises_the_rows_with_positive_advantage_and_lowers_the_other
     """The sign check a policy-gradient stage must pass before any learning curve means anything: on
     the batch `_generate_and_score_completions` built (sampled ids, re-rendered prompts), rows given
     advantage +1 gain log-probability after one SGD step on the loss and rows given -1 lose it."""
-    from trl import GRPOConfig, ModelConfig
-
-    from executor_sft.grpo.marl_train import MARLScriptArguments, build_marl_trainer, load_questions
-
-    world_dir, _, retriever = wide_world
-    questions = [
-        q for q in load_questions(str(world_dir / "questions_train.jsonl")) if q.answer_format == "text"
-    ]
-    trainer = build_marl_trainer(
-        MARLScriptArguments(
-            backbone=_scripted(world_dir, "backbone"), answerer=_scripted(world_dir, "answerer"),
-            max_rounds=1, max_parallel=2, max_turns=2, max_tokens_per_turn=16, cut_is_context_limit=False,
-        ),
-        GRPOConfig(
-            output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=4, num_generations=2,
-            beta=0.04, loss_type="dapo",  # keeps every row (beta 0 drops the weightless); its gradient is 0 here report_to="none", use_cpu=True, seed=0, dataloader_num_workers=0,
-            bf16=False, chat_template_kwargs={"enable_thinking": False},
-        ),
-        ModelConfig(model_name_or_path=str(tiny_checkpoint)),
-        questions=questions[:2],
-        retriever=retriever,
-    )  # fmt: skip
+    trainer, inputs = _one_batch(tiny_checkpoint, wide_world, tmp_path, max_rounds=1)
     model = trainer.model
-    model.train()
-    trainer.current_gradient_accumulation_steps = 1
-    inputs = trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
     rows = inputs["prompt_ids"].size(0)
     assert rows >= 2, rows
     sign = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(rows)])
