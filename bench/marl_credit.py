@@ -437,8 +437,9 @@ def verdict(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(doc: str = __doc__) -> argparse.ArgumentParser:
+    """The bench's flags; bench/marl_gradient_noise.py reads the same world, pool and rollout settings."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sft", required=True, help="The SFT checkpoint directory (README command 1's output).")
     p.add_argument("--work", default="/work/marl_runs/bench")
     p.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
@@ -473,11 +474,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--redo", action="store_true")
     p.add_argument("--results", default=str(RESULTS / "marl_credit"))
-    args = p.parse_args(argv)
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    return p
+
+
+def train_questions(work: Path, args) -> tuple[Path, Any, list, list, dict[str, Any] | None]:
+    """The world, its retriever, the training questions (the screened pool when asked for), the
+    held-out questions and the pool's screening record."""
     from executor_sft.grpo.marl_train import load_questions
 
-    work = Path(args.work)
     (work / "arms").mkdir(parents=True, exist_ok=True)
     world, retriever = setup(work, args)
     # the world's test split holds few or no wide tasks: the held-out wide ones are the train split's
@@ -495,6 +499,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.screen_deep or args.screen_wide:
         train_q, pool_record = screen(world, retriever, train_q, args)
         print(f"[marl_credit] pool: {pool_record['pool']}", flush=True)
+    return world, retriever, train_q, held_q, pool_record
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    work = Path(args.work)
+    world, retriever, train_q, held_q, pool_record = train_questions(work, args)
     arms: dict[str, Any] = {}
     for arm in args.arms:
         path = work / "arms" / f"{arm}.json"

@@ -13,18 +13,6 @@ import torch
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def wide_world(tmp_path_factory):
-    from executor_sft.retrieval import build_index
-    from executor_sft.retrieval.config import load_retriever
-    from executor_sft.synthetic.world import write_world
-
-    root = tmp_path_factory.mktemp("marl-world")
-    world = write_world(root / "world", seed=0, n_entities=200, n_questions=40, wide_share=0.3)
-    build_index(root / "world" / "corpus.jsonl", root / "index", bm25=True)
-    return root / "world", world, load_retriever(root / "index", corpus=root / "world" / "corpus.jsonl")
-
-
 def _scripted(world_dir, model: str) -> dict:
     return {"backend": "executor_sft.synthetic.backend:scripted", "model": model, "world": str(world_dir)}
 
