@@ -147,8 +147,8 @@ def prepare(cfg, done_dir: Path) -> dict:
 
 
 def person_rows(path: Path) -> list[dict]:
-    from bench.probing.surface import PERSON_RELATIONS
     from executor_sft.files import read_jsonl
+    from executor_sft.synthetic.relations import PERSON_RELATIONS
 
     return [r for r in read_jsonl(path) if r["relation"] in PERSON_RELATIONS]
 

@@ -20,13 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from executor_sft.synthetic.relations import RELATIONS
 from executor_sft.synthetic.scripted_executor import ScriptedTeacherExecutor
 from executor_sft.synthetic.world import World
 
 _WORD = re.compile(r"[a-z0-9]+")
-PERSON_RELATIONS = frozenset(k for k, r in RELATIONS.items() if r.subject == "person")
-"""The relations asked of a person: the sub-queries the decoupled ablation evaluates."""
 
 
 @dataclass(frozen=True)
@@ -105,4 +102,4 @@ def shortcut_accuracy(train: list[FirstSearch], test: list[FirstSearch]) -> dict
     }
 
 
-__all__ = ["PERSON_RELATIONS", "FirstSearch", "bow_balanced_accuracy", "first_searches", "shortcut_accuracy"]
+__all__ = ["FirstSearch", "bow_balanced_accuracy", "first_searches", "shortcut_accuracy"]

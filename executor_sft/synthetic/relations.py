@@ -79,6 +79,9 @@ RELATIONS: dict[str, Relation] = {r.key: r for r in [
 LIST_RELATIONS = frozenset(k for k, r in RELATIONS.items() if r.object == "list")
 """Relations whose answer is a list of names (a wide task's first hop); never a bridge question's hop."""
 
+PERSON_RELATIONS = frozenset(k for k, r in RELATIONS.items() if r.subject == "person")
+"""Relations asked of a person: where namesakes make a sub-query ambiguous."""
+
 RELATIONS_OF: dict[str, list[str]] = {}
 for _r in RELATIONS.values():
     if _r.key not in LIST_RELATIONS:

@@ -39,7 +39,14 @@ from typing import Any
 from executor_sft.files import read_jsonl, write_jsonl
 from executor_sft.metrics.table import render_markdown_table
 from executor_sft.synthetic.names import NameForge
-from executor_sft.synthetic.relations import LIST_RELATIONS, RELATIONS, RELATIONS_OF, Relation, render_subject
+from executor_sft.synthetic.relations import (
+    LIST_RELATIONS,
+    PERSON_RELATIONS,
+    RELATIONS,
+    RELATIONS_OF,
+    Relation,
+    render_subject,
+)
 
 WORLD_FORMAT = "executor_sft.synthetic.world/v1"
 
@@ -71,7 +78,6 @@ _BAND_GENRES = ["folk", "rock", "jazz", "electronic", "punk", "soul"]
 _INDUSTRIES = ["shipping", "textile", "software", "mining", "brewing", "publishing", "rail"]
 _STATE_FORMS = ["Republic", "Kingdom", "Federation", "Principality"]
 _CORE_OCCUPATIONS = ["film director", "novelist", "singer", "entrepreneur"]
-_PERSON_RELATIONS = frozenset(k for k, r in RELATIONS.items() if r.subject == "person")
 CORE_TEMPLATE = "core_template"
 """Entity.extra flag (decoupled world): a namesake or twin written in the core passage template."""
 BARE = "bare"
@@ -911,7 +917,7 @@ def _shared_subquery_groups(questions: list[WorldQuestion], by_subject: bool = F
     owner: dict[str, int] = {}
     for i, q in enumerate(questions):
         for h in q.decomposition:
-            if by_subject and h.relation not in _PERSON_RELATIONS:
+            if by_subject and h.relation not in PERSON_RELATIONS:
                 continue  # cities and works recur across many questions; people are what is evaluated
             key = h.subject.lower() if by_subject else h.question
             if key in owner:
@@ -1022,10 +1028,10 @@ def _sibling_rows(world: World, rows: list[dict[str, Any]]) -> list[dict[str, An
     seen = {r["question"] for r in rows}
     out = []
     for r in rows:
-        if r["relation"] not in _PERSON_RELATIONS:
+        if r["relation"] not in PERSON_RELATIONS:
             continue
         person = world.by_id[r["subject_id"]]
-        for key in sorted(_PERSON_RELATIONS - {r["relation"]}):
+        for key in sorted(PERSON_RELATIONS - {r["relation"]}):
             text = RELATIONS[key].question.format(s=render_subject("person", person.name, r["descriptor"]))
             if text in seen:
                 continue

@@ -11,17 +11,13 @@ import json
 
 import pytest
 
-from bench.probing.surface import (
-    PERSON_RELATIONS,
-    bow_balanced_accuracy,
-    first_searches,
-    shortcut_accuracy,
-)
+from bench.probing.surface import bow_balanced_accuracy, first_searches, shortcut_accuracy
 from executor_sft.agents import run_executor
 from executor_sft.files import read_jsonl
 from executor_sft.metrics.answer import exact_match
 from executor_sft.retrieval import BM25Retriever, load_corpus
 from executor_sft.synthetic import DECOUPLED_WORLD, ScriptedTeacherExecutor, write_world
+from executor_sft.synthetic.relations import PERSON_RELATIONS
 
 SEEDS, N_ENTITIES, N_QUESTIONS, K = (0, 1, 2), 600, 400, 3
 
