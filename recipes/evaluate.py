@@ -50,31 +50,28 @@ def main(argv: list[str] | None = None) -> int:
         if v is not None
     }
 
-    def evaluate() -> int:
-        config = load_eval_config(args.config, overrides, sets=args.set)
-        if args.limit is not None:
-            config.questions = [q.model_copy(update={"limit": args.limit}) for q in config.questions]
-        # a bad questions file is one more line of the preflight's, before any model loads
-        passed = check_config(config, args.config, lambda: select_questions(config.questions))
-        if args.preflight_only:
-            print(passed)
-            return 0
-        try:
-            run = run_eval(config, progress=not args.no_progress)
-        except KeyboardInterrupt:
-            print(interrupted_line(config.out / EPISODES_FILE), file=sys.stderr)
-            return 130
-        print(run.summary())
-        if run.failed:
-            print(
-                f"error: {config.out / EPISODES_FILE}: {len(run.failed)} episodes unfinished; they are not "
-                "stored, so run the same command again to resume them",
-                file=sys.stderr,
-            )
-            return 1
+    config = load_eval_config(args.config, overrides, sets=args.set)
+    if args.limit is not None:
+        config.questions = [q.model_copy(update={"limit": args.limit}) for q in config.questions]
+    # a bad questions file is one more line of the preflight's, before any model loads
+    passed = check_config(config, args.config, lambda: select_questions(config.questions))
+    if args.preflight_only:
+        print(passed)
         return 0
-
-    return evaluate()
+    try:
+        run = run_eval(config, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(interrupted_line(config.out / EPISODES_FILE), file=sys.stderr)
+        return 130
+    print(run.summary())
+    if run.failed:
+        print(
+            f"error: {config.out / EPISODES_FILE}: {len(run.failed)} episodes unfinished; they are not "
+            "stored, so run the same command again to resume them",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
