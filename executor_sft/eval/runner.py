@@ -220,17 +220,19 @@ EVAL_ENGINES: Registry[EvalEngine] = Registry("evaluation engine")
 def in_process(
     config: EvalConfig, work: list[WorkItem], store: EpisodeStore, *, progress: bool = True, **given: Any
 ) -> RunReport:
-    return asyncio.run(
-        run_episodes(
-            work,
-            _make_run_one(config, build_runtime(config, **given)),
-            store,
-            concurrency=config.concurrency,
-            progress={"desc": config.name} if progress else None,
-            max_attempts=config.max_attempts,
-            expected_failures=INFRASTRUCTURE_ERRORS,
+    runtime = build_runtime(config, **given)
+    with runtime.cached_calls():
+        return asyncio.run(
+            run_episodes(
+                work,
+                _make_run_one(config, runtime),
+                store,
+                concurrency=config.concurrency,
+                progress={"desc": config.name} if progress else None,
+                max_attempts=config.max_attempts,
+                expected_failures=INFRASTRUCTURE_ERRORS,
+            )
         )
-    )
 
 
 def ray_actor_work(config_json: str) -> ActorWork:

@@ -110,19 +110,20 @@ async def collect_in_process(
         stats = prior_stats(store)  # a hand-edited record is its line before any model loads
         runtime = config.runtime(**{k: v for k, v in given.items() if v is not None})
         run_one, give_up = episode_work(config, runtime)
-        report = await run_episodes(
-            config.work_items(questions),
-            run_one,
-            store,
-            concurrency=config.concurrency,
-            on_written=stats.add,
-            progress={"desc": "episodes", "dynamic_ncols": True} if show_progress else None,
-            postfix=lambda failed: _postfix(stats, failed),
-            max_attempts=config.max_attempts,
-            give_up=give_up,
-            attempts_file=config.attempts_file(),
-            expected_failures=INFRASTRUCTURE_ERRORS,
-        )
+        with runtime.cached_calls():
+            report = await run_episodes(
+                config.work_items(questions),
+                run_one,
+                store,
+                concurrency=config.concurrency,
+                on_written=stats.add,
+                progress={"desc": "episodes", "dynamic_ncols": True} if show_progress else None,
+                postfix=lambda failed: _postfix(stats, failed),
+                max_attempts=config.max_attempts,
+                give_up=give_up,
+                attempts_file=config.attempts_file(),
+                expected_failures=INFRASTRUCTURE_ERRORS,
+            )
         replicas = replica_counts(runtime.models)
         return finish_run(
             config, stats, report, start=start, summary_extra={"replicas": replicas} if replicas else None
