@@ -128,24 +128,29 @@ def test_sampled_and_multi_completion_requests_are_not_cached(tmp_path):
     assert not path.exists()
 
 
+class FailsFirst:
+    """Raises `error` on its first request (after `latency_s`), then echoes."""
+
+    name = "fails-first"
+
+    def __init__(self, error: Exception, latency_s: float = 0.0):
+        self.error, self.latency_s, self.calls = error, latency_s, 0
+
+    async def chat(self, messages, tools=None, sampling=None):
+        self.calls += 1
+        await asyncio.sleep(self.latency_s)
+        if self.calls == 1:
+            raise self.error
+        return await echo_model().chat(messages, tools, sampling)
+
+
 def test_failures_are_not_cached():
-    calls = []
-
-    class Flaky:
-        name = "flaky"
-
-        async def chat(self, messages, tools=None, sampling=None):
-            calls.append(1)
-            if len(calls) == 1:
-                raise ChatError("503")
-            return await echo_model().chat(messages, tools, sampling)
-
-    model, cache = Flaky(), RequestCache()
+    model, cache = FailsFirst(ChatError("503")), RequestCache()
     with pytest.raises(ChatError):
         ask(cache, model)
     ask(cache, model)
     ask(cache, model)
-    assert len(calls) == 2
+    assert model.calls == 2
 
 
 def test_identical_requests_in_flight_are_sent_once():
@@ -162,20 +167,7 @@ def test_identical_requests_in_flight_are_sent_once():
 
 
 def test_a_failed_first_sender_lets_the_waiting_twins_send_it_themselves():
-    class FailsOnce:
-        name = "fails-once"
-
-        def __init__(self):
-            self.calls = 0
-
-        async def chat(self, messages, tools=None, sampling=None):
-            self.calls += 1
-            await asyncio.sleep(0.05)
-            if self.calls == 1:
-                raise ValueError("a backend's own failure on this request")
-            return await echo_model().chat(messages, tools, sampling)
-
-    model = FailsOnce()
+    model = FailsFirst(ValueError("a backend's own failure on this request"), latency_s=0.05)
     cache = RequestCache().cover({"role": model})
 
     async def both():
