@@ -22,6 +22,7 @@ from typing import Any
 from executor_sft.episode_runner import note_model_call
 from executor_sft.failures import INFRASTRUCTURE_ERRORS
 from executor_sft.llm.base import ChatModel, ChatRefused, SamplingParams
+from executor_sft.llm.request_cache import cached_request
 from executor_sft.schema import LLMCallRecord, Message, SampledTokens, TokenUsage
 
 logger = logging.getLogger(__name__)
@@ -174,14 +175,20 @@ async def call_model(
     sampling: SamplingParams | None = None,
     call_prefix: str = "call",
 ) -> CallResult:
-    """Call `model` once and record it (with `t_start`, wall-clock seconds, for token-order metrics).
+    """Call `model` once and record it (with `t_start`, wall-clock seconds, for token-order metrics);
+    a request the request cache in use answers is replayed from it (`llm.request_cache`).
 
     Raises what `INFRASTRUCTURE_ERRORS` names; records any other failure."""
     request = [dict(m) for m in messages]
+    cached = cached_request(model, request, tools, sampling)
     t_start = time.time()
     start = time.perf_counter()
     try:
-        result = await model.chat(request, tools=tools, sampling=sampling)
+        result = await cached.replayed() if cached is not None else None
+        if result is None:
+            result = await model.chat(request, tools=tools, sampling=sampling)
+            if cached is not None:
+                cached.keep(result)
     except INFRASTRUCTURE_ERRORS:
         note_model_call()
         raise
@@ -201,6 +208,9 @@ async def call_model(
             "t_start": t_start,
         }
         return CallResult(message=None, error=error, fields=fields)
+    finally:
+        if cached is not None:
+            cached.release()
     note_model_call(result.usage)
     message = normalize_assistant(result.message, call_prefix)
     fields = {

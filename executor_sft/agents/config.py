@@ -97,6 +97,20 @@ class OutcomeConfig(BaseModel):
     mode: OutcomeMode = "substitute"
 
 
+class CounterfactualConfig(BaseModel):
+    """Re-run correct multi-search teacher runs with a smaller search budget (docs/rollout.md, "Counterfactual semantics")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    role: str = Role.TEACHER
+    """Executor role whose runs are re-run (the re-run uses this role's model and settings)."""
+    min_searches: int = Field(default=2, ge=1)
+    max_searches: int = Field(default=1, ge=0)
+    require_judge: bool | None = None
+    """Whether "correct" needs judge == True; None means: only when a judge is configured."""
+
+
 def _default_outcome(outcome: OutcomeConfig) -> bool:
     return outcome.mode == "substitute"
 

@@ -16,7 +16,7 @@ from typing import Any
 from executor_sft.agents.answerer import AnswerResult, Finding, run_answerer
 from executor_sft.agents.backbone import BackboneSession
 from executor_sft.agents.calls import task_group
-from executor_sft.agents.config import PipelineConfig
+from executor_sft.agents.config import CounterfactualConfig, PipelineConfig
 from executor_sft.agents.executor import run_executor
 from executor_sft.llm.base import ChatModel, SamplingParams
 from executor_sft.llm.routing import routing
@@ -60,9 +60,10 @@ async def run_episode(
     judge: LLMJudge | None = None,
     config_record: Mapping[str, Any] | None = None,
     separate: bool = False,
+    counterfactual: CounterfactualConfig | None = None,
 ) -> Episode:
-    """Run backbone -> executors (all roles) -> answerer for one question; never raises on model output
-    (an infrastructure failure raises: `agents.calls.INFRASTRUCTURE_ERRORS`).
+    """Run backbone -> executors (all roles) -> answerer for one question, then label the runs; never
+    raises on model output (an infrastructure failure raises: `agents.calls.INFRASTRUCTURE_ERRORS`).
 
     `models` maps "backbone", "answerer" and every executor role to a ChatModel (a "judge"
     entry is used when no `judge` is passed; pass one `LLMJudge` to share its cache).
@@ -71,6 +72,8 @@ async def run_episode(
     its nested values are shared between those episodes, so they must not be mutated.
     `separate=True` (separate collection): only `config.driver` runs, the episode id is
     `episode_id(question.id, sample_index, config.driver)` and `Episode.driver` is set.
+    `counterfactual` (collection's): the correct multi-search runs of its role are re-run with a
+    smaller budget and added to the episode, labelled like the others (`counterfactual_reruns`).
     """
     config = config or PipelineConfig()
     roles = [config.driver] if separate else list(config.executor_roles)
@@ -140,7 +143,48 @@ async def run_episode(
             for run, task in zip(shadows, tasks, strict=True):
                 run.outcome = task.result()
                 add_outcome_usage(episode, run.outcome)
-        return episode
+    if counterfactual is not None and counterfactual.enabled:  # outside `routing`: not the episode's calls
+        reruns = counterfactual_reruns(episode, models, retriever, config, counterfactual, judge)
+        async with task_group() as group:
+            tasks = list(map(group.create_task, reruns))  # no comprehension frame above the tasks
+        for task in tasks:
+            run = task.result()
+            episode.runs.append(run)
+            episode.usage.setdefault(run.role, Usage()).add(run.usage)
+            add_outcome_usage(episode, run.outcome)
+    return episode
+
+
+def counterfactual_reruns(
+    episode: Episode,
+    models: Mapping[str, ChatModel],
+    retriever: Retriever,
+    config: PipelineConfig,
+    settings: CounterfactualConfig,
+    judge: LLMJudge | None,
+) -> list[Awaitable[ExecutorRun]]:
+    """A `run_counterfactual` for every correct multi-search run of `settings.role`, for the caller
+    to await. `config` is the one the episode ran with (in separate collection: `for_driver(...)`);
+    its `outcome.mode` decides how the re-runs are labelled (replay uses `models`' backbone and driver)."""
+    require_judge = settings.require_judge if settings.require_judge is not None else judge is not None
+    return [
+        run_counterfactual(
+            episode,
+            run,
+            models[settings.role],
+            retriever,
+            models[ANSWERER],
+            config=config,
+            judge=judge,
+            max_searches=settings.max_searches,
+            models=models,
+        )
+        for run in episode.runs
+        if run.role == settings.role
+        and run.counterfactual_of is None
+        and run.n_searches >= settings.min_searches
+        and run.is_correct(require_judge=require_judge)
+    ]
 
 
 @dataclasses.dataclass

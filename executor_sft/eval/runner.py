@@ -186,9 +186,10 @@ def _make_run_one(config: EvalConfig, runtime: Runtime) -> Callable[[WorkItem], 
     models, retriever, judge = runtime.models, runtime.retriever, runtime.judge
     single_agent = config.single_agent.executor_settings(config.pipeline.prompts)
 
-    async def run_one(item: WorkItem) -> Episode:
+    def run_one(item: WorkItem) -> Awaitable[Episode]:
+        """The item's episode in this mode (its coroutine: nothing here waits)."""
         if config.mode == "single_agent":
-            return await run_single_agent(
+            return run_single_agent(
                 models[SINGLE_AGENT_ROLE],
                 retriever,
                 item.question,
@@ -197,7 +198,7 @@ def _make_run_one(config: EvalConfig, runtime: Runtime) -> Callable[[WorkItem], 
                 judge=judge,
             )
         if config.mode == "no_retrieval":
-            return await run_no_retrieval(
+            return run_no_retrieval(
                 models[ANSWERER_ROLE],
                 item.question,
                 prompts=config.pipeline.prompts,
@@ -205,7 +206,7 @@ def _make_run_one(config: EvalConfig, runtime: Runtime) -> Callable[[WorkItem], 
                 sample_index=item.sample,
                 judge=judge,
             )
-        return await run_episode(item.question, models, retriever, config.pipeline, item.sample, judge=judge)
+        return run_episode(item.question, models, retriever, config.pipeline, item.sample, judge=judge)
 
     return run_one
 
@@ -219,17 +220,19 @@ EVAL_ENGINES: Registry[EvalEngine] = Registry("evaluation engine")
 def in_process(
     config: EvalConfig, work: list[WorkItem], store: EpisodeStore, *, progress: bool = True, **given: Any
 ) -> RunReport:
-    return asyncio.run(
-        run_episodes(
-            work,
-            _make_run_one(config, build_runtime(config, **given)),
-            store,
-            concurrency=config.concurrency,
-            progress={"desc": config.name} if progress else None,
-            max_attempts=config.max_attempts,
-            expected_failures=INFRASTRUCTURE_ERRORS,
+    runtime = build_runtime(config, **given)
+    with runtime.cached_calls():
+        return asyncio.run(
+            run_episodes(
+                work,
+                _make_run_one(config, runtime),
+                store,
+                concurrency=config.concurrency,
+                progress={"desc": config.name} if progress else None,
+                max_attempts=config.max_attempts,
+                expected_failures=INFRASTRUCTURE_ERRORS,
+            )
         )
-    )
 
 
 def ray_actor_work(config_json: str) -> ActorWork:

@@ -1,20 +1,17 @@
 """`ModelPool`: the one way to turn `models: {role: ChatModelConfig}` into chat models.
 
 Each distinct config is built once and shared by every role (and every sweep cell) that names
-it, so in-process weights load once. Collection and evaluation both build their models with
-`build_models`, which adds the request cache.
+it, so in-process weights load once. Collection and evaluation build their models through it
+(`Runtime.build`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from executor_sft.llm.base import ChatModel
 from executor_sft.llm.config import ChatModelConfig, build_chat_model
-from executor_sft.llm.request_cache import RequestCache, cache_models
-from executor_sft.schema import Role
 
 logger = logging.getLogger(__name__)
 
@@ -38,19 +35,3 @@ class ModelPool:
 
     def build(self, models: Mapping[str, ChatModelConfig]) -> dict[str, ChatModel]:
         return {role: self.get(cfg) for role, cfg in models.items()}
-
-
-def build_models(
-    configs: Mapping[str, ChatModelConfig], *, cache_file: Path | None = None, pool: ModelPool | None = None
-) -> dict[str, ChatModel]:
-    """A run's role -> model map, built through `pool` (default: a new one).
-
-    With `cache_file` every model but the judge (which keeps its own verdict cache) answers
-    through a `CachedChatModel` over that file, so a resumed run replays its greedy requests
-    instead of sending them again.
-    """
-    models = (pool or ModelPool()).build(configs)
-    if cache_file is None:
-        return models
-    keys = {role: cfg.identity() for role, cfg in configs.items()}
-    return cache_models(models, RequestCache(cache_file), skip_roles=(Role.JUDGE,), model_keys=keys)

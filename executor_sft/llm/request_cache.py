@@ -1,9 +1,12 @@
-"""A request cache for greedy chat calls: a `ChatModel` wrapper persisted as append-only JSONL.
+"""A request cache for greedy chat calls, consulted by `agents.calls.call_model`, persisted as append-only JSONL.
 
-`CachedChatModel(inner, cache)` answers a temperature-0 request it has seen before from the
-cache and sends every other request to `inner`. The key is a SHA-256 of the full request:
-the model's identity (`model_key`: a config's `ChatModelConfig.identity()`, by default the model's
-`name`), the messages, the tools and the
+While a `RequestCache` is in use (`with cache.in_use():`, which the engines enter around their
+episodes), every call `call_model` makes to a model the cache covers (`cover`) goes through it:
+a temperature-0 request it has seen before is answered from the cache, every other is sent.
+Being consulted where every recorded call passes, rather than wrapping each model, it puts no
+frame of its own between the agents and the backend. The key is a SHA-256 of the full request:
+the model's identity (its role's `ChatModelConfig.identity()`, by default the model's `name`),
+the messages, the tools and the
 effective sampling settings (the call's `SamplingParams`, or the model's own defaults when the
 call passes none), every field included: `seed`, `top_p`, `max_tokens`, `stop`,
 `enable_thinking` and `extra_body`. So changing any part of a request misses.
@@ -21,6 +24,7 @@ call passes none), every field included: `seed`, `top_p`, `max_tokens`, `stop`,
   finish reason, sampled token ids where they were returned), so a resumed collection writes the same records as an uninterrupted one
   and its token accounting is unchanged; `hits` / `misses` count what the cache saved.
 - Identical requests in flight at once are sent once; the others await that answer.
+- The judge's calls do not pass through `call_model`: it caches its own verdicts.
 
 `RequestCache(path)` is the store: it loads every line on open (a torn last line, left by a
 killed writer, and any damaged line are skipped with a warning, like the judge cache), keeps
@@ -34,12 +38,15 @@ two processes that answer the same request both append it, and the later line wi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +55,8 @@ from executor_sft.llm.base import ChatModel, ChatResult, SamplingParams
 from executor_sft.schema import Message, SampledTokens, TokenUsage
 
 logger = logging.getLogger(__name__)
+
+_IN_USE: ContextVar[RequestCache | None] = ContextVar("executor_sft_request_cache", default=None)
 
 CACHE_SUFFIX = ".llm_cache.jsonl"
 """`<rollouts stem>.llm_cache.jsonl`: the cache file beside a collection's rollouts."""
@@ -84,6 +93,10 @@ class RequestCache:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path is not None else None
         self.entries: dict[str, dict[str, Any]] = {}
+        self.hits = 0
+        self.misses = 0
+        self._model_keys: dict[int, tuple[ChatModel, str]] = {}
+        self._inflight: dict[str, asyncio.Event] = {}
         if self.path is not None and self.path.exists():
             self._load()
 
@@ -95,6 +108,30 @@ class RequestCache:
                 self.entries[key] = result
             else:
                 logger.warning("%s:%d: skipping an unreadable request cache line", self.path, i)
+
+    def cover(
+        self,
+        models: Mapping[str, ChatModel],
+        *,
+        skip_roles: tuple[str, ...] = (),
+        model_keys: Mapping[str, str] | None = None,
+    ) -> RequestCache:
+        """Answer the calls to these models (but `skip_roles`'), each keyed by its role's entry in
+        `model_keys` (default: the model's `name`); a model shared by roles is keyed by the first."""
+        for role, model in models.items():
+            if role not in skip_roles and id(model) not in self._model_keys:
+                key = (model_keys or {}).get(role) or str(getattr(model, "name", "unknown"))
+                self._model_keys[id(model)] = (model, key)
+        return self
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[RequestCache]:
+        """`call_model` consults this cache inside the block (and in the tasks it starts)."""
+        token = _IN_USE.set(self)
+        try:
+            yield self
+        finally:
+            _IN_USE.reset(token)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -150,86 +187,58 @@ class RequestCache:
             os.close(fd)
 
 
-class CachedChatModel:
-    """A `ChatModel` that answers repeated greedy requests from a `RequestCache`.
+class CachedRequest:
+    """One request to a covered model while a cache is in use: `replayed()` answers it from the
+    cache (waiting first for an identical request in flight), `keep(result)` stores what the
+    model answered, `release()` (always, after the call) lets the requests waiting on it go on."""
 
-    Every other attribute (`name`, `sampling`, `tokenizer`, `aclose`, ...) is the inner model's.
-    """
+    def __init__(self, cache: RequestCache, key: str, model_key: str):
+        self.cache, self.key, self.model_key = cache, key, model_key
+        self._sending: asyncio.Event | None = None
 
-    def __init__(self, inner: ChatModel, cache: RequestCache, model_key: str | None = None):
-        self.inner = inner
-        self.cache = cache
-        self.model_key = model_key if model_key is not None else str(getattr(inner, "name", "unknown"))
-        self.hits = 0
-        self.misses = 0
-        self._inflight: dict[str, asyncio.Event] = {}
+    async def replayed(self) -> ChatResult | None:
+        """The stored answer, or None: then the caller sends the request."""
+        cache = self.cache
+        cached = cache.get(self.key)
+        if cached is None:
+            pending = cache._inflight.get(self.key)
+            if pending is None:  # the first to ask: its answer is kept, the others wait for it
+                self._sending = cache._inflight[self.key] = asyncio.Event()
+                cache.misses += 1
+                return None
+            await pending.wait()
+            cached = cache.get(self.key)
+            if cached is None:  # the first sender failed: send it again, unkept
+                return None
+        cache.hits += 1
+        return cached
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
+    def keep(self, result: ChatResult) -> None:
+        """Store the model's answer when this request was the first to ask."""
+        if self._sending is not None:
+            self.cache.put(self.key, result, self.model_key)
 
-    def __getattr__(self, attr: str) -> Any:
-        if attr == "inner":  # not set yet (during unpickling): no recursion
-            raise AttributeError(attr)
-        return getattr(self.inner, attr)
-
-    def _effective(self, sampling: SamplingParams | None) -> SamplingParams:
-        return sampling or getattr(self.inner, "sampling", None) or SamplingParams()
-
-    async def chat(
-        self,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None = None,
-        sampling: SamplingParams | None = None,
-    ) -> ChatResult:
-        effective = self._effective(sampling)
-        if not cacheable(effective):
-            return await self.inner.chat(messages, tools=tools, sampling=sampling)
-        key = request_key(self.model_key, messages, tools, effective)
-        cached = self.cache.get(key)
-        if cached is not None:
-            self.hits += 1
-            return cached
-        pending = self._inflight.get(key)
-        if pending is not None:
-            await pending.wait()  # the first sender's answer (or its failure: then send it ourselves)
-            cached = self.cache.get(key)
-            if cached is not None:
-                self.hits += 1
-                return cached
-            return await self.inner.chat(messages, tools=tools, sampling=sampling)
-        done = self._inflight[key] = asyncio.Event()
-        try:
-            self.misses += 1
-            result = await self.inner.chat(messages, tools=tools, sampling=sampling)
-            self.cache.put(key, result, self.model_key)
-            return result
-        finally:
-            del self._inflight[key]
-            done.set()
+    def release(self) -> None:
+        if self._sending is not None:
+            del self.cache._inflight[self.key]
+            self._sending.set()
+            self._sending = None
 
 
-def cache_models(
-    models: dict[str, ChatModel],
-    cache: RequestCache,
-    *,
-    skip_roles: tuple[str, ...] = (),
-    model_keys: dict[str, str] | None = None,
-) -> dict[str, ChatModel]:
-    """Wrap each model (once per distinct object, so roles sharing a model share a wrapper).
-
-    `skip_roles` stay unwrapped (e.g. the judge, which caches its own verdicts); `model_keys`
-    gives a role's model identity for the key (collection and evaluation pass each role's
-    `ChatModelConfig.identity()`; default: the model's `name`).
-    """
-    wrapped: dict[int, CachedChatModel] = {}
-    out: dict[str, ChatModel] = {}
-    for role, model in models.items():
-        if role in skip_roles or isinstance(model, CachedChatModel):
-            out[role] = model
-            continue
-        if id(model) not in wrapped:
-            key = (model_keys or {}).get(role)
-            wrapped[id(model)] = CachedChatModel(model, cache, model_key=key)
-        out[role] = wrapped[id(model)]
-    return out
+def cached_request(
+    model: ChatModel,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None,
+    sampling: SamplingParams | None,
+) -> CachedRequest | None:
+    """This request's place in the cache in use, or None: no cache in use, a model it does not
+    cover, or a request it does not answer (`cacheable`)."""
+    cache = _IN_USE.get()
+    covered = cache._model_keys.get(id(model)) if cache is not None else None
+    if covered is None:
+        return None
+    effective = sampling or getattr(model, "sampling", None) or SamplingParams()
+    if not cacheable(effective):
+        return None
+    model_key = covered[1]
+    return CachedRequest(cache, request_key(model_key, messages, tools, effective), model_key)

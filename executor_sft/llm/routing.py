@@ -195,8 +195,8 @@ class EndpointPool:
 
 
 def replica_counts(models: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Role -> replica URL -> counts, for every model served by more than one replica (wrappers
-    such as the request cache are looked through by their `inner`)."""
+    """Role -> replica URL -> counts, for every model served by more than one replica (a wrapper
+    is looked through by its `inner`)."""
     found = {}
     for role, model in models.items():
         seen = 0

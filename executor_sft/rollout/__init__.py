@@ -9,7 +9,6 @@ from executor_sft.rollout.config import (
 )
 from executor_sft.rollout.engine import (
     CollectResult,
-    add_counterfactuals,
     format_result,
     merge_rollouts,
     select_questions,
@@ -23,7 +22,6 @@ __all__ = [
     "CollectResult",
     "CollectionStats",
     "CounterfactualConfig",
-    "add_counterfactuals",
     "collect",
     "collection_stats",
     "format_result",

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
-from executor_sft.agents.config import PipelineConfig
+from executor_sft.agents.config import CounterfactualConfig, PipelineConfig
 from executor_sft.configfile import FROM_FILE, load_config
 from executor_sft.data.questions import Duplicates
 from executor_sft.data.selection import LimitPer
@@ -38,20 +38,6 @@ class CollectQuestionSource(BaseQuestionSource):
 
     duplicates: Duplicates = "drop"
     limit_per: LimitPer = "source"
-
-
-class CounterfactualConfig(BaseModel):
-    """Re-run correct multi-search teacher runs with a smaller search budget (docs/rollout.md, "Counterfactual semantics")."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = True
-    role: str = Role.TEACHER
-    """Executor role whose runs are re-run (the re-run uses this role's model and settings)."""
-    min_searches: int = Field(default=2, ge=1)
-    max_searches: int = Field(default=1, ge=0)
-    require_judge: bool | None = None
-    """Whether "correct" needs judge == True; None means: only when a judge is configured."""
 
 
 class CollectionModeConfig(BaseModel):

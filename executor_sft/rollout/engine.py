@@ -14,31 +14,22 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS, task_group
-from executor_sft.agents.config import PipelineConfig
-from executor_sft.agents.pipeline import (
-    add_outcome_usage,
-    episode_config_record,
-    run_counterfactual,
-    run_episode,
-)
+from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS
+from executor_sft.agents.pipeline import episode_config_record, run_episode
 from executor_sft.data import select_questions as select_sources
 from executor_sft.episode_runner import RunReport, WorkItem, gave_up_episode, run_episodes
 from executor_sft.errors import InputError
 from executor_sft.files import write_text
-from executor_sft.llm.base import ChatModel
 from executor_sft.llm.routing import replica_counts
-from executor_sft.metrics.judge import LLMJudge
-from executor_sft.retrieval.base import Retriever
-from executor_sft.rollout.config import CollectConfig, CounterfactualConfig
+from executor_sft.rollout.config import CollectConfig
 from executor_sft.rollout.summary import CollectionStats, collection_stats, render_summary
 from executor_sft.runtime import Runtime
-from executor_sft.schema import Episode, Question, Role, Usage
+from executor_sft.schema import Episode, Question
 from executor_sft.store import (
     EpisodeStore,
     SystemChangedError,
@@ -51,7 +42,6 @@ from executor_sft.store import (
 
 logger = logging.getLogger(__name__)
 
-COUNTERFACTUAL_ANSWERER_USAGE = Role.ANSWERER_OUTCOMES
 MERGE_CHUNK = 256
 """Records per write + fsync when merging (an fsync per record made merging slower than collecting)."""
 
@@ -83,54 +73,6 @@ def select_questions(config: CollectConfig) -> list[Question]:
     """
     questions = select_sources([config.questions])
     return questions[config.shard_index :: config.num_shards]
-
-
-async def add_counterfactuals(
-    episode: Episode,
-    models: Mapping[str, ChatModel],
-    retriever: Retriever,
-    pipeline: PipelineConfig,
-    settings: CounterfactualConfig,
-    judge: LLMJudge | None,
-) -> int:
-    """Re-run every correct multi-search run of `settings.role` with a smaller budget; return how many.
-
-    `pipeline` is the config the episode ran with (in separate collection: `for_driver(...)`);
-    its `outcome.mode` decides how the re-runs are labelled (replay uses `models`' backbone and driver).
-    """
-    if not settings.enabled:
-        return 0
-    require_judge = settings.require_judge if settings.require_judge is not None else judge is not None
-    targets = [
-        run
-        for run in episode.runs
-        if run.role == settings.role
-        and run.counterfactual_of is None
-        and run.n_searches >= settings.min_searches
-        and run.is_correct(require_judge=require_judge)
-    ]
-    reruns = [
-        run_counterfactual(
-            episode,
-            run,
-            models[settings.role],
-            retriever,
-            models[Role.ANSWERER],
-            config=pipeline,
-            judge=judge,
-            max_searches=settings.max_searches,
-            models=models,
-        )
-        for run in targets
-    ]
-    async with task_group() as group:
-        tasks = list(map(group.create_task, reruns))  # no comprehension frame above the tasks
-    new_runs = [task.result() for task in tasks]
-    for run in new_runs:
-        episode.runs.append(run)
-        episode.usage.setdefault(run.role, Usage()).add(run.usage)
-        add_outcome_usage(episode, run.outcome)
-    return len(new_runs)
 
 
 def _postfix(stats: CollectionStats, failed: int) -> dict[str, str]:
@@ -168,19 +110,20 @@ async def collect_in_process(
         stats = prior_stats(store)  # a hand-edited record is its line before any model loads
         runtime = config.runtime(**{k: v for k, v in given.items() if v is not None})
         run_one, give_up = episode_work(config, runtime)
-        report = await run_episodes(
-            config.work_items(questions),
-            run_one,
-            store,
-            concurrency=config.concurrency,
-            on_written=stats.add,
-            progress={"desc": "episodes", "dynamic_ncols": True} if show_progress else None,
-            postfix=lambda failed: _postfix(stats, failed),
-            max_attempts=config.max_attempts,
-            give_up=give_up,
-            attempts_file=config.attempts_file(),
-            expected_failures=INFRASTRUCTURE_ERRORS,
-        )
+        with runtime.cached_calls():
+            report = await run_episodes(
+                config.work_items(questions),
+                run_one,
+                store,
+                concurrency=config.concurrency,
+                on_written=stats.add,
+                progress={"desc": "episodes", "dynamic_ncols": True} if show_progress else None,
+                postfix=lambda failed: _postfix(stats, failed),
+                max_attempts=config.max_attempts,
+                give_up=give_up,
+                attempts_file=config.attempts_file(),
+                expected_failures=INFRASTRUCTURE_ERRORS,
+            )
         replicas = replica_counts(runtime.models)
         return finish_run(
             config, stats, report, start=start, summary_extra={"replicas": replicas} if replicas else None
@@ -197,20 +140,19 @@ def episode_work(
     pipelines = {d: config.pipeline if d is None else config.pipeline.for_driver(d) for d in config.drivers()}
     config_records = {d: episode_config_record(p, models, retriever, judge) for d, p in pipelines.items()}
 
-    async def run_one(item: WorkItem) -> Episode:
-        pipeline = pipelines[item.driver]
-        episode = await run_episode(
+    def run_one(item: WorkItem) -> Awaitable[Episode]:
+        """The item's episode, counterfactual re-runs included (its coroutine: nothing here waits)."""
+        return run_episode(
             item.question,
             models,
             retriever,
-            pipeline,
+            pipelines[item.driver],
             sample_index=item.sample,
             judge=judge,
             config_record=config_records[item.driver],
             separate=item.driver is not None,
+            counterfactual=config.counterfactual,
         )
-        await add_counterfactuals(episode, models, retriever, pipeline, config.counterfactual, judge)
-        return episode
 
     def give_up(item: WorkItem, error: str, attempts: int) -> Episode:
         return gave_up_episode(item, error, attempts, config_records[item.driver])

@@ -119,8 +119,7 @@ def test_a_failing_replica_is_taken_out_and_its_health_check_puts_it_back(replic
     assert after["b"] >= 2  # back in the round-robin of idle replicas
 
 
-def test_the_collection_summary_shows_requests_per_replica(replicas, tmp_path):
-    from executor_sft.llm.request_cache import CachedChatModel, RequestCache
+def test_the_collection_summary_shows_requests_per_replica(replicas):
     from executor_sft.rollout.summary import CollectionStats, render_summary
 
     model = _model(replicas)
@@ -131,8 +130,7 @@ def test_the_collection_summary_shows_requests_per_replica(replicas, tmp_path):
         await model.aclose()
 
     asyncio.run(main())
-    cached = CachedChatModel(model, RequestCache(tmp_path / "cache.jsonl"))
-    counts = replica_counts({"teacher": cached, "solo": _model(replicas[:1])})
+    counts = replica_counts({"teacher": model, "solo": _model(replicas[:1])})
     assert list(counts) == ["teacher"]  # one replica: nothing to show
     assert [c["requests"] for c in counts["teacher"].values()] == [2, 2, 2]
     text = render_summary({**CollectionStats().to_dict(), "replicas": counts})

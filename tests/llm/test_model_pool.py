@@ -1,13 +1,14 @@
-"""`build_models`: one object per distinct config, and the request cache around every role but the judge."""
+"""`Runtime.build`'s models: one object per distinct config, and the request cache over every role but the judge."""
 
 from __future__ import annotations
 
 import asyncio
 
+from executor_sft.agents.calls import call_model
 from executor_sft.llm.base import SamplingParams
 from executor_sft.llm.config import ChatModelConfig
-from executor_sft.llm.pool import ModelPool, build_models
-from executor_sft.llm.request_cache import CachedChatModel
+from executor_sft.llm.pool import ModelPool
+from executor_sft.runtime import Runtime
 from tests.support.doubles import ScriptedChatModel
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16)
@@ -25,8 +26,17 @@ def _pool(built: list[str], start: int = 0) -> ModelPool:
     return ModelPool(factory)
 
 
-def _say(model) -> str:
-    return asyncio.run(model.chat(MESSAGES, None, GREEDY)).message["content"]
+def _say(runtime: Runtime, role: str) -> str:
+    """What `role` answers through `call_model`, as the agents ask (the judge: through its `chat`)."""
+    model = runtime.models[role]
+
+    async def ask():
+        with runtime.cached_calls():
+            if role == "judge":
+                return (await model.chat(MESSAGES, None, GREEDY)).message
+            return (await call_model(model, MESSAGES, None, GREEDY)).message
+
+    return asyncio.run(ask())["content"]
 
 
 def test_roles_share_models_and_a_resumed_run_replays_its_greedy_requests(tmp_path):
@@ -37,15 +47,14 @@ def test_roles_share_models_and_a_resumed_run_replays_its_greedy_requests(tmp_pa
         "judge": ChatModelConfig(model="big"),
     }
     built: list[str] = []
-    plain = build_models(configs, pool=_pool(built))
-    assert built == ["big", "small"] and plain["backbone"] is plain["answerer"] is plain["judge"]
-    assert not any(isinstance(m, CachedChatModel) for m in plain.values())
+    plain = Runtime.build(configs, None, pool=_pool(built))
+    assert built == ["big", "small"] and plain.cache is None
+    assert plain.models["backbone"] is plain.models["answerer"] is plain.models["judge"]
 
     cache = tmp_path / "llm_cache.jsonl"
-    first = build_models(configs, cache_file=cache, pool=_pool([]))
-    assert first["backbone"] is first["answerer"] and isinstance(first["executor"], CachedChatModel)
-    assert not isinstance(first["judge"], CachedChatModel)  # it keeps its own verdict cache
-    assert (_say(first["executor"]), _say(first["judge"])) == ("small 0", "big 0")
-    again = build_models(configs, cache_file=cache, pool=_pool([], start=100))
-    assert _say(again["executor"]) == "small 0"  # replayed from the file
-    assert _say(again["judge"]) == "big 100"  # asked again: the judge keeps its own verdict cache
+    first = Runtime.build(configs, None, llm_cache=cache, pool=_pool([]))
+    assert (_say(first, "executor"), _say(first, "judge")) == ("small 0", "big 0")
+    assert (_say(first, "executor"), _say(first, "judge")) == ("small 0", "big 1")
+    again = Runtime.build(configs, None, llm_cache=cache, pool=_pool([], start=100))
+    assert _say(again, "executor") == "small 0"  # replayed from the file
+    assert _say(again, "judge") == "big 100"  # asked again: the judge keeps its own verdict cache

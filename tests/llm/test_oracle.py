@@ -8,8 +8,8 @@ from pydantic import ValidationError
 from executor_sft.agents.backbone import BackboneSession
 from executor_sft.llm.config import ChatModelConfig, build_chat_model
 from executor_sft.llm.oracle import OracleBackbone, fill_references
-from executor_sft.llm.pool import build_models
 from executor_sft.rollout.config import CollectConfig
+from executor_sft.runtime import Runtime
 from executor_sft.schema import Question, Report
 
 MUSIQUE = Question(
@@ -126,14 +126,21 @@ async def test_oracle_configs_that_answer_differently_share_no_cache_entry(tmp_p
                 "llm_cache_path": str(tmp_path / "shared.llm_cache.jsonl"),
             }
         )
-        return build_models(config.models, cache_file=config.llm_cache_file())["backbone"]
+        return Runtime.build(config.models, None, llm_cache=config.llm_cache_file())
+
+    async def play(runtime):
+        with runtime.cached_calls():
+            return await _play(runtime.models["backbone"], MUSIQUE, wrong)
 
     wrong = [Report(answer="Mozart"), Report(answer="Salzburg")]
-    report = await _play(backbone(mode="report"), MUSIQUE, wrong)
-    gold = await _play(backbone(mode="gold"), MUSIQUE, wrong)
+    reporting = backbone(mode="report")
+    report = await play(reporting)
+    assert reporting.cache.misses > 0 and await play(reporting) == report  # the cache is consulted
+    assert reporting.cache.hits > 0
+    gold = await play(backbone(mode="gold"))
     assert report[1] == ["Mozart >> country of citizenship"]
     assert gold[1] == ["Johann Strauss II >> country of citizenship"]
-    assert (await _play(backbone(mode="gold", questions=str(other)), MUSIQUE, wrong))[1] == [
+    assert (await play(backbone(mode="gold", questions=str(other))))[1] == [
         "Anton Webern >> country of citizenship"
     ]
 

@@ -9,10 +9,11 @@ import torch
 from llm_helpers import completion, raw_app
 
 from executor_sft.agents import run_executor
+from executor_sft.agents.calls import call_model
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.filters.pipeline import sampled_tokens_of
 from executor_sft.llm import OpenAIChatModel, SamplingParams, TransformersChatModel
-from executor_sft.llm.request_cache import CachedChatModel, RequestCache
+from executor_sft.llm.request_cache import RequestCache
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.llm.transformers_backend import render_prompt
 from executor_sft.llm.vocabulary import vocabulary_id
@@ -111,8 +112,13 @@ def test_openai_backend_reads_vllms_choice_token_ids():
 
 def test_request_cache_returns_the_stored_ids(tiny_chat, tmp_path):
     path = tmp_path / "cache.jsonl"
-    first = asyncio.run(CachedChatModel(tiny_chat, RequestCache(path)).chat(QUESTION))
-    cached = CachedChatModel(tiny_chat, RequestCache(path))
-    again = asyncio.run(cached.chat(QUESTION))
+
+    async def ask(cache: RequestCache):
+        with cache.cover({"executor": tiny_chat}).in_use():
+            return (await call_model(tiny_chat, QUESTION)).record
+
+    first = asyncio.run(ask(RequestCache(path)))
+    cached = RequestCache(path)
+    again = asyncio.run(ask(cached))
     assert cached.hits == 1
     assert first.sampled_tokens is not None and again.sampled_tokens == first.sampled_tokens

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from executor_sft.errors import ConfigError
-from executor_sft.llm.pool import build_models
+from executor_sft.llm.pool import ModelPool
 from executor_sft.rollout import CollectConfig, load_collect_config, select_questions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,6 +97,6 @@ def test_identical_model_settings_share_one_model(tmp_path):
         "  answerer: {model: big, base_urls: 'http://127.0.0.1:9/v1'}\n"
     )
     config = load_collect_config(path)
-    models = build_models(config.models, cache_file=config.llm_cache_file())
+    models = ModelPool().build(config.models)
     assert models["backbone"] is models["teacher"] is models["answerer"]
     assert models["student"] is not models["teacher"]

@@ -2,12 +2,20 @@
 
 A one-episode collection against the scripted world roles served on 127.0.0.1; every request the
 HTTP transport sends is counted (`tests/stack_depth.py`: frames in executor_sft/ and
-recipes/, across asyncio tasks). The deepest are 10: main, the engine (`collect_in_process`), the
-episode runner, the work item (`run_one`: episode and counterfactual re-runs), then the episode's
-backbone rounds (`run_episode`, `_run_rounds`, shared with replay labelling) or a counterfactual
-re-run, the agent (`run_executor`, `BackboneSession.decide`), the recorded call (`call_model`),
-the request cache (a wrapper any backend can sit under) and the backend's retry loop. The bound
-keeps the path from growing.
+recipes/, across asyncio tasks). The deepest are 8, each with a job of its own:
+
+1. `main`: the recipe (arguments, config, exit status);
+2. `collect_in_process`: the engine, a registry entry (holds the rollouts file and the run's
+   runtime, writes the summary);
+3. `run_episodes`: concurrency, resume, retry bound and the grouped commit (shared with evaluation);
+4. `run_episode`: one episode, its labels and counterfactual re-runs;
+5. `_run_rounds` (the backbone rounds, shared with replay labelling), `answer_with_substitution`
+   (a run's outcome) or `run_counterfactual` (a re-run with a smaller budget);
+6. the agent: `BackboneSession.decide`, `run_executor` or `run_answerer`;
+7. `call_model`: the recorded call, where the request cache is consulted;
+8. the backend's `chat` (its retry loop).
+
+The bound keeps the path from growing.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from script_modules import load_script
 from stack_depth import count_frames
 
 REPO = Path(__file__).resolve().parents[2]
-MAX_FRAMES = 10
+MAX_FRAMES = 8
 
 
 def test_the_recipe_reaches_the_http_call_within_the_frame_bound(world_dir, scripted_endpoints, tmp_path):
