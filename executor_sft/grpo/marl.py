@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -293,16 +293,10 @@ def make_trainer_class(base: type) -> type:
             was_training = model.training
             model.eval()
             try:
-
-                async def run_all():
-                    return await asyncio.gather(
-                        *(
-                            run_episode(q, models, self.retriever, config, i)
-                            for q, i in zip(questions, sample_indices, strict=True)
-                        )
-                    )
-
-                return asyncio.run(run_all())
+                return _gather(
+                    run_episode(q, models, self.retriever, config, i)
+                    for q, i in zip(questions, sample_indices, strict=True)
+                )
             finally:
                 model.train(was_training)
 
@@ -342,16 +336,10 @@ def make_trainer_class(base: type) -> type:
             substituted: list[dict[str, float] | None] = [None] * len(episodes)
             if self.marl.credit == "substitution":
                 answerer = self.role_models[Role.ANSWERER]
-
-                async def subs():
-                    return await asyncio.gather(
-                        *(
-                            substitution_rewards(e, answerer, self.marl.pipeline, self.marl.reward_metric)
-                            for e in episodes
-                        )
-                    )
-
-                substituted = list(asyncio.run(subs()))
+                substituted = _gather(
+                    substitution_rewards(e, answerer, self.marl.pipeline, self.marl.reward_metric)
+                    for e in episodes
+                )
             policy = self.policy_chat()
             encode = EpisodeTokenizer(self.processing_class, policy.stop_ids, self.marl.enable_thinking)
             samples = [
@@ -455,6 +443,15 @@ def make_trainer_class(base: type) -> type:
             )
 
     return MultiAgentGRPOTrainer
+
+
+def _gather(coroutines: Iterable[Any]) -> list[Any]:
+    """Run coroutines concurrently, in order, from the Trainer's synchronous hooks."""
+
+    async def all_of() -> list[Any]:
+        return list(await asyncio.gather(*coroutines))
+
+    return asyncio.run(all_of())
 
 
 def _rows(inputs: dict[str, Any], index: Any) -> dict[str, Any]:
