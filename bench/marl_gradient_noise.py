@@ -19,13 +19,13 @@ for its noise to fall to its signal (the "simple noise scale" of large-batch tra
 A ratio near or below 1 means a step points uphill; a ratio of 50 means a step is mostly noise and a
 run needs about 50 times the rollouts per step (or as many more steps at a rate that small) before
 the reward can move. The mean pairwise cosine between batch gradients says the same without the
-estimator: it is about 1 / (1 + ratio). Writes `--results`.{md,json}; the script resumes past arms
-it has finished (`--work`/noise/<arm>.json).
+estimator: it is about 1 / (1 + ratio). Writes `--results`.{md,json}. Each batch's gradient is
+kept under `--work`/noise/<arm>/ (fp32, the model's size), so a killed run resumes past finished
+batches and arms.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import statistics
@@ -56,33 +56,50 @@ def batch_gradient(trainer: Any, batch: list[dict[str, Any]]) -> tuple[Any, dict
     return grad, {"rewards": last["rewards"], "statuses": last["statuses"], "grad_norm": float(grad.norm())}
 
 
-def noise_scale(grads: list[Any]) -> dict[str, float]:
-    """The unbiased signal and noise estimates of the module docstring, from k >= 2 batch gradients."""
+def gram(grads: list[Any], chunk: int = 1 << 22) -> Any:
+    """The k x k matrix of dot products between the batch gradients, summed in float64 a slice at a
+    time (k whole gradients in float64 would not fit beside the model on a small machine)."""
     import torch
 
     k = len(grads)
-    sq = statistics.fmean(float(g.double().pow(2).sum()) for g in grads)
-    mean = torch.stack(grads).double().mean(0)
-    mean_sq = float(mean.pow(2).sum())
+    out = torch.zeros(k, k, dtype=torch.float64)
+    for start in range(0, grads[0].numel(), chunk):
+        rows = torch.stack([g[start : start + chunk] for g in grads]).double()
+        out += rows @ rows.T
+    return out
+
+
+def noise_scale(dots: Any) -> dict[str, float]:
+    """The unbiased signal and noise estimates of the module docstring, from the Gram matrix of
+    k >= 2 batch gradients."""
+    k = dots.shape[0]
+    norms = dots.diagonal()
+    sq = float(norms.mean())
+    mean_sq = float(dots.sum()) / k**2
     signal = (k * mean_sq - sq) / (k - 1)
     noise = k / (k - 1) * (sq - mean_sq)
     cosines = [
-        float(torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=0))
-        for a, b in itertools.combinations(grads, 2)
-        if float(a.norm()) > 0 and float(b.norm()) > 0
+        float(dots[i, j] / (norms[i] * norms[j]).sqrt())
+        for i in range(k)
+        for j in range(i + 1, k)
+        if norms[i] > 0 and norms[j] > 0
     ]
     return {
         "signal": signal,
         "noise_per_batch": noise,
         "noise_over_signal": noise / signal if signal > 0 else float("inf"),
         "mean_cosine": statistics.fmean(cosines) if cosines else float("nan"),
-        "zero_gradients": sum(float(g.norm()) == 0 for g in grads),
+        "zero_gradients": int((norms == 0).sum()),
     }
 
 
-def jackknife(grads: list[Any]) -> dict[str, float]:
+def jackknife(dots: Any) -> dict[str, float]:
     """Leave-one-batch-out ratios: how far the estimate rests on any single batch."""
-    ratios = [noise_scale(grads[:i] + grads[i + 1 :])["noise_over_signal"] for i in range(len(grads))]
+    k = dots.shape[0]
+    ratios = []
+    for i in range(k):
+        keep = [j for j in range(k) if j != i]
+        ratios.append(noise_scale(dots[keep][:, keep])["noise_over_signal"])
     return {"min": min(ratios), "max": max(ratios)}
 
 
@@ -97,9 +114,9 @@ def run_arm(arm: str, world: Path, retriever, train_q, args) -> dict[str, Any]:
     from tqdm import tqdm
     from trl import ModelConfig
 
+    from executor_sft.files import write_text
     from executor_sft.grpo.marl_train import build_marl_trainer
 
-    torch.manual_seed(args.seed)
     trainer = build_marl_trainer(
         script_args(world, arm, args),
         training_args(Path(args.work) / "noise" / f"out-{arm}", args),
@@ -110,15 +127,22 @@ def run_arm(arm: str, world: Path, retriever, train_q, args) -> dict[str, Any]:
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # what `train()` sets before its first step
     loader = _endless(trainer)
-    grads, batches = [], []
-    start = time.perf_counter()
-    for _ in tqdm(range(args.batches), desc=f"{arm} batches", unit="batch"):
+    folder = Path(args.work) / "noise" / arm
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in tqdm(range(args.batches), desc=f"{arm} batches", unit="batch"):
+        done = folder / f"batch-{i}.json"
+        if done.is_file():  # a killed run resumes past its finished batches
+            next(loader)
+            continue
+        start = time.perf_counter()
+        torch.manual_seed(args.seed * 1000 + i)  # each batch its own draw, the same after a resume
         grad, record = batch_gradient(trainer, next(loader))
-        grads.append(grad)
-        batches.append(record)
-    result = {"arm": arm, "batches": batches, "seconds": time.perf_counter() - start}
-    result |= noise_scale(grads) | {"jackknife": jackknife(grads)}
-    return result
+        torch.save(grad, folder / f"batch-{i}.pt")
+        write_text(done, json.dumps(record | {"seconds": time.perf_counter() - start}) + "\n")
+    batches = [json.loads((folder / f"batch-{i}.json").read_text()) for i in range(args.batches)]
+    dots = gram([torch.load(folder / f"batch-{i}.pt") for i in range(args.batches)])
+    result = {"arm": arm, "batches": batches, "seconds": sum(b["seconds"] for b in batches)}
+    return result | noise_scale(dots) | {"jackknife": jackknife(dots), "gram": dots.tolist()}
 
 
 def markdown(results: dict[str, Any]) -> str:

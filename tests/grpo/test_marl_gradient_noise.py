@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from bench.marl_gradient_noise import batch_gradient, noise_scale
+from bench.marl_gradient_noise import batch_gradient, gram, jackknife, noise_scale
 
 
 @pytest.mark.parametrize("noise_sd", [0.1, 1.0])
@@ -20,7 +20,7 @@ def test_the_estimator_recovers_the_signal_and_the_noise_it_was_given(noise_sd):
     true = torch.zeros(d)
     true[:4] = 1.0
     grads = [true + noise_sd * torch.randn(d, generator=gen) for _ in range(k)]
-    est = noise_scale(grads)
+    est = noise_scale(gram(grads, chunk=333))  # slices that do not divide the length
     noise = d * noise_sd**2
     assert est["signal"] == pytest.approx(4.0, rel=0.15, abs=0.15 * noise / math.sqrt(k))
     assert est["noise_per_batch"] == pytest.approx(noise, rel=0.05)
@@ -31,9 +31,20 @@ def test_the_estimator_recovers_the_signal_and_the_noise_it_was_given(noise_sd):
 def test_pure_noise_has_no_measurable_signal_and_zero_gradients_are_counted():
     gen = torch.Generator().manual_seed(1)
     grads = [torch.randn(500, generator=gen) for _ in range(3)] + [torch.zeros(500)]
-    est = noise_scale(grads)
+    dots = gram(grads)
+    est = noise_scale(dots)
     assert est["zero_gradients"] == 1
     assert est["signal"] < 0.1 * est["noise_per_batch"]
+    assert set(jackknife(dots)) == {"min", "max"}
+
+
+def test_the_gram_matrix_is_every_pair_s_dot_product():
+    gen = torch.Generator().manual_seed(2)
+    grads = [torch.randn(1001, generator=gen) for _ in range(3)]
+    expected = torch.tensor(
+        [[float(a.double() @ b.double()) for b in grads] for a in grads], dtype=torch.float64
+    )
+    torch.testing.assert_close(gram(grads, chunk=100), expected)
 
 
 def _trainer(tiny_checkpoint, wide_world, tmp_path, loss_rows, beta=0.0):
