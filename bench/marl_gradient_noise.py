@@ -155,7 +155,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"Load average at the end: {results['load_average']}. Pool: {results['pool']}. "
         f"One batch = {rollouts} rollouts (what one step of the pool run trained on).",
         "",
-        "| arm | batches | zero gradients | mean batch reward | |G|^2 (signal) | tr(S)/B (noise per batch) "
+        "| arm | batches | zero gradients | mean batch reward | ‖G‖² (signal) | tr(S)/B (noise per batch) "
         "| noise / signal (batches per step for SNR 1) | leave-one-out range | mean pairwise cosine | s |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
