@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 RESULTS = REPO / "bench" / "results"
 ARMS = ("none", "shared", "substitution")
+NOISE = RESULTS / "marl_gradient_noise.json"
 
 
 def scripted(world: Path, model: str) -> dict[str, Any]:
@@ -406,15 +407,26 @@ def pool_lines(results: dict[str, Any]) -> list[str]:
 def verdict(results: dict[str, Any]) -> list[str]:
     arms = results["arms"]
     out = pool_lines(results)
+    rose = False
     for name in ("shared", "substitution"):
         steps = (arms.get(name) or {}).get("steps") or []
         s = slope([x["reward"] for x in steps])
         if s:
             moved = s["low"] > 0 or s["high"] < 0
+            rose = rose or s["low"] > 0
             out.append(
                 f"- {name}: reward slope {s['slope']:+.4f}/step (95% interval {s['low']:+.4f} to {s['high']:+.4f}): "
                 + ("moved" if moved else "no movement distinguishable from zero")
             )
+    if not rose and NOISE.is_file():  # why, as bench/marl_gradient_noise.py measured it
+        noise = json.loads(NOISE.read_text())
+        rollouts = noise["settings"]["questions_per_step"] * noise["settings"]["generations"]
+        out += [
+            f"- why no reward rose (bench/results/marl_gradient_noise.md): at the SFT checkpoint, one step of "
+            f"{rollouts} rollouts on the pool is {r['noise_over_signal']:.1f} times noise over signal under {name} "
+            f"(leave one batch out: {r['jackknife']['min']:.1f} to {r['jackknife']['max']:.1f})"
+            for name, r in noise["arms"].items()
+        ]
     held = {name: a["heldout"]["per_question"] for name, a in arms.items() if a.get("heldout")}
     if "shared" in held and "substitution" in held:
         a, b = held["shared"], held["substitution"]
