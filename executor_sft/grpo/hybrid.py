@@ -53,7 +53,8 @@ def hybrid_batches(
 
 class HybridRepeatSampler:
     """Indices for TRL's dataloader: hybrid batches of `batch_size` questions, each question
-    `num_generations` times in a row; a new shuffle every epoch."""
+    `num_generations` times in a row; a new shuffle every epoch. The Trainer names the epoch
+    (`set_epoch`), so a run resumed in epoch N draws epoch N's batches, as the run it continues."""
 
     def __init__(
         self, is_wide: Sequence[bool], batch_size: int, num_generations: int, deep_share: float, seed: int = 0
@@ -68,6 +69,9 @@ class HybridRepeatSampler:
 
     def __len__(self) -> int:
         return self._n * self.batch_size * self.num_generations
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
 
     def __iter__(self) -> Iterator[int]:
         batches = hybrid_batches(

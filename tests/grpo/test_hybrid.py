@@ -42,3 +42,16 @@ def test_a_share_the_data_cannot_fill_is_a_config_error():
         hybrid_batches([False] * 10, 4, 0.5)
     with pytest.raises(ConfigError, match="deep_share"):
         deep_count(4, 1.5)
+
+
+def test_a_sampler_set_to_an_epoch_draws_that_epoch_as_the_uninterrupted_one_does():
+    """A resumed run builds a new sampler; the Trainer's `set_epoch` gives it the epoch it stopped in."""
+    is_wide = [i % 3 == 0 for i in range(12)]
+    running = HybridRepeatSampler(is_wide, batch_size=2, num_generations=3, deep_share=0.5, seed=0)
+    epochs = [list(running) for _ in range(3)]
+    assert epochs[2] not in epochs[:2]
+    resumed = HybridRepeatSampler(is_wide, batch_size=2, num_generations=3, deep_share=0.5, seed=0)
+    resumed.set_epoch(2)
+    assert list(resumed) == epochs[2]
+    running.set_epoch(1)  # what the Trainer calls before each epoch, uninterrupted too
+    assert list(running) == epochs[1]
