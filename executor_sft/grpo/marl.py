@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from executor_sft.agents.answerer import run_answerer
@@ -29,6 +31,7 @@ from executor_sft.agents.config import PipelineConfig
 from executor_sft.agents.pipeline import driver_findings, run_episode, substitute_report
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.credit import CREDITS, AgentTokens, Rollout, token_weights
+from executor_sft.grpo.episode_log import SavedEpisodeLog
 from executor_sft.grpo.hybrid import HybridRepeatSampler
 from executor_sft.grpo.rollout_failures import (
     OUT_OF_LOSS,
@@ -247,6 +250,54 @@ def make_trainer_class(base: type) -> type:
             self.retriever = retriever
             self._policy = None
             self.episode_log: list[dict[str, Any]] = []
+            self.train_starts: list[int] = []  # the step each `train` call started at
+            self._seconds_before, self._since = 0.0, None
+
+        @property
+        def train_seconds(self) -> float:
+            """Seconds spent in `train`, over every process that trained this run."""
+            running = time.perf_counter() - self._since if self._since is not None else 0.0
+            return self._seconds_before + running
+
+        def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any):
+            """TRL's training; resuming a checkpoint also continues its episode log and seconds."""
+            from transformers.trainer_utils import get_last_checkpoint
+
+            from executor_sft.training.checkpoints import checkpoint_step
+
+            checkpoint = resume_from_checkpoint
+            if checkpoint is True:
+                checkpoint = get_last_checkpoint(self.args.output_dir)
+            saved = SavedEpisodeLog.read(checkpoint) if checkpoint else SavedEpisodeLog()
+            if saved is None:  # a checkpoint saved without one: its steps are missing from the log
+                saved = SavedEpisodeLog(step=checkpoint_step(checkpoint) or 0)
+            self.episode_log, self.train_starts = list(saved.episode_log), [*saved.starts, saved.step]
+            self._seconds_before, self._since = saved.train_seconds, time.perf_counter()
+            try:
+                return super().train(resume_from_checkpoint, *args, **kwargs)
+            finally:
+                self._seconds_before, self._since = self.train_seconds, None
+
+        def saved_episode_log(self) -> SavedEpisodeLog:
+            return SavedEpisodeLog(
+                self.state.global_step, self.episode_log, self.train_seconds, self.train_starts
+            )
+
+        def _save_checkpoint(self, model: Any, trial: Any) -> None:
+            """The Trainer's checkpoint, then the episode log into it: before the run record a
+            stage writes on save, whose presence marks the checkpoint complete."""
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+            super()._save_checkpoint(model, trial)
+            if self.args.should_save:
+                folder = Path(self.args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+                self.saved_episode_log().write(folder)
+
+        def save_state(self) -> None:
+            """`trainer_state.json` and, beside it, the episode log."""
+            super().save_state()
+            if self.args.should_save:
+                self.saved_episode_log().write(self.args.output_dir)
 
         def _get_train_sampler(self, dataset: Any = None):
             if self.marl.deep_share is None:
@@ -323,8 +374,6 @@ def make_trainer_class(base: type) -> type:
             return super().compute_loss(model, _rows(inputs, chunks[-1])) + done
 
         def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-            import time
-
             import torch
 
             device = self.accelerator.device

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from executor_sft.errors import ConfigError
 from executor_sft.grpo.arguments import parse_mapping
@@ -25,6 +25,9 @@ from executor_sft.grpo.marl import (
 )
 from executor_sft.grpo.rollout_failures import FailureRules
 from executor_sft.schema import Question, Role
+
+if TYPE_CHECKING:
+    from executor_sft.training.run_record import RunRecord
 
 FAILURE_RULES = ("max_context_tokens", "exclude_turn_limit", "cut_is_context_limit", "failure_reward")
 SAME_IN_SETTINGS = (
@@ -233,8 +236,18 @@ def check_before_loading(args: MARLScriptArguments, training_args: Any) -> None:
         raise ConfigError("multi-agent GRPO needs num_iterations: 1")
 
 
-def run_marl(script_args: MARLScriptArguments, training_args: Any, model_args: Any, **overrides: Any):
-    """Check, build, train (resuming the last complete checkpoint), save; None when already finished."""
+def run_marl(
+    script_args: MARLScriptArguments,
+    training_args: Any,
+    model_args: Any,
+    *,
+    extra_identity: dict[str, Any] | None = None,
+    **overrides: Any,
+):
+    """Check, build, train (resuming the last complete checkpoint), save; None when already finished.
+
+    `extra_identity`: a caller's own settings that a resume must share too (a bench's world and
+    pool), recorded beside the multi-agent options."""
     from executor_sft.grpo.card import GRPO_STAGE
     from executor_sft.grpo.stage import run_stage
 
@@ -247,9 +260,28 @@ def run_marl(script_args: MARLScriptArguments, training_args: Any, model_args: A
         model_args,
         settings=MARL_SETTINGS,
         outcome=_outcome,
-        extra_config={name: getattr(script_args, name) for name in MARL_IDENTITY},
+        extra_config=_identity(script_args, extra_identity),
         overrides=overrides,
     )
+
+
+def marl_record(
+    script_args: MARLScriptArguments,
+    training_args: Any,
+    model_args: Any,
+    extra_identity: dict[str, Any] | None = None,
+) -> RunRecord:
+    """The run record `run_marl` writes into each checkpoint and compares on resume: for a caller
+    that checks several runs' folders before it loads any model."""
+    from executor_sft.grpo.card import GRPO_STAGE
+    from executor_sft.grpo.stage import stage_record
+
+    extra = _identity(script_args, extra_identity)
+    return stage_record(GRPO_STAGE, script_args, training_args, model_args, MARL_SETTINGS, extra)
+
+
+def _identity(script_args: MARLScriptArguments, extra: dict[str, Any] | None) -> dict[str, Any]:
+    return {name: getattr(script_args, name) for name in MARL_IDENTITY} | (extra or {})
 
 
 def _outcome(trainer: Any) -> list[str]:

@@ -33,6 +33,7 @@ __all__ = [
     "ResumeChangedError",
     "RunRecord",
     "check_finished",
+    "describe_changes",
     "continue_run",
     "identity_changes",
 ]
@@ -106,7 +107,7 @@ def _shown(key: str, value: Any) -> str:
     return json.dumps(value)
 
 
-def _describe(changed: dict[str, str]) -> str:
+def describe_changes(changed: dict[str, str]) -> str:
     return ", ".join(f"{key} ({change})" for key, change in changed.items())
 
 
@@ -127,13 +128,13 @@ def continue_run(checkpoint: str, current: RunRecord, *, accept_changes: bool) -
     changed = identity_changes(recorded.identity, current.identity)
     if changed and not accept_changes:
         raise ResumeChangedError(
-            f"{checkpoint}: was trained with other settings than this run: {_describe(changed)}; run "
+            f"{checkpoint}: was trained with other settings than this run: {describe_changes(changed)}; run "
             "with its settings, pass --resume_with_changes true to continue it with these (the model "
             "card records both), or --fresh true to start over"
         )
     earlier = list(recorded.earlier)
     if changed:
-        logger.warning("resuming %s with changed settings: %s", checkpoint, _describe(changed))
+        logger.warning("resuming %s with changed settings: %s", checkpoint, describe_changes(changed))
         earlier.append(
             {
                 "until_step": recorded.global_step,
@@ -160,7 +161,7 @@ def check_finished(output_dir: str | Path, current: RunRecord) -> RunRecord:
     if changed := identity_changes(recorded.identity, current.identity):
         raise ResumeChangedError(
             f"{output_dir}: holds a finished run trained with other settings than this run: "
-            f"{_describe(changed)}; pass --fresh true to train again with these, or choose another --output_dir"
+            f"{describe_changes(changed)}; pass --fresh true to train again with these, or choose another --output_dir"
         )
     return recorded
 
