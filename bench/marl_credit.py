@@ -9,7 +9,14 @@ seed is fixed), then plays the held-out questions greedily. A `none` arm evaluat
 untrained. Per step: mean reward and its within-group standard deviation, failures, trained
 tokens, seconds. Held out: EM on text questions, item F1 on table questions, F1 over all, policy
 tokens per question. Each arm's result is saved under `--work/arms/` as it finishes; a rerun skips
-finished arms (`--redo` runs them again). Writes bench/results/marl_credit.{md,json,png}.
+finished arms (`--redo` runs them again, from step 0). Writes bench/results/marl_credit.{md,json,png}.
+
+A training arm saves a checkpoint every `--save_every` steps in `--work/out/<arm>/checkpoint-<step>`
+(the latest only: weights, optimizer, scheduler, RNG, the Trainer's log and the per-step episode
+log), with the settings it trains with beside it. To resume a killed run, run the same command
+again: each unfinished arm goes on from its checkpoint, and the arm's json lists the step each
+process started at (`starts`). A rerun with other settings than an arm's checkpoint or finished run
+was made with is refused in one line before any model loads; `--redo` starts the arms over.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import asyncio
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -64,6 +72,7 @@ def script_args(world: Path, credit: str, args):
     from executor_sft.grpo.marl_train import MARLScriptArguments
 
     return MARLScriptArguments(
+        questions=str(world / "questions_train.jsonl"),  # what the run record fingerprints
         backbone=scripted(world, "backbone"),
         answerer=scripted(world, "answerer"),
         reference=scripted(world, "teacher"),
@@ -71,7 +80,7 @@ def script_args(world: Path, credit: str, args):
         max_rounds=args.max_rounds,
         max_parallel=args.max_parallel,
         max_turns=args.max_turns,
-        retriever={"k": 2},
+        retriever={"index": str(world.parent / "index"), "k": 2},
         max_tokens_per_turn=args.max_tokens,
         deep_share=0.5,
         reward_metric="f1",
@@ -93,7 +102,9 @@ def training_args(out: Path, args):
         loss_type="dapo",
         temperature=1.0,
         logging_steps=1,
-        save_strategy="no",
+        save_strategy="steps",
+        save_steps=args.save_every,
+        save_total_limit=1,
         report_to="none",
         use_cpu=True,
         bf16=args.bf16,
@@ -101,6 +112,49 @@ def training_args(out: Path, args):
         chat_template_kwargs={"enable_thinking": False},
         dataloader_num_workers=0,
     )
+
+
+def model_args(args):
+    from trl import ModelConfig
+
+    return ModelConfig(model_name_or_path=args.sft, dtype="float32")
+
+
+NOT_IN_IDENTITY = (
+    *("work", "arms", "redo", "results", "save_every"),  # where and how the bench runs
+    *("steps", "loss_rows", "heldout_deep"),  # length, memory, evaluation only
+    *("sft", "lr", "beta", "generations", "questions_per_step", "bf16"),  # in the Trainer's own record
+)
+
+
+def arm_identity(args) -> dict[str, Any]:
+    """The bench's settings a resumed arm must share (the world, the pool, the episodes' budgets),
+    recorded beside the Trainer's and the multi-agent options in each checkpoint."""
+    return {k: v for k, v in vars(args).items() if k not in NOT_IN_IDENTITY}
+
+
+def check_arms(work: Path, world: Path, args) -> None:
+    """Before any model loads: a training arm whose checkpoint or finished run was made with other
+    settings than this command is refused, in one line naming the folder."""
+    from executor_sft.errors import ConfigError
+    from executor_sft.grpo.marl_train import marl_record
+    from executor_sft.training.checkpoints import last_complete_checkpoint
+    from executor_sft.training.run_record import RunRecord, describe_changes, identity_changes
+
+    if args.redo:
+        return
+    for arm in (a for a in args.arms if a != "none"):
+        out = work / "out" / arm
+        now = marl_record(
+            script_args(world, arm, args), training_args(out, args), model_args(args), arm_identity(args)
+        )
+        for where in (out, last_complete_checkpoint(out)):
+            made = RunRecord.read(where) if where else None
+            if made and (changed := identity_changes(made.identity, now.identity)):
+                raise ConfigError(
+                    f"{where}: the {arm} arm was trained with other settings than this command: "
+                    f"{describe_changes(changed)}; rerun with those, or add --redo to train the arms from step 0"
+                )
 
 
 def play(model, tokenizer, world: Path, retriever, questions, temperature: float, desc: str, args) -> list:
@@ -188,31 +242,38 @@ def screen(world: Path, retriever, train_q, args) -> tuple[list, dict[str, Any]]
 
 
 def run_arm(arm: str, world: Path, retriever, train_q, held_q, args) -> dict[str, Any]:
-    from trl import ModelConfig
+    from executor_sft.grpo.episode_log import SavedEpisodeLog
+    from executor_sft.grpo.marl_train import run_marl
 
-    from executor_sft.grpo.marl_train import build_marl_trainer
-
-    model_args = ModelConfig(model_name_or_path=args.sft, dtype="float32")
     result: dict[str, Any] = {"arm": arm}
     if arm == "none":
         model, tok = _load(args.sft)
     else:
-        trainer = build_marl_trainer(
+        out = Path(args.work) / "out" / arm
+        if args.redo:
+            shutil.rmtree(out, ignore_errors=True)  # its checkpoints would be resumed
+        trainer = run_marl(  # resumes the last complete checkpoint; None: finished before
             script_args(world, arm, args),
-            training_args(Path(args.work) / "out" / arm, args),
-            model_args,
+            training_args(out, args),
+            model_args(args),
+            extra_identity=arm_identity(args),
             questions=train_q,
             retriever=retriever,
         )
-        start = time.perf_counter()
-        trainer.train()
-        result["train_s"] = time.perf_counter() - start
-        steps = [h for h in trainer.state.log_history if "reward" in h]
+        # every process's steps, as the run saved them beside its model
+        state = json.loads((out / "trainer_state.json").read_text())
+        saved = SavedEpisodeLog.read(out) or SavedEpisodeLog()
+        steps = [h for h in state["log_history"] if "reward" in h]
         result["steps"] = [{k: h.get(k) for k in h if k in STEP_KEYS or k.startswith("marl/")} for h in steps]
-        result["episode_log"] = trainer.episode_log
-        result["s_per_step"] = result["train_s"] / max(1, trainer.state.global_step)
-        trainer.save_model(str(Path(args.work) / "out" / arm))  # so the held-out evaluation can be redone
-        model, tok = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
+        result["episode_log"] = saved.episode_log
+        result["train_s"] = saved.train_seconds
+        result["starts"] = saved.starts
+        result["s_per_step"] = saved.train_seconds / max(1, state["global_step"])
+        print(f"[marl_credit] arm {arm}: trained from steps {saved.starts}", flush=True)
+        if trainer is None:
+            model, tok = _load(str(out))
+        else:
+            model, tok = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
     result["heldout"] = evaluate(model, tok, world, retriever, held_q, args) if held_q else None
     if args.screen_deep or args.screen_wide:
         result["pool_after"] = sample_pool(model, tok, world, retriever, train_q, args)
@@ -368,7 +429,7 @@ def markdown(results: dict[str, Any]) -> str:
         if name in arms and "param_change" in arms[name]
     ]
     missing = [
-        f"- {name}: no finished run in this file (its arm did not complete; `--arms {name}` runs it again from the start)"
+        f"- {name}: no finished run in this file (its arm did not complete; the same command again resumes it from its last checkpoint)"
         for name in ("shared", "substitution")
         if name not in arms
     ]
@@ -484,18 +545,23 @@ def parser(doc: str = __doc__) -> argparse.ArgumentParser:
     p.add_argument(
         "--pool_samples", type=int, default=8, help="Sampled episodes per pool question, before and after."
     )
-    p.add_argument("--redo", action="store_true")
+    p.add_argument(
+        "--save_every", type=int, default=1, help="Steps between checkpoints (a rerun resumes the latest)."
+    )
+    p.add_argument("--redo", action="store_true", help="Train the arms again from step 0.")
     p.add_argument("--results", default=str(RESULTS / "marl_credit"))
     return p
 
 
-def train_questions(work: Path, args) -> tuple[Path, Any, list, list, dict[str, Any] | None]:
-    """The world, its retriever, the training questions (the screened pool when asked for), the
-    held-out questions and the pool's screening record."""
+def train_questions(
+    work: Path, args, ready: tuple[Path, Any] | None = None
+) -> tuple[Path, Any, list, list, dict[str, Any] | None]:
+    """The world, its retriever (`ready`: as `setup` made them), the training questions (the
+    screened pool when asked for), the held-out questions and the pool's screening record."""
     from executor_sft.grpo.marl_train import load_questions
 
     (work / "arms").mkdir(parents=True, exist_ok=True)
-    world, retriever = setup(work, args)
+    world, retriever = ready or setup(work, args)
     # the world's test split holds few or no wide tasks: the held-out wide ones are the train split's
     # last `heldout_wide`, never trained on
     train_all = load_questions(str(world / "questions_train.jsonl"))
@@ -518,7 +584,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     work = Path(args.work)
-    world, retriever, train_q, held_q, pool_record = train_questions(work, args)
+    ready = setup(work, args)
+    check_arms(work, ready[0], args)  # before the screen or any arm loads a model
+    world, retriever, train_q, held_q, pool_record = train_questions(work, args, ready)
     arms: dict[str, Any] = {}
     for arm in args.arms:
         path = work / "arms" / f"{arm}.json"
@@ -562,4 +630,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from executor_sft.recipe_main import run_recipe
+
+    run_recipe(main)  # a user's mistake is one `error:` line, exit 2; a bug keeps its traceback

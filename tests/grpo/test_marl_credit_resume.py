@@ -1,0 +1,116 @@
+"""bench/marl_credit.py killed with SIGKILL after its first checkpoint, then run again: the arm
+goes on from that step with its episode log whole, and a rerun with other settings is refused
+before any model loads. Real subprocesses, a tiny random Qwen3, the synthetic world, BM25."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from forkserver import run_script
+
+from executor_sft.training.checkpoints import checkpoint_problems
+from tests.support.paths import REPO_ROOT
+
+pytestmark = pytest.mark.slow  # four launches of a TRL script, one of them to its first checkpoint
+
+
+def _command(sft, work, **changed: str) -> list[str]:
+    flags = {
+        "--sft": str(sft),
+        "--work": str(work),
+        "--results": str(work / "results" / "marl_credit"),
+        "--arms": "shared",
+        "--steps": "2",
+        "--generations": "2",
+        "--questions_per_step": "2",
+        "--max_tokens": "16",
+        "--max_rounds": "1",
+        "--max_parallel": "1",
+        "--max_turns": "2",
+        "--entities": "200",
+        "--questions": "40",
+        "--heldout_deep": "0",
+        "--heldout_wide": "0",
+        **changed,
+    }
+    return [
+        sys.executable,
+        str(REPO_ROOT / "bench" / "marl_credit.py"),
+        *[x for kv in flags.items() for x in kv],
+    ]
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_checkpoint, tmp_path_factory):
+    """Killed once checkpoint-1 is complete; run with another --lr; run as before."""
+    work = tmp_path_factory.mktemp("marl_credit") / "work"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    checkpoint = work / "out" / "shared" / "checkpoint-1"
+    with open(work.parent / "killed.log", "w") as log:
+        proc = subprocess.Popen(
+            _command(tiny_checkpoint, work), stdout=log, stderr=subprocess.STDOUT, env=env
+        )
+        deadline = time.monotonic() + 120
+        while not (checkpoint.is_dir() and not checkpoint_problems(checkpoint, with_record=True)):
+            assert proc.poll() is None, (work.parent / "killed.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no complete checkpoint-1 in 120 s"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    saved = json.loads((checkpoint / "marl_episode_log.json").read_text())
+    before = {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()}
+    other_lr = run_script(_command(tiny_checkpoint, work, **{"--lr": "1e-4"}), env=env, timeout=300)
+    after_refusal = {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()}
+    resumed = run_script(_command(tiny_checkpoint, work), env=env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    return {
+        "work": work,
+        "checkpoint": checkpoint,
+        "killed": proc.returncode,
+        "saved": saved,
+        "unchanged": before == after_refusal,
+        "other_lr": other_lr,
+        "resumed": resumed,
+    }
+
+
+def test_a_killed_arm_resumes_at_its_checkpoint_with_the_episode_log_of_both_processes(runs):
+    assert runs["killed"] == -signal.SIGKILL, "the first run finished before the kill"
+    assert runs["saved"]["step"] == 1 and len(runs["saved"]["episode_log"]) == 1
+    assert f"resuming from {runs['checkpoint']}" in runs["resumed"].stdout + runs["resumed"].stderr
+    arm = json.loads((runs["work"] / "arms" / "shared.json").read_text())
+    assert arm["starts"] == [0, 1]  # the second process began at step 1, not 0
+    assert [e["step"] for e in arm["episode_log"]] == [0, 1] and len(arm["steps"]) == 2
+    assert arm["episode_log"][0] == runs["saved"]["episode_log"][0]
+    assert arm["train_s"] > runs["saved"]["train_seconds"] > 0
+    assert sorted(p.name for p in (runs["work"] / "out" / "shared").glob("checkpoint-*")) == ["checkpoint-2"]
+
+
+def test_a_rerun_with_other_settings_is_refused_in_one_line_before_any_model_loads(runs):
+    proc = runs["other_lr"]
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert (
+        lines[0].startswith(f"error: {runs['checkpoint']}: ")
+        and "learning_rate (1e-05 -> 0.0001)" in lines[0]
+    )
+    assert "--redo" in lines[0] and "Loading weights" not in proc.stdout + proc.stderr
+    assert runs["unchanged"]
+
+
+def test_a_finished_arm_made_with_other_settings_is_refused_too(runs, tiny_checkpoint):
+    """Its cached result would otherwise stand for a run these settings never made."""
+    proc = run_script(_command(tiny_checkpoint, runs["work"], **{"--max_turns": "3"}), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    out = runs["work"] / "out" / "shared"
+    assert proc.stderr.strip() == (
+        f"error: {out}: the shared arm was trained with other settings than this command: "
+        "max_turns (2 -> 3); rerun with those, or add --redo to train the arms from step 0"
+    )
