@@ -55,3 +55,12 @@ def test_a_sampler_set_to_an_epoch_draws_that_epoch_as_the_uninterrupted_one_doe
     assert list(resumed) == epochs[2]
     running.set_epoch(1)  # what the Trainer calls before each epoch, uninterrupted too
     assert list(running) == epochs[1]
+
+
+def test_a_pool_of_one_deep_and_one_wide_question_at_32_generations_is_one_64_rollout_step_an_epoch():
+    """bench/marl_credit.py's pool run at --generations 32 --questions_per_step 2: each epoch is one
+    step of two groups of 32, the deep question's then the wide one's."""
+    sampler = HybridRepeatSampler([False, True], batch_size=2, num_generations=32, deep_share=0.5)
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        assert len(sampler) == 64 and list(sampler) == [0] * 32 + [1] * 32
