@@ -16,7 +16,8 @@ A training arm saves a checkpoint every `--save_every` steps in `--work/out/<arm
 log), with the settings it trains with beside it. To resume a killed run, run the same command
 again: each unfinished arm goes on from its checkpoint, and the arm's json lists the step each
 process started at (`starts`). A rerun with other settings than an arm's checkpoint or finished run
-was made with is refused in one line before any model loads; `--redo` starts the arms over.
+was made with is refused in one line before any model loads. `--redo` starts the arms over (to
+resume a killed `--redo` run, run it again without `--redo`).
 """
 
 from __future__ import annotations
