@@ -203,8 +203,13 @@ def build_marl_trainer(
     )
 
 
-MARL_IDENTITY = ("credit", "token_level", "agent_level", "train_lead", "deep_share")
-"""The multi-agent options a resumed or relaunched run must share (beside TRL's `MARL_SETTINGS`)."""
+MARL_IDENTITY = (
+    *("credit", "token_level", "agent_level", "train_lead", "deep_share", "reward_metric"),
+    *("max_rounds", "max_parallel", "max_turns", "max_searches", "parallel_tool_calls", "tools"),
+    *("max_tokens_per_turn", *FAILURE_RULES),
+)
+"""The multi-agent options a resumed or relaunched run must share (beside TRL's `MARL_SETTINGS`):
+what decides a rollout and its reward; a step trained under other budgets is another run."""
 
 MARL_SETTINGS = (
     "learning_rate",

@@ -89,6 +89,21 @@ def last_complete_checkpoint(
     return None
 
 
+def drop_checkpoints(output_dir: str | Path) -> list[str]:
+    """Delete the `checkpoint-*` folders in `output_dir`, for a run started over in it: the
+    earlier run's higher-numbered checkpoints would outlive the new run's under rotation (it keeps
+    the highest steps), and a resume after a kill would continue the earlier run."""
+    import shutil
+
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    dropped = sorted(str(p) for p in output_dir.iterdir() if p.is_dir() and checkpoint_step(p) is not None)
+    for path in dropped:
+        shutil.rmtree(path)
+    return dropped
+
+
 def _readable_json(path: Path) -> bool:
     try:
         return isinstance(json.loads(path.read_text(encoding="utf-8")), dict)

@@ -4,6 +4,7 @@ One writer per output folder (a second launch into it is refused in one line); t
 ours or refused (`training.output_dir`); a finished run trained with these data and settings is
 reported, not retrained, and one trained with others is refused; else the explicit
 `--resume_from_checkpoint` or the last complete checkpoint resumes, if its run record matches.
+`--fresh` starts over: the earlier run's checkpoints in the folder are deleted first.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from executor_sft.store_lock import WriterLock
 from executor_sft.training.checkpoints import (
     check_resume_checkpoint,
+    drop_checkpoints,
     finished_message,
     finished_run,
     last_complete_checkpoint,
@@ -77,6 +79,13 @@ def _decide(training_args, record, fresh, auto_resume, accept_changes, lock) -> 
         if training_args.process_index == 0:
             print(finished_message(out, done))
         return RunStart(record, finished=done, lock=lock)
+    if (
+        fresh
+        and not training_args.resume_from_checkpoint
+        and training_args.process_index == 0
+        and (dropped := drop_checkpoints(out))
+    ):
+        logger.warning("--fresh: deleted the earlier run's checkpoints %s", ", ".join(dropped))
     with_optimizer = not training_args.save_only_model
     resume = training_args.resume_from_checkpoint
     if resume:

@@ -60,6 +60,12 @@ def test_recipe_trains_two_steps_and_summarises_failures(workdir):
     # relaunched: the finished run is reported, not retrained
     again = run_recipe("grpo_marl", *_flags(workdir, **{"--credit": "substitution"}))
     assert "multi-agent GRPO done" not in again.stdout
+    # other episode budgets than the finished run was trained with: refused, not reported as its result
+    other = run_recipe(
+        "grpo_marl", *_flags(workdir, **{"--credit": "substitution", "--max_turns": "5"}), expect=2
+    )
+    lines = other.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "max_turns (" in lines[0], other.stderr
 
 
 @pytest.mark.parametrize(

@@ -133,3 +133,6 @@ def test_a_stage_refuses_other_settings_damaged_records_and_a_second_writer_and_
         _, stderr = first.communicate(timeout=600)
     assert first.returncode == 0, stderr[-3000:]
     assert not lock.exists()
+    # --fresh started over: no checkpoint of the earlier 3-step run is left for a resume to pick
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
+    assert json.loads((out / "checkpoint-1" / "trainer_state.json").read_text())["max_steps"] == 1
