@@ -23,7 +23,7 @@ from executor_sft.agents.calls import INFRASTRUCTURE_ERRORS
 from executor_sft.agents.pipeline import episode_config_record, run_episode
 from executor_sft.data import select_questions as select_sources
 from executor_sft.episode_runner import RunReport, WorkItem, gave_up_episode, run_episodes
-from executor_sft.errors import InputError
+from executor_sft.errors import ConfigError, InputError
 from executor_sft.files import write_text
 from executor_sft.llm.routing import replica_counts
 from executor_sft.rollout.config import CollectConfig
@@ -136,6 +136,11 @@ def episode_work(
     """`run_one` (an episode with its counterfactual re-runs) and `give_up` for the episode runner;
     every engine runs these, in this process or on Ray actors."""
     models, retriever, judge = runtime.models, runtime.retriever, runtime.judge
+    if missing := [role for role in config.required_roles() if role not in models]:
+        raise ConfigError(
+            f"models: no model for {', '.join(missing)}; give one for every role of the pipeline "
+            f"({', '.join(config.required_roles())})"
+        )
     # The same for every episode of this collection (of one driver): dumped once, not per episode.
     pipelines = {d: config.pipeline if d is None else config.pipeline.for_driver(d) for d in config.drivers()}
     config_records = {d: episode_config_record(p, models, retriever, judge) for d, p in pipelines.items()}

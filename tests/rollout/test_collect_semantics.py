@@ -285,3 +285,21 @@ def test_judge_verdicts_persist_beside_the_rollouts(world, world_dir, world_bm25
     )
     assert second.written == 6
     assert calls == []
+
+
+def test_code_given_models_missing_a_role_are_named_before_any_episode(
+    world, world_dir, world_bm25, tmp_path
+):
+    import pytest
+
+    from executor_sft.errors import ConfigError
+
+    models = {k: v for k, v in scripted_models(world).items() if k != "answerer"}
+    with pytest.raises(ConfigError, match=r"models: no model for answerer; give one for every role"):
+        run(
+            collect(
+                make_config(world_dir, tmp_path), models=models, retriever=world_bm25, show_progress=False
+            )
+        )
+    rollouts = tmp_path / "rollouts.jsonl"
+    assert not rollouts.exists() or not list(read_episodes(rollouts))
