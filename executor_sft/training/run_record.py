@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from executor_sft.errors import ConfigError
 from executor_sft.files import write_text
@@ -72,10 +72,24 @@ class RunRecord:
 class RecordInCheckpoints(TrainerCallback):
     """Writes the run record into each checkpoint after the Trainer's files: one without it (the
     process died in between) is incomplete, so a resume never skips the identity check.
-    `loss_sum` gives the run's loss sum so far; without it the record keeps the one it began with."""
+    `loss_sum` gives the run's loss sum so far; without it the record keeps the one it began with.
+
+    It also takes over `save_total_limit` from the Trainer, which deletes older checkpoints before
+    the new one has its record: with a limit of 1, a kill in between left no complete checkpoint
+    and the relaunch started from step 0. Here the older ones go only after the record is written.
+    (Runs with `load_best_model_at_end` keep the Trainer's rotation, which knows the best one.)"""
 
     def __init__(self, record: RunRecord, loss_sum: Callable[[], float] | None = None):
         self.record, self.loss_sum = record, loss_sum
+        self.keep: int | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if args.save_total_limit and not args.load_best_model_at_end:
+            self.keep, args.save_total_limit = args.save_total_limit, None
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.keep is not None:
+            args.save_total_limit, self.keep = self.keep, None
 
     def at(self, step: int) -> RunRecord:
         """The record at `step`; every process calls it (the loss sum may be a collective)."""
@@ -86,6 +100,7 @@ class RecordInCheckpoints(TrainerCallback):
         record = self.at(state.global_step)
         if args.should_save:
             record.write(Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+            rotate_checkpoints(args.output_dir, self.keep, use_mtime=True)
 
 
 def identity_changes(before: dict[str, Any], now: dict[str, Any]) -> dict[str, str]:
