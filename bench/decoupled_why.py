@@ -1,6 +1,6 @@
 """Why a student of the decoupled ablation does or does not search again: rows, rule or capacity.
 
-    python bench/decoupled_why.py --out /work/decoupled_runs --seeds 0
+    python bench/decoupled_why.py --out /work/decoupled_runs
 
 Reads the finished units of `bench/demo_ablation_decoupled.py` under `--out` (the teacher's rollouts,
 each variant's rows and its kept checkpoint) and measures, per seed:
@@ -21,7 +21,8 @@ each variant's rows and its kept checkpoint) and measures, per seed:
    balanced accuracy on the held-out ones, for the untrained base model and for each checkpoint.
 
 AUC and balanced accuracy carry 95% intervals from resampling subject entities (all their prompts).
-Writes `--results`.{md,json}.
+Writes `--results`.{md,json}, for every seed with a world file (or `--seeds`). A rerun after another
+unit finishes reuses the figures of checkpoints whose weights and prompts have not changed.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "demo_ablation_decoupled_why"
 VARIANTS = {"c": "(c) full filter", "m": "(a') matched control", "a": "(a) naive"}
 RESAMPLES = 2_000
+FIGURES = "checkpoint figures v1"  # change it when checkpoint_figures measures differently
 _DOC = re.compile(r"^Doc (\d+) \(Title: [^)]*\) ", re.M)
 
 
@@ -266,7 +268,34 @@ def by_entity_interval(stat, values: list, missed: list[bool], subjects: list[st
     }
 
 
-def checkpoint_figures(name: str, train: tuple, held: tuple) -> dict[str, Any]:
+def fingerprint(name: str, train: tuple, held: tuple) -> str:
+    """What a checkpoint's figures depend on: its weights (or the offline model's name) and the
+    prompts with their labels and subjects, so a rerun reuses figures only for the same inputs."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{FIGURES}\n".encode())
+    weights = sorted(Path(name).glob("*.safetensors")) if Path(name).is_dir() else []
+    if not weights:
+        digest.update(name.encode())
+    for path in weights:
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+    for prompts, missed, subjects in (train, held):
+        for prompt, m, subject in zip(prompts, missed, subjects, strict=True):
+            digest.update(json.dumps([prompt.messages, prompt.tools, m, subject], sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def checkpoint_figures(
+    name: str, train: tuple, held: tuple, earlier: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """P(search again) and the probes for one checkpoint; `earlier` figures with the same
+    fingerprint are reused (each checkpoint costs minutes on CPU)."""
+    key = fingerprint(name, train, held)
+    if earlier and earlier.get("fingerprint") == key:
+        log(f"{name}: reusing its figures (same weights and prompts)")
+        return earlier
     from bench.probing.probe import p_search_each
     from executor_sft.llm.transformers_backend import load_model
 
@@ -286,6 +315,7 @@ def checkpoint_figures(name: str, train: tuple, held: tuple) -> dict[str, Any]:
         pred = [bool(v) for v in predict(x_held[:, layer])]
         out[f"probe_{label}"] = by_entity_interval(balanced_accuracy, pred, held[1], held[2])
     out["seconds"] = time.perf_counter() - t
+    out["fingerprint"] = key
     log(
         f"{name}: AUC {out['p_search']['auc']['value']:.3f}, probe last {out['probe_last']['value']:.3f} ({out['seconds']:.0f}s)"
     )
@@ -375,14 +405,22 @@ def markdown(results: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="The --out folder of bench/demo_ablation_decoupled.py.")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument(
+        "--seeds", type=int, nargs="+", help="Default: every seed with a world file under --done_dir."
+    )
     p.add_argument(
         "--base", default="offline:smollm2", help="The untrained student, for the probe's baseline."
     )
     p.add_argument("--done_dir", default=str(REPO / "bench" / "results" / "demo_ablation_decoupled"))
     p.add_argument("--results", default=str(RESULTS))
     args = p.parse_args(argv)
+    out = Path(args.results)
+    before = out.with_suffix(".json")
+    earlier = json.loads(before.read_text(encoding="utf-8"))["seeds"] if before.is_file() else {}
     seeds: dict[str, Any] = {}
+    if args.seeds is None:
+        found = (re.fullmatch(r"seed(\d+)-world\.json", f.name) for f in Path(args.done_dir).iterdir())
+        args.seeds = sorted(int(m.group(1)) for m in found if m)
     for seed in args.seeds:
         seed_dir = Path(args.out) / f"seed{seed}"
         world_file = json.loads((Path(args.done_dir) / f"seed{seed}-world.json").read_text(encoding="utf-8"))
@@ -394,14 +432,19 @@ def main(argv: list[str] | None = None) -> int:
             "heldout_prompts": {"n": len(held[0]), "missed": sum(held[1]), "entities": len(set(held[2]))},
             "checkpoints": {},
         }
-        s["checkpoints"]["base (untrained)"] = checkpoint_figures(args.base, train, held)
+        had = earlier.get(str(seed), {}).get("checkpoints", {})
+        s["checkpoints"]["base (untrained)"] = checkpoint_figures(
+            args.base, train, held, had.get("base (untrained)")
+        )
         for v in VARIANTS:
             unit = seed_dir / f"variant-{v}"
             if (unit / "student-sft" / "config.json").is_file() and (
                 unit / "eval-mean4_t0.6" / "eval.jsonl"
             ).is_file():
                 s["answers"][v] = answers_from_doc1(unit / "eval-mean4_t0.6" / "eval.jsonl")
-                s["checkpoints"][VARIANTS[v]] = checkpoint_figures(str(unit / "student-sft"), train, held)
+                s["checkpoints"][VARIANTS[v]] = checkpoint_figures(
+                    str(unit / "student-sft"), train, held, had.get(VARIANTS[v])
+                )
         seeds[str(seed)] = s
     import os
 
@@ -410,7 +453,6 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": [round(x, 1) for x in os.getloadavg()],
         "seeds": seeds,
     }
-    out = Path(args.results)
     out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     out.with_suffix(".md").write_text(markdown(results), encoding="utf-8")
     print(markdown(results))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from script_modules import load_script
 
 
@@ -79,3 +80,25 @@ def test_the_probe_fit_recovers_a_linear_signal_and_not_noise():
     noise = rng.normal(size=(200, 16))
     predict = why.fit_logistic(noise[:120], list(y[:120]))
     assert abs(why.balanced_accuracy(list(predict(noise[120:])), list(y[120:])) - 0.5) < 0.2
+
+
+def test_a_rerun_reuses_figures_only_for_the_same_weights_and_prompts(tmp_path, monkeypatch):
+    why = _why()
+    from bench.probing.probe import Turn2Prompt
+
+    ckpt = tmp_path / "student-sft"
+    ckpt.mkdir()
+    (ckpt / "model.safetensors").write_bytes(b"weights v1")
+    prompt = Turn2Prompt("person", [{"role": "user", "content": "q"}], None, "q")
+    train, held = ([prompt], [True], ["e1"]), ([prompt], [False], ["e2"])
+    key = why.fingerprint(str(ckpt), train, held)
+    assert key == why.fingerprint(str(ckpt), train, held)
+    assert key != why.fingerprint(str(ckpt), train, ([prompt], [True], ["e2"]))  # a label changed
+    assert key != why.fingerprint("offline:smollm2", train, held)
+
+    monkeypatch.setattr("executor_sft.llm.transformers_backend.load_model", lambda name: 1 / 0)
+    earlier = {"fingerprint": key, "p_search": "kept"}
+    assert why.checkpoint_figures(str(ckpt), train, held, earlier) is earlier  # no model loaded
+    (ckpt / "model.safetensors").write_bytes(b"weights v2")
+    with pytest.raises(ZeroDivisionError):  # other weights: it goes on to load the model
+        why.checkpoint_figures(str(ckpt), train, held, earlier)

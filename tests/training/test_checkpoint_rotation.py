@@ -41,7 +41,9 @@ def test_a_limit_of_one_keeps_the_older_checkpoint_until_the_new_one_is_complete
         use_cpu=True, gradient_checkpointing=False, disable_tqdm=True, seed=0,
     )  # fmt: skip
     watch = ResumableAtEachSave()
-    train_executor(SFTScriptArguments(dataset_name=str(data)), args, ModelConfig("offline:tiny-qwen3"), callbacks=[watch])
+    train_executor(
+        SFTScriptArguments(dataset_name=str(data)), args, ModelConfig("offline:tiny-qwen3"), callbacks=[watch]
+    )
 
     # At step N's save, before its record: checkpoint-(N-1) is still there and complete.
     assert watch.seen == {1: None, 2: "checkpoint-1", 3: "checkpoint-2"}
