@@ -16,6 +16,8 @@ each variant's rows and its kept checkpoint) and measures, per seed:
    edited-prompt probe's prompts as collected, `bench.probing.probe`) and its AUC between prompts whose
    first results miss the gold passage and prompts that hold it: 0.5 is no signal, whatever the
    probabilities' scale, so a policy that ranks misses above hits but never crosses 0.5 shows here.
+   The same at the train split's prompts tells a policy that memorised its rows from one that never
+   learnt to search again.
 4. **What the representation holds.** A logistic probe on the frozen model's last-token hidden state at
    those prompts (middle and last layer), fitted on the train split's turn-2 prompts and scored by
    balanced accuracy on the held-out ones, for the untrained base model and for each checkpoint.
@@ -44,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "demo_ablation_decoupled_why"
 VARIANTS = {"c": "(c) full filter", "m": "(a') matched control", "a": "(a) naive"}
 RESAMPLES = 2_000
-FIGURES = "checkpoint figures v1"  # change it when checkpoint_figures measures differently
+FIGURES = "checkpoint figures v2"  # change it when checkpoint_figures measures differently
 _DOC = re.compile(r"^Doc (\d+) \(Title: [^)]*\) ", re.M)
 
 
@@ -309,6 +311,12 @@ def checkpoint_figures(
         "auc": by_entity_interval(auc, p, held[1], held[2]),
         "per_prompt": p,
     }
+    q = p_search_each(model, tokenizer, train[0])  # prompts the training rows may hold: memorised?
+    out["p_search_train"] = {
+        "miss_mean": statistics.fmean(x for x, m in zip(q, train[1], strict=True) if m),
+        "hit_mean": statistics.fmean(x for x, m in zip(q, train[1], strict=True) if not m),
+        "auc": auc(q, train[1]),
+    }
     x_train, x_held = hidden_states(model, tokenizer, train[0]), hidden_states(model, tokenizer, held[0])
     for layer, label in ((0, "middle"), (1, "last")):
         predict = fit_logistic(x_train[:, layer], train[1])
@@ -389,13 +397,15 @@ def markdown(results: dict[str, Any]) -> str:
             "### Checkpoints",
             "",
             "| model | mean P(search again): miss / hit | AUC miss vs hit (95%, by entity) "
-            "| hidden-state probe, balanced acc.: middle layer | last layer |",
-            "|---|---|---|---|---|",
+            "| train-split prompts: P miss / hit, AUC | hidden-state probe, balanced acc.: middle layer "
+            "| last layer |",
+            "|---|---|---|---|---|---|",
         ]
         for name, f in s["checkpoints"].items():
-            ps = f["p_search"]
+            ps, pt = f["p_search"], f.get("p_search_train")
+            train_cell = f"{pt['miss_mean']:.2e} / {pt['hit_mean']:.2e}, {pt['auc']:.3f}" if pt else "-"
             lines.append(
-                f"| {name} | {ps['miss_mean']:.2e} / {ps['hit_mean']:.2e} | {_iv(ps['auc'])} "
+                f"| {name} | {ps['miss_mean']:.2e} / {ps['hit_mean']:.2e} | {_iv(ps['auc'])} | {train_cell} "
                 f"| {_iv(f['probe_middle'])} | {_iv(f['probe_last'])} |"
             )
         lines.append("")

@@ -44,12 +44,46 @@ class LengthReport:
     dropped: int = 0
     removed_tool_tokens: int = 0
     dropped_ids: list[str] = field(default_factory=list)
+    longest: int = 0
+    by_searches: dict[int, list[int]] = field(default_factory=dict)
+
+    def count(self, messages: list[dict[str, Any]], fit: FitResult) -> None:
+        """Count a kept row: whole or shortened, by its number of searches (tool messages)."""
+        if fit.truncated_lines:
+            self.truncated += 1
+            self.removed_tool_tokens += fit.removed_tokens
+        else:
+            self.kept_whole += 1
+        self.longest = max(self.longest, len(fit.example["input_ids"]) + fit.removed_tokens)
+        searches = sum(m.get("role") == "tool" for m in messages)
+        counts = self.by_searches.setdefault(searches, [0, 0])
+        counts[0] += 1
+        counts[1] += bool(fit.truncated_lines)
 
     def summary(self) -> str:
         return (
             f"{self.rows} rows, max_length={self.max_length}, policy={self.policy}: "
             f"{self.kept_whole} whole, {self.truncated} with shortened passages "
             f"({self.removed_tool_tokens} passage tokens removed), {self.dropped} dropped"
+        )
+
+    def cue(self, min_rows: int = 5, gap: float = 0.5) -> str | None:
+        """A warning when shortening sorts the rows by their number of searches.
+
+        Multi-search rows hold more passages, so they overflow first. When the rows of one search
+        count are mostly cut and those of another mostly whole, the cut first results (and their
+        `TRUNCATION_MARK`) predict whether the teacher searched again, and a student learns to
+        search again only after cut results, which whole results at inference never are."""
+        shares = {n: cut / rows for n, (rows, cut) in self.by_searches.items() if rows >= min_rows}
+        if len(shares) < 2 or max(shares.values()) - min(shares.values()) < gap:
+            return None
+        parts = ", ".join(
+            f"{self.by_searches[n][1]} of {self.by_searches[n][0]} {n}-search rows" for n in sorted(shares)
+        )
+        return (
+            f"passages were shortened in {parts}: the cut marks how many times the teacher searched, a cue "
+            f"a student can learn instead of reading the results; raise max_length to {self.longest} (the "
+            "longest row) so that no row is cut"
         )
 
     def to_dict(self) -> dict[str, Any]:

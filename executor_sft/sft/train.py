@@ -177,11 +177,7 @@ def prepare_dataset(
         example = _apply_token_drift(row, fit.example, tokenizer, fidelity, max_length)
         if example is None:
             continue
-        if fit.truncated_lines:
-            report.truncated += 1
-            report.removed_tool_tokens += fit.removed_tokens
-        else:
-            report.kept_whole += 1
+        report.count(row["messages"], fit)
         input_ids.append(example["input_ids"])
         labels.append(example["labels"])
     if fidelity.any_ids:
@@ -470,6 +466,8 @@ def _train(script_args, training_args, model_args, rows, training_template, star
             fidelity=fidelity,
         )
     logger.warning("SFT data %s: %s", script_args.dataset_name, length_report.summary())
+    if cue := length_report.cue():
+        logger.warning("SFT data %s: %s", script_args.dataset_name, cue)
     if not training_args.assistant_only_loss:
         logger.info("assistant-only loss comes from executor_sft's masks whatever assistant_only_loss says")
     # Labels already carry the mask; TRL must not re-render the rows with its own template.

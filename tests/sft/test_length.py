@@ -68,6 +68,25 @@ def test_every_row_dropped_is_one_user_error_that_says_what_to_raise(qwen3_token
     assert message.endswith("raise max_length or shorten the rows") and "\n" not in message
 
 
+def test_a_cut_that_sorts_the_rows_by_their_searches_is_named_with_the_length_that_avoids_it(qwen3_tokenizer):
+    """Only the two-search rows overflow: the cut alone would tell a student the teacher searched
+    again (bench/results/truncation_cue.md). The report says so, and the max_length that cuts none."""
+    rows = [make_row(60 + i, n_searches=1 + (i % 2), passage_words=40) for i in range(12)]
+    lengths = [len(tokenize_example(r, qwen3_tokenizer)["input_ids"]) for r in rows]
+    one, two = max(lengths[0::2]), min(lengths[1::2])
+    assert one < two
+    _, report = prepare_dataset(rows, qwen3_tokenizer, max_length=one, disable_progress=True)
+    assert report.by_searches == {1: [6, 0], 2: [6, 6]} and report.longest == max(lengths)
+    cue = report.cue()
+    assert "0 of 6 1-search rows, 6 of 6 2-search rows" in cue and cue.endswith(
+        f"raise max_length to {max(lengths)} (the longest row) so that no row is cut"
+    )
+    _, whole = prepare_dataset(rows, qwen3_tokenizer, max_length=max(lengths), disable_progress=True)
+    assert whole.truncated == 0 and whole.cue() is None
+    _, few = prepare_dataset(rows[:6], qwen3_tokenizer, max_length=one, disable_progress=True)
+    assert few.cue() is None  # 3 rows a class are too few to call it a cue
+
+
 def test_bad_rows_name_file_line_and_field(tmp_path):
     rows = make_rows(2)
     rows[1]["messages"][2]["tool_calls"][0]["function"]["arguments"] = '{"query": '
