@@ -52,6 +52,10 @@ FIGURES = (
     ("amb_miss", "ambiguous, miss gold"),
 )
 ENTITIES, QUESTIONS, EPOCHS_OF_C, SAVE_EVERY, RESAMPLES = 600, 400, 2, 16, 10_000
+# Above the longest row (1,333 tokens on seed 0), so the SFT fit shortens no row: at 1024 it
+# shortened the first results of every two-search row and of no one-search row, and the students
+# learnt the cut's mark instead of the filter (bench/results/truncation_cue.md).
+MAX_LENGTH = 2048
 
 
 def log(msg: str) -> None:
@@ -86,14 +90,35 @@ def seed_config(args, seed: int):
             "student_questions": 0,
             "eval_samples": 4,
             "eval_temperature": 0.6,
+            "max_length": MAX_LENGTH,
         },
     )
 
 
-def _key(cfg) -> dict:
+def _key(cfg, drop: tuple[str, ...] = ("out",)) -> dict:
     from executor_sft.synthetic import DECOUPLED_WORLD
 
-    return {"config": {k: v for k, v in cfg.model_dump().items() if k != "out"}, "world": DECOUPLED_WORLD}
+    return {"config": {k: v for k, v in cfg.model_dump().items() if k not in drop}, "world": DECOUPLED_WORLD}
+
+
+def _world_key(cfg) -> dict:
+    """The key of what precedes training (world, rollouts, steps): the SFT fit's length is not in it."""
+    return _key(cfg, drop=("out", "max_length"))
+
+
+def check_whole(rows: list[dict], cfg) -> int:
+    """The longest row's tokens; exits if the fit at `cfg.max_length` would shorten any row."""
+    from executor_sft.llm.backends import load_tokenizer
+    from executor_sft.sft.length import fit_row
+
+    tokenizer = load_tokenizer(cfg.model)
+    lengths = [len(fit_row(r, tokenizer, None).example["input_ids"]) for r in rows]
+    if (over := sum(n > cfg.max_length for n in lengths)) > 0:
+        raise SystemExit(
+            f"{over} of {len(rows)} rows exceed max_length={cfg.max_length} (longest {max(lengths)}): "
+            "a shortened row is a cue (bench/results/truncation_cue.md); raise MAX_LENGTH"
+        )
+    return max(lengths)
 
 
 # ------------------------------------------------------------------------------------------
@@ -111,13 +136,13 @@ def prepare(cfg, done_dir: Path) -> dict:
     out = Path(cfg.out)
     world_dir = out / "world"
     marker = out / "prepared.json"
-    if _load(marker, _key(cfg)) is None or not (out / ROLLOUTS).is_file():
+    if _load(marker, _world_key(cfg)) is None or not (out / ROLLOUTS).is_file():
         t = time.perf_counter()
         world = write_world(world_dir, cfg.seed, cfg.entities, cfg.questions, **DECOUPLED_WORLD)
         retriever, index_dir = bm25_index(world_dir / "corpus.jsonl", out / "index")
         episodes = collect_demo(cfg, out, world, retriever, index_dir, False, teacher_double_check=True)
         log(f"seed {cfg.seed}: world, index and {episodes} episodes in {time.perf_counter() - t:.0f}s")
-        _save(marker, {"key": _key(cfg), "episodes": episodes, "seconds": time.perf_counter() - t})
+        _save(marker, {"key": _world_key(cfg), "episodes": episodes, "seconds": time.perf_counter() - t})
     world = load_world(world_dir)
     retriever, index_dir = bm25_index(world_dir / "corpus.jsonl", out / "index")
     train_rows, test_rows = (person_rows(world_dir / f"subqueries_{s}.jsonl") for s in ("train", "test"))
@@ -206,11 +231,11 @@ def variant_rows(variant: str, out: Path, seed: int) -> list[dict]:
 def steps_for(cfg) -> int:
     """Two epochs of (c)'s rows: every variant trains this many steps (kept in `steps.json`)."""
     path = Path(cfg.out) / "steps.json"
-    if (done := _load(path, _key(cfg))) is not None:
+    if (done := _load(path, _world_key(cfg))) is not None:
         return done["steps"]
     n = len(variant_rows("c", Path(cfg.out), cfg.seed))
     steps = EPOCHS_OF_C * math.ceil(n / (cfg.batch_size * cfg.grad_accum))
-    _save(path, {"key": _key(cfg), "c_rows": n, "steps": steps})
+    _save(path, {"key": _world_key(cfg), "c_rows": n, "steps": steps})
     return steps
 
 
@@ -232,6 +257,7 @@ def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
     rows = variant_rows(variant, out, cfg.seed)
     var_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl(var_dir / "sft.jsonl", rows)
+    longest = check_whole(rows, cfg)
     trained = _load(var_dir / "trained.json", key)
     if trained is None:
         if _load(var_dir / "training.json", key) is None:
@@ -271,6 +297,7 @@ def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
         "steps": trained["metrics"].get("global_step", steps),
         "rows": len(rows),
         "two_search_rows": sum(n_searches(r) >= 2 for r in rows),
+        "longest_row_tokens": longest,
         "strata": strata,
         "train_metrics": trained["metrics"],
         "runs": compact_runs(runs, prep["subs"], out / "world"),
@@ -423,6 +450,23 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
+def fit_lines(units: list[dict]) -> list[str]:
+    """What the SFT fit did to the rows: whole (the longest row is recorded) or shortened and marked."""
+    lengths = sorted({u["key"]["config"]["max_length"] for u in units if "key" in u})
+    if not lengths:
+        return []
+    longest = [u["longest_row_tokens"] for u in units if "longest_row_tokens" in u]
+    if len(longest) == len(units):
+        how = f"no row shortened (the longest: {max(longest)} tokens)"
+    else:
+        how = (
+            "rows over it had their passage lines shortened, each cut line ending in ` [...]`: every "
+            "two-search row and no one-search row on seed 0, a cue the students learnt "
+            "([truncation_cue.md](truncation_cue.md))"
+        )
+    return [f"SFT max_length: {', '.join(map(str, lengths))}; {how}.", ""]
+
+
 def render(done_dir: Path, command: str) -> tuple[str, dict]:
     from bench.probing.surface import FirstSearch, shortcut_accuracy
 
@@ -445,6 +489,7 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
         "subject entities (each with all its runs); an interval that collapses to a point is given as the "
         "exact one-sided 95% bound over the subjects.",
         "",
+        *fit_lines(units),
         "## Shortcut probes (before training)",
         "",
         "Balanced accuracy of a bag-of-words logistic regression predicting \"the teacher's first search "

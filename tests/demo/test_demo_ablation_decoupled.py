@@ -69,6 +69,8 @@ def test_done_only_renders_from_done_files_and_records_equal_steps(tmp_path):
             "steps": 40,
             "rows": 20,
             "two_search_rows": 5,
+            "key": {"config": {"max_length": 2048}},
+            "longest_row_tokens": 1333,
             "runs": [_run("s1", 1), _run("s2", 2, hit=False), _run("s3", 2, ambiguous=True, hit=False)],
             "probe": {
                 "miss": {"n": 1, "as_collected": 0.9, "edited": 0.2},
@@ -85,6 +87,20 @@ def test_done_only_renders_from_done_files_and_records_equal_steps(tmp_path):
         and data["variants"]["m"]["0"]["all_hit"]["p"] == 0.0
     )
     assert "(a') matched control" in md and "3 of 3" in md
+    assert "SFT max_length: 2048; no row shortened (the longest: 1333 tokens)" in md
+
+
+def test_the_ablation_refuses_rows_the_fit_would_shorten():
+    """A shortened row marks itself; the bench stops before training rather than teach that cue."""
+    import pytest
+
+    bench = _bench()
+    cfg = bench.seed_config(bench.argparse.Namespace(config=str(bench.REPO / "recipes/configs/demo.yaml"), out="x"), 0)
+    row = {"messages": [{"role": "user", "content": "Who?"}, {"role": "tool", "content": "word " * 3000}]}
+    with pytest.raises(SystemExit, match="1 of 1 rows exceed max_length=2048"):
+        bench.check_whole([row], cfg)
+    assert bench.check_whole([{"messages": row["messages"][:1]}], cfg) < 50
+    assert "max_length" in bench._key(cfg)["config"] and "max_length" not in bench._world_key(cfg)["config"]
 
 
 def test_equal_steps_override_epochs_and_never_stop_early():
