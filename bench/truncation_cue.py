@@ -2,8 +2,10 @@
 
     python bench/truncation_cue.py --out /work/decoupled_runs --seed 0
 
-SFT fits an over-long row into `max_length` by shortening its passage lines, each cut line ending
-with `TRUNCATION_MARK` (`executor_sft.sft.length`). Two-search rows hold twice the passages, so in a
+SFT fits an over-long row into `max_length` by shortening its passage lines
+(`executor_sft.sft.length`). The decoupled ablation's max_length-1024 units were trained on cut
+lines ending in `MARK`, the condition this script reproduces; the library's fit cuts unmarked.
+Two-search rows hold twice the passages, so in a
 dataset where only they overflow, the first results of every two-search row are cut and those of
 every one-search row are whole: "cut results" then predicts "the teacher searched again" exactly.
 This script measures, for one finished seed of `bench/demo_ablation_decoupled.py`:
@@ -32,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 REPO = Path(__file__).resolve().parents[1]
+MARK = " [...]"  # what the max_length-1024 units' fit appended to a cut passage line
 RESULTS = REPO / "bench" / "results" / "truncation_cue"
 VARIANTS = {"c": "(c) full filter", "m": "(a') matched control", "a": "(a) naive"}
 CAPS = (60, 40)
@@ -63,8 +66,6 @@ def rows_figures(sft_jsonl: Path, tokenizer, max_length: int) -> dict[str, dict[
 
 def cut_prompt(prompt, tokenizer, cap: int, mark: bool):
     """`prompt` with every line of its tool messages cut to `cap` tokens (and the mark, if `mark`)."""
-    from executor_sft.sft.length import TRUNCATION_MARK
-
     messages = []
     for m in prompt.messages:
         if m.get("role") == "tool":
@@ -73,7 +74,7 @@ def cut_prompt(prompt, tokenizer, cap: int, mark: bool):
                 ids = tokenizer(line, add_special_tokens=False)["input_ids"]
                 short = len(ids) > cap
                 lines.append(
-                    tokenizer.decode(ids[:cap]) + (TRUNCATION_MARK if mark else "") if short else line
+                    tokenizer.decode(ids[:cap]) + (MARK if mark else "") if short else line
                 )
             m = {**m, "content": "\n".join(lines)}
         messages.append(m)

@@ -3,7 +3,9 @@
 Rule ("truncate_tool", the default): while the tokenised row is too long, cap every line of
 every tool message (one retrieved passage per line) at a common token budget, lowering the
 cap until the row fits, so the longest passages are shortened first. A shortened line keeps
-its head (the `Doc i (Title: T)` header and the first words) and ends with `TRUNCATION_MARK`.
+its head (the `Doc i (Title: T)` header and the first words) and no mark: the retriever never
+returns one at inference, and a student trained on marked cuts searched again after the mark
+instead of after what the passages said (bench/results/truncation_cue.md).
 No line goes below `min_line_tokens`; if the row still does not fit it is dropped. System,
 user and assistant messages (tool calls, the final report, end-of-turn) are never changed.
 "drop" drops every over-long row instead. Both outcomes are counted in `LengthReport`.
@@ -17,7 +19,6 @@ from typing import Any
 
 from executor_sft.sft.render import render_row, tokenize_rendered
 
-TRUNCATION_MARK = " [...]"
 OVERFLOW_POLICIES = ("truncate_tool", "drop")
 
 
@@ -71,9 +72,9 @@ class LengthReport:
         """A warning when shortening sorts the rows by their number of searches.
 
         Multi-search rows hold more passages, so they overflow first. When the rows of one search
-        count are mostly cut and those of another mostly whole, the cut first results (and their
-        `TRUNCATION_MARK`) predict whether the teacher searched again, and a student learns to
-        search again only after cut results, which whole results at inference never are."""
+        count are mostly cut and those of another mostly whole, the cut first results predict
+        whether the teacher searched again, and a student can learn to search again only after cut
+        results, which whole results at inference never are."""
         shares = {n: cut / rows for n, (rows, cut) in self.by_searches.items() if rows >= min_rows}
         if len(shares) < 2 or max(shares.values()) - min(shares.values()) < gap:
             return None
@@ -81,7 +82,7 @@ class LengthReport:
             f"{self.by_searches[n][1]} of {self.by_searches[n][0]} {n}-search rows" for n in sorted(shares)
         )
         return (
-            f"passages were shortened in {parts}: the cut marks how many times the teacher searched, a cue "
+            f"passages were shortened in {parts}: the cut tells how many times the teacher searched, a cue "
             f"a student can learn instead of reading the results; raise max_length to {self.longest} (the "
             "longest row) so that no row is cut"
         )
@@ -99,15 +100,11 @@ def _tokenize(messages, tools, tokenizer, enable_thinking, chat_template):
     return tokenize_rendered(rendered, tokenizer)
 
 
-def _cap_lines(lengths: list[int], excess: int, floor: list[int], mark: int) -> int | None:
-    """Largest common cap whose cut removes at least `excess` tokens (None if impossible).
-
-    A cut line loses `n - cap` tokens and gains the truncation mark's `mark` tokens."""
+def _cap_lines(lengths: list[int], excess: int, floor: list[int]) -> int | None:
+    """Largest common cap whose cut removes at least `excess` tokens (None if impossible)."""
 
     def removed(cap: int) -> int:
-        return sum(
-            n - max(cap, f) - mark for n, f in zip(lengths, floor, strict=True) if n > max(cap, f) + mark
-        )
+        return sum(max(n - max(cap, f), 0) for n, f in zip(lengths, floor, strict=True))
 
     if removed(0) < excess:
         return None
@@ -126,15 +123,14 @@ def _cut_lines(
     tool_lines: list[tuple[int, int, str]],
     ids: list[list[int]],
     keep: list[int],
-    mark: int,
     tokenizer,
 ) -> int:
-    """Rewrite the tool messages with each line cut to its `keep` tokens (plus the mark); return how many were cut."""
+    """Rewrite the tool messages with each line cut to its `keep` tokens; return how many were cut."""
     contents: dict[int, list[str]] = {}
     truncated = 0
     for (i, _j, line), line_ids, k in zip(tool_lines, ids, keep, strict=True):
-        if len(line_ids) > k + mark:
-            line = tokenizer.decode(line_ids[:k]).rstrip() + TRUNCATION_MARK
+        if len(line_ids) > k:
+            line = tokenizer.decode(line_ids[:k]).rstrip()
             truncated += 1
         contents.setdefault(i, []).append(line)
     for i, lines in contents.items():
@@ -174,15 +170,14 @@ def fit_row(
             f"{len(example['input_ids'])} tokens > max_length={max_length} and no tool output"
         )
     ids = tokenizer([line for _, _, line in tool_lines], add_special_tokens=False)["input_ids"]
-    mark = len(tokenizer(TRUNCATION_MARK, add_special_tokens=False)["input_ids"])
     floor = [min(len(x), min_line_tokens) for x in ids]
     original = len(example["input_ids"])
     excess = original - max_length
     for _ in range(8):  # re-tokenising the joined text can differ by a few tokens: retry
-        cap = _cap_lines([len(x) for x in ids], excess, floor, mark)
+        cap = _cap_lines([len(x) for x in ids], excess, floor)
         if cap is None:
             cap = 0  # every line at its floor: the last try, then give up
-        truncated = _cut_lines(messages, tool_lines, ids, [max(cap, f) for f in floor], mark, tokenizer)
+        truncated = _cut_lines(messages, tool_lines, ids, [max(cap, f) for f in floor], tokenizer)
         example = _tokenize(messages, tools, tokenizer, enable_thinking, chat_template)
         if len(example["input_ids"]) <= max_length:
             return FitResult(

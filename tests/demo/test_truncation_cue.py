@@ -9,7 +9,7 @@ import pytest
 from script_modules import load_script
 
 from executor_sft.llm.backends import load_tokenizer
-from executor_sft.sft.length import TRUNCATION_MARK, fit_row
+from executor_sft.sft.length import fit_row
 
 ROWS = Path(__file__).parents[2] / "data" / "sft.jsonl"
 
@@ -44,9 +44,9 @@ def test_a_cut_prompt_shortens_long_passage_lines_only(tokenizer):
     prompt = Turn2Prompt("person", [{"role": "user", "content": "word " * 80}, tool], None, "q")
     marked = cue.cut_prompt(prompt, tokenizer, 20, mark=True)
     first, second = marked.messages[1]["content"].split("\n")
-    assert first.endswith(TRUNCATION_MARK) and first.startswith("Doc 1 (Title: A)")
-    assert len(tokenizer(first.removesuffix(TRUNCATION_MARK), add_special_tokens=False)["input_ids"]) <= 21
+    assert first.endswith(cue.MARK) and first.startswith("Doc 1 (Title: A)")
+    assert len(tokenizer(first.removesuffix(cue.MARK), add_special_tokens=False)["input_ids"]) <= 21
     assert second == "Doc 2 (Title: B) short."
     assert marked.messages[0] == prompt.messages[0]  # only tool messages are cut
     bare = cue.cut_prompt(prompt, tokenizer, 20, mark=False)
-    assert TRUNCATION_MARK not in bare.messages[1]["content"]
+    assert cue.MARK not in bare.messages[1]["content"]
