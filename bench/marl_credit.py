@@ -17,7 +17,9 @@ log), with the settings it trains with beside it. To resume a killed run, run th
 again: each unfinished arm goes on from its checkpoint, and the arm's json lists the step each
 process started at (`starts`). A rerun with other settings than an arm's checkpoint or finished run
 was made with is refused in one line before any model loads. `--redo` starts the arms over (to
-resume a killed `--redo` run, run it again without `--redo`).
+resume a killed `--redo` run, run it again without `--redo`). `--report_only` writes the results
+from the finished arms and the steps an unfinished arm's latest checkpoint logged, while it trains
+(in another process); it loads no model.
 """
 
 from __future__ import annotations
@@ -284,6 +286,28 @@ def run_arm(arm: str, world: Path, retriever, train_q, held_q, args) -> dict[str
 STEP_KEYS = ("step", "reward", "reward_std", "loss", "grad_norm", "entropy", "step_time", "epoch")
 
 
+def in_progress(arm: str, out: Path) -> dict[str, Any] | None:
+    """An unfinished arm's steps so far, from its latest checkpoint (None before the first)."""
+    from executor_sft.grpo.episode_log import SavedEpisodeLog
+
+    ckpts = sorted(out.glob("checkpoint-*"), key=lambda c: int(c.name.rpartition("-")[2]))
+    if not ckpts:
+        return None
+    state = json.loads((ckpts[-1] / "trainer_state.json").read_text())
+    saved = SavedEpisodeLog.read(ckpts[-1]) or SavedEpisodeLog()
+    steps = [h for h in state["log_history"] if "reward" in h]
+    return {
+        "arm": arm,
+        "in_progress": ckpts[-1].name,
+        "steps": [{k: h.get(k) for k in h if k in STEP_KEYS or k.startswith("marl/")} for h in steps],
+        "train_s": saved.train_seconds,
+        "starts": saved.starts,
+        "s_per_step": saved.train_seconds / max(1, state["global_step"]),
+        "episode_log": saved.episode_log,
+        "heldout": None,
+    }
+
+
 def _load(path: str):
     from transformers import AutoModelForCausalLM
 
@@ -433,6 +457,11 @@ def markdown(results: dict[str, Any]) -> str:
         f"- {name}: no finished run in this file (its arm did not complete; the same command again resumes it from its last checkpoint)"
         for name in ("shared", "substitution")
         if name not in arms
+    ] + [
+        f"- {name}: still training; its steps so far are those its `{arms[name]['in_progress']}` logged "
+        f"(of {results['settings']['steps']}), no held-out evaluation yet"
+        for name in ("shared", "substitution")
+        if (arms.get(name) or {}).get("in_progress")
     ]
     lines += ["", "## Comparison", ""] + results.get("verdict", []) + moved + missing
     return "\n".join(lines) + "\n"
@@ -466,6 +495,26 @@ def pool_lines(results: dict[str, Any]) -> list[str]:
     return out
 
 
+def step_changes(name: str, episode_log: list[dict[str, Any]]) -> list[str]:
+    """Step 1's rollout rewards against the best step's and the last step's (a curve that rises and
+    falls back has no slope to speak of), with 95% Welch intervals over the rollouts."""
+    rewards = [e["rewards"] for e in episode_log if e.get("rewards")]
+    if len(rewards) < 2:
+        return []
+    best = max(range(1, len(rewards)), key=lambda i: statistics.fmean(rewards[i]))
+    out = []
+    for label, i in (("highest (picked after the fact)", best), ("last", len(rewards) - 1)):
+        w = welch(rewards[0], rewards[i])
+        out.append(
+            f"- {name}: mean rollout reward at step 1 {statistics.fmean(rewards[0]):.3f}, {label} at step {i + 1} "
+            f"{statistics.fmean(rewards[i]):.3f}: {w['mean']:+.3f} (95% Welch interval over the rollouts "
+            f"{w['low']:+.3f} to {w['high']:+.3f}, {len(rewards[0])} and {w['n']} rollouts)"
+        )
+        if i == len(rewards) - 1:
+            break
+    return out
+
+
 def verdict(results: dict[str, Any]) -> list[str]:
     arms = results["arms"]
     out = pool_lines(results)
@@ -480,9 +529,12 @@ def verdict(results: dict[str, Any]) -> list[str]:
                 f"- {name}: reward slope {s['slope']:+.4f}/step (95% interval {s['low']:+.4f} to {s['high']:+.4f}): "
                 + ("moved" if moved else "no movement distinguishable from zero")
             )
-    if not rose and NOISE.is_file():  # why, as bench/marl_gradient_noise.py measured it
-        noise = json.loads(NOISE.read_text())
-        rollouts = noise["settings"]["questions_per_step"] * noise["settings"]["generations"]
+    for name in ("shared", "substitution"):
+        out += step_changes(name, (arms.get(name) or {}).get("episode_log") or [])
+    noise = json.loads(NOISE.read_text()) if NOISE.is_file() else None
+    rollouts = noise and noise["settings"]["questions_per_step"] * noise["settings"]["generations"]
+    this_run = results["settings"]["questions_per_step"] * results["settings"]["generations"]
+    if not rose and rollouts == this_run:  # why, as bench/marl_gradient_noise.py measured it at this size
         out += [
             f"- why no reward rose (bench/results/marl_gradient_noise.md): at the SFT checkpoint, one step of "
             f"{rollouts} rollouts on the pool is {r['noise_over_signal']:.1f} times noise over signal under {name} "
@@ -550,6 +602,11 @@ def parser(doc: str = __doc__) -> argparse.ArgumentParser:
         "--save_every", type=int, default=1, help="Steps between checkpoints (a rerun resumes the latest)."
     )
     p.add_argument("--redo", action="store_true", help="Train the arms again from step 0.")
+    p.add_argument(
+        "--report_only",
+        action="store_true",
+        help="Results from the finished arms and the running arms' latest checkpoints; trains nothing.",
+    )
     p.add_argument("--results", default=str(RESULTS / "marl_credit"))
     return p
 
@@ -586,13 +643,22 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     work = Path(args.work)
     ready = setup(work, args)
-    check_arms(work, ready[0], args)  # before the screen or any arm loads a model
+    if not args.report_only:
+        check_arms(work, ready[0], args)  # before the screen or any arm loads a model
+    elif not (work / "screen.json").is_file() and (args.screen_deep or args.screen_wide):
+        from executor_sft.errors import ConfigError
+
+        raise ConfigError(f"{work / 'screen.json'}: missing; --report_only reads a run that has screened its pool")
     world, retriever, train_q, held_q, pool_record = train_questions(work, args, ready)
     arms: dict[str, Any] = {}
     for arm in args.arms:
         path = work / "arms" / f"{arm}.json"
         if path.is_file() and not args.redo:
             arms[arm] = json.loads(path.read_text())
+            continue
+        if args.report_only:
+            if arm != "none" and (partial := in_progress(arm, work / "out" / arm)):
+                arms[arm] = partial
             continue
         print(f"[marl_credit] arm {arm} ...", flush=True)
         arms[arm] = run_arm(arm, world, retriever, train_q, held_q, args)
@@ -601,7 +667,9 @@ def main(argv: list[str] | None = None) -> int:
             f"[marl_credit] arm {arm} done: {json.dumps((arms[arm]['heldout'] or {}) | {'per_question': '...'})}",
             flush=True,
         )
-    settings = {k: v for k, v in vars(args).items() if k not in ("redo", "results", "arms", "work")}
+    settings = {
+        k: v for k, v in vars(args).items() if k not in ("redo", "report_only", "results", "arms", "work")
+    }
     settings |= {"train_questions": len(train_q), "heldout_questions": len(held_q)}
     results = {
         "command": "python bench/marl_credit.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -613,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
         results["pool"] = pool_record
     for arm in ("shared", "substitution"):
         trained = work / "out" / arm / "model.safetensors"
-        if arm in arms and trained.is_file():
+        if arm in arms and trained.is_file() and not arms[arm].get("in_progress"):
             arms[arm]["param_change"] = param_change(Path(args.sft) / "model.safetensors", trained)
     results["verdict"] = verdict(results)
     out = Path(args.results)

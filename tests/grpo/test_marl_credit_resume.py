@@ -64,6 +64,8 @@ def runs(tiny_checkpoint, tmp_path_factory):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     saved = json.loads((checkpoint / "marl_episode_log.json").read_text())
+    report = run_script(_command(tiny_checkpoint, work) + ["--report_only"], env=env, timeout=300)
+    report_md = (work / "results" / "marl_credit.md").read_text()
     before = {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()}
     other_lr = run_script(_command(tiny_checkpoint, work, **{"--lr": "1e-4"}), env=env, timeout=300)
     after_refusal = {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()}
@@ -74,6 +76,8 @@ def runs(tiny_checkpoint, tmp_path_factory):
         "checkpoint": checkpoint,
         "killed": proc.returncode,
         "saved": saved,
+        "report": report,
+        "report_md": report_md,
         "unchanged": before == after_refusal,
         "other_lr": other_lr,
         "resumed": resumed,
@@ -90,6 +94,15 @@ def test_a_killed_arm_resumes_at_its_checkpoint_with_the_episode_log_of_both_pro
     assert arm["episode_log"][0] == runs["saved"]["episode_log"][0]
     assert arm["train_s"] > runs["saved"]["train_seconds"] > 0
     assert sorted(p.name for p in (runs["work"] / "out" / "shared").glob("checkpoint-*")) == ["checkpoint-2"]
+
+
+def test_report_only_writes_the_steps_of_an_arm_still_training_without_loading_a_model(runs):
+    proc = runs["report"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Loading weights" not in proc.stdout + proc.stderr
+    md = runs["report_md"]
+    assert "- shared: still training; its steps so far are those its `checkpoint-1` logged (of 2)" in md
+    assert md.split("## Per step")[1].split("## Comparison")[0].count("| shared | ") == 1  # step 1 only
 
 
 def test_a_rerun_with_other_settings_is_refused_in_one_line_before_any_model_loads(runs):
