@@ -88,6 +88,7 @@ def script_args(world: Path, credit: str, args):
         deep_share=0.5,
         reward_metric="f1",
         loss_rows=args.loss_rows,
+        exclude_turn_limit=not args.keep_turn_limit,
     )
 
 
@@ -124,9 +125,10 @@ def model_args(args):
 
 
 NOT_IN_IDENTITY = (
-    *("work", "arms", "redo", "results", "save_every"),  # where and how the bench runs
+    *("work", "arms", "redo", "report_only", "results", "save_every"),  # where and how the bench runs
     *("steps", "loss_rows", "heldout_deep"),  # length, memory, evaluation only
     *("sft", "lr", "beta", "generations", "questions_per_step", "bf16"),  # in the Trainer's own record
+    "keep_turn_limit",  # in the multi-agent record, as exclude_turn_limit
 )
 
 
@@ -600,6 +602,11 @@ def parser(doc: str = __doc__) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--save_every", type=int, default=1, help="Steps between checkpoints (a rerun resumes the latest)."
+    )
+    p.add_argument(
+        "--keep_turn_limit",
+        action="store_true",
+        help="Keep rollouts past a turn limit in the loss, at their outcome reward (App. A drops them).",
     )
     p.add_argument("--redo", action="store_true", help="Train the arms again from step 0.")
     p.add_argument(

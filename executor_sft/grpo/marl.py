@@ -34,7 +34,6 @@ from executor_sft.grpo.credit import CREDITS, AgentTokens, Rollout, token_weight
 from executor_sft.grpo.episode_log import SavedEpisodeLog
 from executor_sft.grpo.hybrid import HybridRepeatSampler
 from executor_sft.grpo.rollout_failures import (
-    OUT_OF_LOSS,
     AgentTrace,
     CallTrace,
     FailureRules,
@@ -183,7 +182,7 @@ def episode_sample(
         agents.append(AgentTokens(role, [len(ids) for _, ids, _ in encoded], reward, position))
         calls.extend(TrainedCall(role, k, p, ids) for p, ids, _ in encoded)
     status = rules.classify(traces)
-    rollout = Rollout(group, rules.reward(status, score), agents, in_loss=status not in OUT_OF_LOSS)
+    rollout = Rollout(group, rules.reward(status, score), agents, in_loss=rules.in_loss(status))
     return EpisodeSample(episode, rollout, calls, status, score, sum(len(c.completion_ids) for c in calls))
 
 

@@ -22,7 +22,6 @@ TURN_LIMIT = "turn_limit"
 INVALID_FORMAT = "invalid_format"
 REPETITION = "repetition"
 FAILURES = (CONTEXT_LIMIT, TURN_LIMIT, INVALID_FORMAT, REPETITION)
-OUT_OF_LOSS = (CONTEXT_LIMIT, TURN_LIMIT)
 
 
 @dataclass
@@ -58,20 +57,28 @@ class FailureRules:
     """A completion cut at its token cap (no end-of-turn token) counts as past the context limit."""
 
     def classify(self, agents: Sequence[AgentTrace]) -> str:
-        """The first failure that applies (limits before formats), or `OK`."""
+        """The first failure that applies (limits that leave the loss before formats), or `OK`.
+
+        A turn limit kept in the loss (`exclude_turn_limit` off) comes after the formats, so a
+        rollout that also broke the format is penalised; it is still counted as a turn limit."""
         calls = [c for a in agents for c in a.calls]
         if (self.cut_is_context_limit and any(not c.stopped for c in calls)) or (
             self.max_context_tokens is not None
             and any(c.prompt_tokens + len(c.completion_ids) > self.max_context_tokens for c in calls)
         ):
             return CONTEXT_LIMIT
-        if self.exclude_turn_limit and any(a.finish == "turn_budget" for a in agents):
+        turn_limit = any(a.finish == "turn_budget" for a in agents)
+        if self.exclude_turn_limit and turn_limit:
             return TURN_LIMIT
         if any(a.finish == "invalid" for a in agents):
             return INVALID_FORMAT
         if any(repeats(a.queries) for a in agents) or any(self.degenerate(c.completion_ids) for c in calls):
             return REPETITION
-        return OK
+        return TURN_LIMIT if turn_limit else OK
+
+    def in_loss(self, status: str) -> bool:
+        """Past the context limit never; past a turn limit unless `exclude_turn_limit` is off."""
+        return status != CONTEXT_LIMIT and (status != TURN_LIMIT or not self.exclude_turn_limit)
 
     def degenerate(self, ids: Sequence[int]) -> bool:
         if len(ids) < max(self.min_ngram_tokens, self.ngram):

@@ -33,7 +33,11 @@ def test_each_rule():
 
 def test_limits_leave_the_loss_and_formats_are_penalised():
     rules = FailureRules(failure_reward=-0.5, exclude_turn_limit=False, cut_is_context_limit=False)
-    assert rules.classify([agent(finish="turn_budget")]) == OK
+    assert rules.classify([agent(finish="turn_budget")]) == TURN_LIMIT  # counted, and kept in the loss
+    assert rules.in_loss(TURN_LIMIT) and not FailureRules().in_loss(TURN_LIMIT)
+    assert not rules.in_loss(CONTEXT_LIMIT) and rules.in_loss(OK) and rules.in_loss(REPETITION)
+    assert rules.classify([agent(finish="turn_budget"), agent(finish="invalid")]) == INVALID_FORMAT
+    assert FailureRules().classify([agent(finish="turn_budget"), agent(finish="invalid")]) == TURN_LIMIT
     assert rules.classify([agent(calls=[CallTrace(10, [1], stopped=False)])]) == OK
     assert rules.reward(INVALID_FORMAT, 1.0) == rules.reward(REPETITION, 1.0) == -0.5
     assert rules.reward(OK, 0.75) == 0.75
