@@ -34,3 +34,14 @@ def test_the_noise_reading_is_given_only_for_a_run_of_the_size_it_was_measured_a
 
     assert any("why no reward rose" in line for line in bench.verdict(results(measured)))
     assert not any("why no reward rose" in line for line in bench.verdict(results(measured * 8)))
+
+
+def test_keep_turn_limit_keeps_those_rollouts_in_the_loss_and_out_of_the_arm_identity(bench, tmp_path):
+    from executor_sft.grpo.rollout_failures import TURN_LIMIT, FailureRules
+
+    args = bench.parser().parse_args(["--sft", "x", "--keep_turn_limit"])
+    kept = bench.script_args(tmp_path, "shared", args)
+    default = bench.script_args(tmp_path, "shared", bench.parser().parse_args(["--sft", "x"]))
+    assert (kept.exclude_turn_limit, default.exclude_turn_limit) == (False, True)
+    assert FailureRules(exclude_turn_limit=kept.exclude_turn_limit).in_loss(TURN_LIMIT)
+    assert "keep_turn_limit" not in bench.arm_identity(args)  # the multi-agent record holds it
