@@ -458,7 +458,7 @@ def markdown(results: dict[str, Any]) -> str:
     missing = [
         f"- {name}: no finished run in this file (its arm did not complete; the same command again resumes it from its last checkpoint)"
         for name in ("shared", "substitution")
-        if name not in arms
+        if name not in arms and name in results.get("arms_asked", ARMS)
     ] + [
         f"- {name}: still training; its steps so far are those its `{arms[name]['in_progress']}` logged "
         f"(of {results['settings']['steps']}), no held-out evaluation yet"
@@ -682,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python bench/marl_credit.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "settings": settings,
         "load_average": os.getloadavg(),
+        "arms_asked": args.arms,
         "arms": arms,
     }
     if pool_record is not None:
