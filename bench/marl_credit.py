@@ -89,6 +89,7 @@ def script_args(world: Path, credit: str, args):
         reward_metric="f1",
         loss_rows=args.loss_rows,
         exclude_turn_limit=not args.keep_turn_limit,
+        cut_is_context_limit=not args.keep_cut_replies,
     )
 
 
@@ -129,6 +130,7 @@ NOT_IN_IDENTITY = (
     *("steps", "loss_rows", "heldout_deep"),  # length, memory, evaluation only
     *("sft", "lr", "beta", "generations", "questions_per_step", "bf16"),  # in the Trainer's own record
     "keep_turn_limit",  # in the multi-agent record, as exclude_turn_limit
+    "keep_cut_replies",  # in the multi-agent record, as cut_is_context_limit
 )
 
 
@@ -608,6 +610,12 @@ def parser(doc: str = __doc__) -> argparse.ArgumentParser:
         action="store_true",
         help="Keep rollouts past a turn limit in the loss, at their outcome reward (App. A drops them).",
     )
+    p.add_argument(
+        "--keep_cut_replies",
+        action="store_true",
+        help="A reply cut at --max_tokens stays in the loss, judged by its format and outcome, instead of "
+        "counting as past the context limit (which leaves the loss).",
+    )
     p.add_argument("--redo", action="store_true", help="Train the arms again from step 0.")
     p.add_argument(
         "--report_only",
@@ -655,7 +663,9 @@ def main(argv: list[str] | None = None) -> int:
     elif not (work / "screen.json").is_file() and (args.screen_deep or args.screen_wide):
         from executor_sft.errors import ConfigError
 
-        raise ConfigError(f"{work / 'screen.json'}: missing; --report_only reads a run that has screened its pool")
+        raise ConfigError(
+            f"{work / 'screen.json'}: missing; --report_only reads a run that has screened its pool"
+        )
     world, retriever, train_q, held_q, pool_record = train_questions(work, args, ready)
     arms: dict[str, Any] = {}
     for arm in args.arms:

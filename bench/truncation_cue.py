@@ -73,9 +73,7 @@ def cut_prompt(prompt, tokenizer, cap: int, mark: bool):
             for line in (m.get("content") or "").split("\n"):
                 ids = tokenizer(line, add_special_tokens=False)["input_ids"]
                 short = len(ids) > cap
-                lines.append(
-                    tokenizer.decode(ids[:cap]) + (MARK if mark else "") if short else line
-                )
+                lines.append(tokenizer.decode(ids[:cap]) + (MARK if mark else "") if short else line)
             m = {**m, "content": "\n".join(lines)}
         messages.append(m)
     return dataclasses.replace(prompt, messages=messages)

@@ -13,7 +13,11 @@ def bench():
 
 
 def test_step_changes_compare_step_one_with_the_best_and_the_last_step(bench):
-    log = [{"rewards": [0.0, 0.0, 0.0, 1.0]}, {"rewards": [1.0, 1.0, 1.0, 0.0]}, {"rewards": [0.0, 1.0, 0.0, 1.0]}]
+    log = [
+        {"rewards": [0.0, 0.0, 0.0, 1.0]},
+        {"rewards": [1.0, 1.0, 1.0, 0.0]},
+        {"rewards": [0.0, 1.0, 0.0, 1.0]},
+    ]
     highest, last = bench.step_changes("shared", log)
     assert "step 1 0.250, highest (picked after the fact) at step 2 0.750: +0.500" in highest
     assert "last at step 3 0.500: +0.250" in last and "4 and 4 rollouts" in last
@@ -45,3 +49,26 @@ def test_keep_turn_limit_keeps_those_rollouts_in_the_loss_and_out_of_the_arm_ide
     assert (kept.exclude_turn_limit, default.exclude_turn_limit) == (False, True)
     assert FailureRules(exclude_turn_limit=kept.exclude_turn_limit).in_loss(TURN_LIMIT)
     assert "keep_turn_limit" not in bench.arm_identity(args)  # the multi-agent record holds it
+
+
+def test_keep_cut_replies_judges_a_cut_reply_by_its_format_and_outcome(bench, tmp_path):
+    from executor_sft.grpo.rollout_failures import (
+        CONTEXT_LIMIT,
+        INVALID_FORMAT,
+        OK,
+        AgentTrace,
+        CallTrace,
+        FailureRules,
+    )
+
+    args = bench.parser().parse_args(["--sft", "x", "--keep_cut_replies"])
+    kept = bench.script_args(tmp_path, "shared", args)
+    default = bench.script_args(tmp_path, "shared", bench.parser().parse_args(["--sft", "x"]))
+    assert (kept.cut_is_context_limit, default.cut_is_context_limit) == (False, True)
+    cut = CallTrace(prompt_tokens=10, completion_ids=[1, 2, 3], stopped=False)
+    parsed, unparsed = AgentTrace("executor", "report", [cut]), AgentTrace("executor", "invalid", [cut])
+    rules = FailureRules(cut_is_context_limit=kept.cut_is_context_limit)
+    assert FailureRules().classify([parsed]) == CONTEXT_LIMIT
+    assert (rules.classify([parsed]), rules.classify([unparsed])) == (OK, INVALID_FORMAT)
+    assert rules.in_loss(rules.classify([unparsed])) and rules.reward(INVALID_FORMAT, 0.5) == -1.0
+    assert "keep_cut_replies" not in bench.arm_identity(args)  # the multi-agent record holds it
