@@ -435,19 +435,25 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "Reward: mean over the step's rollouts after the failure rules; std: mean over groups of the rewards' "
         "standard deviation within the group; zero-std: share of groups whose rollouts all scored the same "
-        "(no advantage); failures: rollouts caught (context limit / turn limit / invalid format / repetition).",
+        "(no advantage); per question: mean reward of each question's rollouts, in batch order; failures: "
+        "rollouts caught (context limit / turn limit / invalid format / repetition); cut: rollouts with a "
+        "reply cut at its token cap, whatever the rules made of it (- where the run did not count them).",
         "",
-        "| arm | step | reward | within-group std | zero-std groups | failures c/t/i/r | sub-agents/q "
-        "| trained tokens/q | grad norm | s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| arm | step | reward | within-group std | zero-std groups | per question | failures c/t/i/r | cut "
+        "| sub-agents/q | trained tokens/q | grad norm | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     kinds = ("context_limit", "turn_limit", "invalid_format", "repetition")
     for name in ("shared", "substitution"):
-        for i, st in enumerate((arms.get(name) or {}).get("steps") or [], start=1):
+        arm = arms.get(name) or {}
+        per_question = arm.get("question_rewards") or []
+        for i, st in enumerate(arm.get("steps") or [], start=1):
             f = "/".join(str(int(st.get(f"marl/failures/{k}", 0))) for k in kinds)
+            q = " / ".join(f"{r:.3f}" for r in per_question[i - 1]) if i <= len(per_question) else "-"
+            cut = int(st["marl/cut_rollouts"]) if "marl/cut_rollouts" in st else "-"
             lines.append(
                 f"| {name} | {i} | {st['reward']:.3f} | {st['reward_std']:.3f} | {st.get('marl/zero_std_groups', 0):.2f} "
-                f"| {f} | {st.get('marl/sub_agents_per_question', 0):.1f} "
+                f"| {q} | {f} | {cut} | {st.get('marl/sub_agents_per_question', 0):.1f} "
                 f"| {st.get('marl/trained_tokens_per_question', 0):.0f} | {st.get('grad_norm') or 0:.3f} "
                 f"| {st.get('step_time') or 0:.0f} |"
             )
@@ -497,6 +503,14 @@ def pool_lines(results: dict[str, Any]) -> list[str]:
                 f"{w['mean']:+.3f} (95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, {w['n']} episodes)"
             )
     return out
+
+
+def question_rewards(entry: dict[str, Any]) -> list[float]:
+    """Mean reward of each group (one question's rollouts) of a step, in batch order."""
+    by_group: dict[tuple, list[float]] = {}
+    for reward, group in zip(entry["rewards"], entry["groups"], strict=True):
+        by_group.setdefault(tuple(group), []).append(reward)
+    return [statistics.fmean(v) for v in by_group.values()]
 
 
 def step_changes(name: str, episode_log: list[dict[str, Any]]) -> list[str]:
@@ -701,6 +715,9 @@ def main(argv: list[str] | None = None) -> int:
         trained = work / "out" / arm / "model.safetensors"
         if arm in arms and trained.is_file() and not arms[arm].get("in_progress"):
             arms[arm]["param_change"] = param_change(Path(args.sft) / "model.safetensors", trained)
+    for arm in arms.values():
+        if arm.get("episode_log"):
+            arm["question_rewards"] = [question_rewards(e) for e in arm["episode_log"] if e.get("rewards")]
     results["verdict"] = verdict(results)
     out = Path(args.results)
     out.parent.mkdir(parents=True, exist_ok=True)

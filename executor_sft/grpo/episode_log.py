@@ -2,7 +2,7 @@
 
 The Trainer's checkpoint restores the weights, optimizer, scheduler, RNG and `log_history`, but
 not what `MultiAgentGRPOTrainer` adds: the per-step episode log (each rollout's reward, group,
-status and tokens) and the seconds spent training in earlier processes. Both go into
+status, tokens and cut replies) and the seconds spent training in earlier processes. Both go into
 `EPISODE_LOG` in every checkpoint and, at the end, in `output_dir` beside `trainer_state.json`.
 """
 

@@ -90,6 +90,8 @@ class EpisodeSample:
     status: str
     score: float
     completion_tokens: int
+    cut_calls: int = 0
+    """Trained calls cut at their token cap, counted whatever the failure rules make of them."""
 
 
 def _score(metrics: Any, metric: str) -> float:
@@ -183,7 +185,10 @@ def episode_sample(
         calls.extend(TrainedCall(role, k, p, ids) for p, ids, _ in encoded)
     status = rules.classify(traces)
     rollout = Rollout(group, rules.reward(status, score), agents, in_loss=rules.in_loss(status))
-    return EpisodeSample(episode, rollout, calls, status, score, sum(len(c.completion_ids) for c in calls))
+    cut = sum(not c.stopped for t in traces for c in t.calls)
+    return EpisodeSample(
+        episode, rollout, calls, status, score, sum(len(c.completion_ids) for c in calls), cut
+    )
 
 
 def batch_weights(samples: Sequence[EpisodeSample], settings: MARLSettings, scale: bool) -> list[list[float]]:
@@ -477,6 +482,7 @@ def make_trainer_class(base: type) -> type:
             m["marl/rollout_s"].append(seconds)
             for name, n in failure_counts([s.status for s in samples]).items():
                 m[f"marl/failures/{name}"].append(float(n))
+            m["marl/cut_rollouts"].append(float(sum(s.cut_calls > 0 for s in samples)))
             subs = [a.reward for s in samples for a in s.rollout.agents if a.reward is not None]
             if subs:
                 m["marl/substitution_reward"].append(statistics.fmean(subs))
@@ -487,6 +493,7 @@ def make_trainer_class(base: type) -> type:
                     "groups": [list(g) for g in groups],
                     "statuses": [s.status for s in samples],
                     "tokens": [s.completion_tokens for s in samples],
+                    "cut": [s.cut_calls for s in samples],
                 }
             )
 

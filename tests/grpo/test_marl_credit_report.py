@@ -72,3 +72,11 @@ def test_keep_cut_replies_judges_a_cut_reply_by_its_format_and_outcome(bench, tm
     assert (rules.classify([parsed]), rules.classify([unparsed])) == (OK, INVALID_FORMAT)
     assert rules.in_loss(rules.classify([unparsed])) and rules.reward(INVALID_FORMAT, 0.5) == -1.0
     assert "keep_cut_replies" not in bench.arm_identity(args)  # the multi-agent record holds it
+
+
+def test_question_rewards_average_each_group_in_batch_order(bench):
+    entry = {
+        "rewards": [1.0, 0.0, 0.5, 0.25, 1.0, 0.75],
+        "groups": [[0, 1], [0, 1], [0, 0], [0, 0], [0, 1], [0, 0]],
+    }
+    assert bench.question_rewards(entry) == [2 / 3, 0.5]

@@ -100,6 +100,8 @@ def test_lead_tokens_carry_loss_only_with_train_lead(tiny_checkpoint, wide_world
         assert len(logs) == 2
         for h in logs:
             assert "reward_std" in h and "marl/failures/turn_limit" in h
+            # a random model's replies run to their cap: counted, though the rules keep them in the loss
+            assert h["marl/cut_rollouts"] > 0 and h["marl/failures/context_limit"] == 0
         if train_lead:
             assert lead_rows > 0  # the lead's own sampled tokens are in the loss
         else:
