@@ -533,6 +533,26 @@ def step_changes(name: str, episode_log: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def arm_differences(arms: dict[str, Any]) -> list[str]:
+    """Substitution minus shared at each step both arms logged, with 95% Welch intervals over the
+    rollouts. Both start from the same weights on the same batches, so step 1 differs by sampling
+    alone and step 2 is the first that each credit rule's update shaped."""
+    logs = [
+        [e["rewards"] for e in (arms.get(name) or {}).get("episode_log") or [] if e.get("rewards")]
+        for name in ("shared", "substitution")
+    ]
+    out = []
+    for step, (a, b) in enumerate(zip(*logs, strict=False), start=1):  # the steps both logged
+        w = welch(a, b)
+        out.append(
+            f"- step {step}, substitution minus shared: mean rollout reward {statistics.fmean(b):.3f} against "
+            f"{statistics.fmean(a):.3f}, {w['mean']:+.3f} (95% Welch interval {w['low']:+.3f} to "
+            f"{w['high']:+.3f}, {len(a)} and {len(b)} rollouts)"
+            + (" (the same weights: sampling alone)" if step == 1 else "")
+        )
+    return out
+
+
 def verdict(results: dict[str, Any]) -> list[str]:
     arms = results["arms"]
     out = pool_lines(results)
@@ -549,6 +569,7 @@ def verdict(results: dict[str, Any]) -> list[str]:
             )
     for name in ("shared", "substitution"):
         out += step_changes(name, (arms.get(name) or {}).get("episode_log") or [])
+    out += arm_differences(arms)
     noise = json.loads(NOISE.read_text()) if NOISE.is_file() else None
     rollouts = noise and noise["settings"]["questions_per_step"] * noise["settings"]["generations"]
     this_run = results["settings"]["questions_per_step"] * results["settings"]["generations"]

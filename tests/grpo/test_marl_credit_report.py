@@ -80,3 +80,14 @@ def test_question_rewards_average_each_group_in_batch_order(bench):
         "groups": [[0, 1], [0, 1], [0, 0], [0, 0], [0, 1], [0, 0]],
     }
     assert bench.question_rewards(entry) == [2 / 3, 0.5]
+
+
+def test_arm_differences_compare_the_arms_step_by_step_over_the_steps_both_logged(bench):
+    shared = {"episode_log": [{"rewards": [0.0, 1.0, 0.0, 1.0]}, {"rewards": [1.0, 1.0, 0.0, 1.0]}]}
+    substitution = {"episode_log": [{"rewards": [0.0, 1.0, 1.0, 1.0]}]}
+    (line,) = bench.arm_differences({"shared": shared, "substitution": substitution})
+    assert line.startswith(
+        "- step 1, substitution minus shared: mean rollout reward 0.750 against 0.500, +0.250"
+    )
+    assert line.endswith("4 and 4 rollouts) (the same weights: sampling alone)")
+    assert bench.arm_differences({"shared": shared}) == []
