@@ -89,12 +89,16 @@ def test_ctrl_c_during_a_build_is_one_line_and_the_rerun_completes(tmp_path: Pat
     cmd = [sys.executable, str(RECIPE), "--corpus", str(corpus), "--output", str(output), "--bm25"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + 120
-    while not any(tmp_path.glob(".index.partial*")) and proc.poll() is None and time.monotonic() < deadline:
+    start = time.monotonic()
+    while (
+        not any(tmp_path.glob(".index.partial*")) and proc.poll() is None and time.monotonic() < start + 120
+    ):
         time.sleep(0.05)
+    at_signal = f"signal sent at {time.monotonic() - start:.1f} s, {signal_state(proc.pid)}"
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode != 0, "the build finished before the signal arrived: make the corpus larger"
+    ended = f"{at_signal}; the recipe ended at {time.monotonic() - start:.1f} s"
+    assert proc.returncode != 0, f"the recipe ran on past Ctrl-C ({ended}):\n{stderr[-3000:]}"
     assert proc.returncode == 130, stderr[-3000:]
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
     assert [line for line in stderr.splitlines() if line.startswith("interrupted:")], stderr[-3000:]
@@ -102,3 +106,22 @@ def test_ctrl_c_during_a_build_is_one_line_and_the_rerun_completes(tmp_path: Pat
     again = build(corpus, output)
     assert again.returncode == 0, again.stderr[-3000:]
     assert load_retriever(output, "bm25").search(["passage 12"], 1)[0][0].doc_id == "d12"
+
+
+def signal_state(pid: int) -> str:
+    """How process `pid` treats SIGINT now (from /proc): an ignored or blocked SIGINT explains a
+    recipe that runs on past Ctrl-C, which a build that finished first does not."""
+    try:
+        status = dict(
+            line.split(":\t", 1)
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if ":\t" in line
+        )
+    except OSError:
+        return "the recipe had already exited"
+    bit = 1 << (2 - 1)  # SIGINT is signal 2
+    says = {
+        name: bool(int(status[field].strip(), 16) & bit)
+        for name, field in (("ignored", "SigIgn"), ("blocked", "SigBlk"), ("caught", "SigCgt"))
+    }
+    return "SIGINT " + ", ".join(f"{name} {value}" for name, value in says.items())
