@@ -513,10 +513,15 @@ def question_rewards(entry: dict[str, Any]) -> list[float]:
     return [statistics.fmean(v) for v in by_group.values()]
 
 
+def step_rewards(episode_log: list[dict[str, Any]]) -> list[list[float]]:
+    """Each logged step's rollout rewards, in step order (steps with no rollouts left out)."""
+    return [e["rewards"] for e in episode_log if e.get("rewards")]
+
+
 def step_changes(name: str, episode_log: list[dict[str, Any]]) -> list[str]:
     """Step 1's rollout rewards against the best step's and the last step's (a curve that rises and
     falls back has no slope to speak of), with 95% Welch intervals over the rollouts."""
-    rewards = [e["rewards"] for e in episode_log if e.get("rewards")]
+    rewards = step_rewards(episode_log)
     if len(rewards) < 2:
         return []
     best = max(range(1, len(rewards)), key=lambda i: statistics.fmean(rewards[i]))
@@ -538,8 +543,7 @@ def arm_differences(arms: dict[str, Any]) -> list[str]:
     rollouts. Both start from the same weights on the same batches, so step 1 differs by sampling
     alone and step 2 is the first that each credit rule's update shaped."""
     logs = [
-        [e["rewards"] for e in (arms.get(name) or {}).get("episode_log") or [] if e.get("rewards")]
-        for name in ("shared", "substitution")
+        step_rewards((arms.get(name) or {}).get("episode_log") or []) for name in ("shared", "substitution")
     ]
     out = []
     for step, (a, b) in enumerate(zip(*logs, strict=False), start=1):  # the steps both logged
