@@ -168,7 +168,13 @@ def prepare(cfg, done_dir: Path) -> dict:
     }
     _save(done_dir / f"seed{cfg.seed}-world.json", seed_file)
     log(f"seed {cfg.seed}: shortcut probes {seed_file['shortcuts']}")
-    return {"world": world, "retriever": retriever, "subs": subs, "teacher_runs": teacher_runs}
+    return {
+        "world": world,
+        "retriever": retriever,
+        "subs": subs,
+        "teacher_runs": teacher_runs,
+        "first_train": first_train,
+    }
 
 
 def person_rows(path: Path) -> list[dict]:
@@ -211,6 +217,31 @@ def compact_runs(runs_path: Path, subs: list, world_dir: Path) -> list[dict]:
     return out
 
 
+ROW_KINDS = tuple(
+    f"{kind}_{first}_{n}" for kind in ("plain", "amb") for first in ("hit", "miss") for n in (1, 2)
+)
+"""A trained row about a person: sub-query kind, whether the teacher's first results held the gold
+passage, and the searches the row makes (1 or 2)."""
+
+
+def row_makeup(rows: list[dict], world_dir: Path, first_train: list) -> dict[str, int]:
+    """How many of the trained rows about people fall in each of `ROW_KINDS`: what the rows can
+    teach about when to search again (the held-out evaluation asks only about people)."""
+    from bench.probing.matched import n_searches
+
+    kinds = {
+        r["question"]: "plain" if r["type"] == "single_hop" else "amb"
+        for r in person_rows(world_dir / "subqueries_train.jsonl")
+    }
+    missed = {f.sub_query: f.needed for f in first_train}
+    counts = dict.fromkeys(ROW_KINDS, 0)
+    for row in rows:
+        asked = next(m["content"] for m in row["messages"] if m["role"] == "user")
+        if asked in kinds:
+            counts[f"{kinds[asked]}_{'miss' if missed[asked] else 'hit'}_{min(n_searches(row), 2)}"] += 1
+    return counts
+
+
 # ------------------------------------------------------------------------------------------
 # per (variant, seed): rows, training, evaluation, the edited-prompt probe
 # ------------------------------------------------------------------------------------------
@@ -247,11 +278,18 @@ def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
 
     key = {**_key(cfg), "variant": variant, "steps": steps}
     done_path = done_dir / f"seed{cfg.seed}-{variant}.json"
-    if (done := _load(done_path, key)) is not None:
-        log(f"seed {cfg.seed} ({variant}): done file found; skipped")
-        return done
     out = Path(cfg.out)
     var_dir = out / f"variant-{variant}"
+    if (done := _load(done_path, key)) is not None:
+        log(f"seed {cfg.seed} ({variant}): done file found; skipped")
+        if "person_rows" not in done and (var_dir / "sft.jsonl").is_file():  # a unit from before the count
+            from executor_sft.files import read_jsonl
+
+            done["person_rows"] = row_makeup(
+                read_jsonl(var_dir / "sft.jsonl"), out / "world", prep["first_train"]
+            )
+            _save(done_path, done)
+        return done
     ckpt = var_dir / "student-sft"
     seconds: dict[str, float] = {}
     rows = variant_rows(variant, out, cfg.seed)
@@ -299,6 +337,7 @@ def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
         "two_search_rows": sum(n_searches(r) >= 2 for r in rows),
         "longest_row_tokens": longest,
         "strata": strata,
+        "person_rows": row_makeup(rows, out / "world", prep["first_train"]),
         "train_metrics": trained["metrics"],
         "runs": compact_runs(runs, prep["subs"], out / "world"),
         "probe": probe,
@@ -467,6 +506,35 @@ def fit_lines(units: list[dict]) -> list[str]:
     return [f"SFT max_length: {', '.join(map(str, lengths))}; {how}.", ""]
 
 
+def row_lines(units: list[dict]) -> list[str]:
+    """The trained rows about people by kind, first results and searches (units that recorded it)."""
+    counted = [u for u in units if "person_rows" in u]
+    if not counted:
+        return []
+    labels = {"plain": "plain", "amb": "ambiguous"}
+    lines = [
+        "",
+        "## What the rows teach (trained rows about people)",
+        "",
+        "Rows per sub-query kind and the teacher's first results (hold or miss the gold passage), as one "
+        "search / two searches. A rule the rows teach exactly: two searches on every miss, one on every hit.",
+        "",
+        "| seed | row | "
+        + " | ".join(f"{labels[k]}, {f}: 1 / 2" for k in labels for f in ("hit", "miss"))
+        + " | two-search rows on a miss |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for u in counted:
+        c = u["person_rows"]
+        cells = [f"{c[f'{k}_{f}_1']} / {c[f'{k}_{f}_2']}" for k in labels for f in ("hit", "miss")]
+        two = sum(c[f"{k}_{f}_2"] for k in labels for f in ("hit", "miss"))
+        on_miss = sum(c[f"{k}_miss_2"] for k in labels)
+        lines.append(
+            f"| {u['seed']} | {VARIANTS[u['variant']]} | " + " | ".join(cells) + f" | {on_miss} of {two} |"
+        )
+    return lines
+
+
 def render(done_dir: Path, command: str) -> tuple[str, dict]:
     from bench.probing.surface import FirstSearch, shortcut_accuracy
 
@@ -552,6 +620,7 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
         em = _mean_std([100 * s["em"] for s in per_seed.values()])
         tok = _mean_std([s["tokens"] for s in per_seed.values()])
         lines.append(f"| {VARIANTS[v]} | {len(per_seed)} | " + " | ".join(cells) + f" | {em} | {tok} |")
+    lines += row_lines(units)
     lines += [
         "",
         "## The edited-prompt probe",
@@ -586,6 +655,9 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
             len({n for (s2, _), n in steps.items() if s2 == s}) == 1 for s in {s for s, _ in steps}
         ),
         "variants": {v: {str(s): figs for s, figs in per_seed.items()} for v, per_seed in table.items()},
+        "person_rows": {
+            f"seed{u['seed']}-{u['variant']}": u["person_rows"] for u in units if "person_rows" in u
+        },
     }
     return "\n".join(lines) + "\n", data
 

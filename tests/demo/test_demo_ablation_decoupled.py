@@ -95,7 +95,9 @@ def test_the_ablation_refuses_rows_the_fit_would_shorten():
     import pytest
 
     bench = _bench()
-    cfg = bench.seed_config(bench.argparse.Namespace(config=str(bench.REPO / "recipes/configs/demo.yaml"), out="x"), 0)
+    cfg = bench.seed_config(
+        bench.argparse.Namespace(config=str(bench.REPO / "recipes/configs/demo.yaml"), out="x"), 0
+    )
     row = {"messages": [{"role": "user", "content": "Who?"}, {"role": "tool", "content": "word " * 3000}]}
     with pytest.raises(SystemExit, match="1 of 1 rows exceed max_length=2048"):
         bench.check_whole([row], cfg)
@@ -107,3 +109,42 @@ def test_equal_steps_override_epochs_and_never_stop_early():
     conv = EqualStepsConfig(max_steps=376, epochs=2)
     assert conv.training_overrides()["max_steps"] == 376
     assert conv.plateau_rule() is None
+
+
+def _row(question: str, searches: int) -> dict:
+    call = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "search"}}]}
+    turns = [call, {"role": "tool", "content": "Doc 1 ..."}] * searches
+    return {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": question}, *turns]}
+
+
+def test_the_rows_about_people_are_counted_by_kind_first_results_and_searches(tmp_path):
+    from bench.probing.surface import FirstSearch
+
+    bench = _bench()
+    people = [
+        ("In what year was A born?", "single_hop", False),
+        ("In what year was B (singer) born?", "single_hop_ambiguous", True),
+        ("In which city was C born?", "single_hop", True),
+    ]
+    (tmp_path / "subqueries_train.jsonl").write_text(
+        "".join(
+            json.dumps({"question": q, "type": t, "relation": "birth_year", "subject_id": f"person-{i}"})
+            + "\n"
+            for i, (q, t, _) in enumerate(people)
+        )
+        + json.dumps({"question": "Who founded D?", "type": "single_hop", "relation": "founded_by"})
+        + "\n"
+    )
+    first = [FirstSearch(q, "Doc 1", missed) for q, _, missed in people]
+    rows = [_row(people[0][0], 1), _row(people[1][0], 2), _row(people[2][0], 2), _row(people[2][0], 1)]
+    rows.append(_row("Who founded D?", 2))  # not about a person: not counted
+    counts = bench.row_makeup(rows, tmp_path, first)
+    assert {k: v for k, v in counts.items() if v} == {
+        "plain_hit_1": 1,
+        "amb_miss_2": 1,
+        "plain_miss_2": 1,
+        "plain_miss_1": 1,
+    }
+    unit = {"seed": 0, "variant": "c", "person_rows": counts}
+    lines = bench.row_lines([unit, {"seed": 0, "variant": "m"}])
+    assert lines[-1] == "| 0 | (c) full filter | 1 / 0 | 1 / 1 | 0 / 0 | 0 / 1 | 2 of 2 |"
