@@ -224,22 +224,73 @@ ROW_KINDS = tuple(
 passage, and the searches the row makes (1 or 2)."""
 
 
-def row_makeup(rows: list[dict], world_dir: Path, first_train: list) -> dict[str, int]:
-    """How many of the trained rows about people fall in each of `ROW_KINDS`: what the rows can
-    teach about when to search again (the held-out evaluation asks only about people)."""
-    from bench.probing.matched import n_searches
-
+def _rows_about_people(rows: list[dict], world_dir: Path, first_train: list) -> list[tuple[str, str, dict]]:
+    """(kind, first results, row) of each trained row about a person: `plain` or `amb`, and `hit`
+    or `miss` by the teacher's first search for the row's sub-query."""
     kinds = {
         r["question"]: "plain" if r["type"] == "single_hop" else "amb"
         for r in person_rows(world_dir / "subqueries_train.jsonl")
     }
     missed = {f.sub_query: f.needed for f in first_train}
-    counts = dict.fromkeys(ROW_KINDS, 0)
+    out = []
     for row in rows:
         asked = next(m["content"] for m in row["messages"] if m["role"] == "user")
         if asked in kinds:
-            counts[f"{kinds[asked]}_{'miss' if missed[asked] else 'hit'}_{min(n_searches(row), 2)}"] += 1
+            out.append((kinds[asked], "miss" if missed[asked] else "hit", row))
+    return out
+
+
+def row_makeup(rows: list[dict], world_dir: Path, first_train: list) -> dict[str, int]:
+    """How many of the trained rows about people fall in each of `ROW_KINDS`: what the rows can
+    teach about when to search again (the held-out evaluation asks only about people)."""
+    from bench.probing.matched import n_searches
+
+    counts = dict.fromkeys(ROW_KINDS, 0)
+    for kind, first, row in _rows_about_people(rows, world_dir, first_train):
+        counts[f"{kind}_{first}_{min(n_searches(row), 2)}"] += 1
     return counts
+
+
+def fit_probe(ckpt: Path, rows: list[dict], world_dir: Path, first_train: list) -> dict:
+    """Mean P(search again) at the turn-2 prompts of the unit's own trained rows about people, where
+    the first results miss and where they hold the gold passage: whether the student fits the
+    decisions it was taught, beside the held-out probe's whether it carries them to new people."""
+    from bench.probing.probe import Turn2Prompt, p_search_each
+    from executor_sft.llm.transformers_backend import load_model
+
+    sides, prompts = [], []
+    for kind, first, row in _rows_about_people(rows, world_dir, first_train):
+        second = [i for i, m in enumerate(row["messages"]) if m["role"] == "assistant"][1]
+        sides.append(first)
+        prompts.append(Turn2Prompt(kind, row["messages"][:second], row.get("tools")))
+    model, tokenizer = load_model(str(ckpt))
+    probs = p_search_each(model, tokenizer, prompts)
+    del model
+    gc.collect()
+    return {
+        side: {"n": len(got), "p": statistics.mean(got) if got else None}
+        for side in ("miss", "hit")
+        for got in [[p for p, s in zip(probs, sides, strict=True) if s == side]]
+    }
+
+
+def add_row_figures(done: dict, var_dir: Path, world_dir: Path, first_train: list) -> bool:
+    """Give a unit finished before `person_rows` and `fit_probe` existed both, from its rows and
+    kept checkpoint; whether anything was added."""
+    from executor_sft.files import read_jsonl
+
+    rows_path, ckpt = var_dir / "sft.jsonl", var_dir / "student-sft"
+    if not rows_path.is_file():
+        return False
+    rows = read_jsonl(rows_path)
+    added = False
+    if "person_rows" not in done:
+        done["person_rows"] = row_makeup(rows, world_dir, first_train)
+        added = True
+    if "fit_probe" not in done and (ckpt / "config.json").is_file():
+        done["fit_probe"] = fit_probe(ckpt, rows, world_dir, first_train)
+        added = True
+    return added
 
 
 # ------------------------------------------------------------------------------------------
@@ -282,12 +333,7 @@ def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
     var_dir = out / f"variant-{variant}"
     if (done := _load(done_path, key)) is not None:
         log(f"seed {cfg.seed} ({variant}): done file found; skipped")
-        if "person_rows" not in done and (var_dir / "sft.jsonl").is_file():  # a unit from before the count
-            from executor_sft.files import read_jsonl
-
-            done["person_rows"] = row_makeup(
-                read_jsonl(var_dir / "sft.jsonl"), out / "world", prep["first_train"]
-            )
+        if add_row_figures(done, var_dir, out / "world", prep["first_train"]):
             _save(done_path, done)
         return done
     ckpt = var_dir / "student-sft"
@@ -324,6 +370,7 @@ def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
     seconds["eval"] = time.perf_counter() - t
     t = time.perf_counter()
     probe = edited_probe(ckpt, prep)
+    fit = fit_probe(ckpt, rows, out / "world", prep["first_train"])
     seconds["probe"] = time.perf_counter() - t
     strata: dict[str, int] = {}
     for r in rows:
@@ -341,6 +388,7 @@ def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
         "train_metrics": trained["metrics"],
         "runs": compact_runs(runs, prep["subs"], out / "world"),
         "probe": probe,
+        "fit_probe": fit,
         "seconds": seconds,
     }
     _save(done_path, result)
@@ -517,20 +565,33 @@ def row_lines(units: list[dict]) -> list[str]:
         "## What the rows teach (trained rows about people)",
         "",
         "Rows per sub-query kind and the teacher's first results (hold or miss the gold passage), as one "
-        "search / two searches. A rule the rows teach exactly: two searches on every miss, one on every hit.",
+        "search / two searches. A rule the rows teach exactly: two searches on every miss, one on every hit. "
+        "Fit: the trained student's mean P(search again) at the turn-2 prompts of these same rows (the "
+        "held-out probe above asks the same of new people).",
         "",
         "| seed | row | "
         + " | ".join(f"{labels[k]}, {f}: 1 / 2" for k in labels for f in ("hit", "miss"))
-        + " | two-search rows on a miss |",
-        "|---|---|---|---|---|---|---|",
+        + " | two-search rows on a miss | fit: P(search again), miss / hit |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for u in counted:
         c = u["person_rows"]
         cells = [f"{c[f'{k}_{f}_1']} / {c[f'{k}_{f}_2']}" for k in labels for f in ("hit", "miss")]
         two = sum(c[f"{k}_{f}_2"] for k in labels for f in ("hit", "miss"))
         on_miss = sum(c[f"{k}_miss_2"] for k in labels)
+        fit = u.get("fit_probe")
+        fitted = (
+            " / ".join(
+                "-" if fit[s]["p"] is None else f"{100 * fit[s]['p']:.1f} (n={fit[s]['n']})"
+                for s in ("miss", "hit")
+            )
+            if fit
+            else "-"
+        )
         lines.append(
-            f"| {u['seed']} | {VARIANTS[u['variant']]} | " + " | ".join(cells) + f" | {on_miss} of {two} |"
+            f"| {u['seed']} | {VARIANTS[u['variant']]} | "
+            + " | ".join(cells)
+            + f" | {on_miss} of {two} | {fitted} |"
         )
     return lines
 
@@ -620,7 +681,6 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
         em = _mean_std([100 * s["em"] for s in per_seed.values()])
         tok = _mean_std([s["tokens"] for s in per_seed.values()])
         lines.append(f"| {VARIANTS[v]} | {len(per_seed)} | " + " | ".join(cells) + f" | {em} | {tok} |")
-    lines += row_lines(units)
     lines += [
         "",
         "## The edited-prompt probe",
@@ -644,6 +704,7 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
             f"| {u['seed']} | {VARIANTS[u['variant']]} | {cell('miss', 'as_collected')} | {cell('miss', 'edited')} | "
             f"{cell('hit', 'as_collected')} | {cell('hit', 'edited')} |"
         )
+    lines += row_lines(units)
     steps = {(u["seed"], u["variant"]): u["steps"] for u in units}
     data = {
         "command": command,
@@ -658,6 +719,7 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
         "person_rows": {
             f"seed{u['seed']}-{u['variant']}": u["person_rows"] for u in units if "person_rows" in u
         },
+        "fit_probe": {f"seed{u['seed']}-{u['variant']}": u["fit_probe"] for u in units if "fit_probe" in u},
     }
     return "\n".join(lines) + "\n", data
 

@@ -146,5 +146,9 @@ def test_the_rows_about_people_are_counted_by_kind_first_results_and_searches(tm
         "plain_miss_1": 1,
     }
     unit = {"seed": 0, "variant": "c", "person_rows": counts}
-    lines = bench.row_lines([unit, {"seed": 0, "variant": "m"}])
-    assert lines[-1] == "| 0 | (c) full filter | 1 / 0 | 1 / 1 | 0 / 0 | 0 / 1 | 2 of 2 |"
+    fitted = {**unit, "variant": "m", "fit_probe": {"miss": {"n": 3, "p": 0.5}, "hit": {"n": 0, "p": None}}}
+    lines = bench.row_lines([unit, fitted, {"seed": 0, "variant": "a"}])
+    assert lines[-2:] == [
+        "| 0 | (c) full filter | 1 / 0 | 1 / 1 | 0 / 0 | 0 / 1 | 2 of 2 | - |",
+        "| 0 | (a') matched control | 1 / 0 | 1 / 1 | 0 / 0 | 0 / 1 | 2 of 2 | 50.0 (n=3) / - |",
+    ]
