@@ -20,7 +20,9 @@ when the first results hold the gold passage and when they miss it, on plain and
 sub-queries, with 95% intervals from resampling subject entities (all their runs), EM and tokens.
 The edited-prompt probe reads P(search again) at the teacher's turn-2 prompts as collected and
 edited on both sides: the gold passage put in first place where the first results missed it, and
-the gold passage swapped for a same-worded distractor where they held it.
+the gold passage swapped for a same-worded distractor where they held it. What the rows teach is
+counted too: each unit's rows about people by kind, first results and searches, and the student's
+P(search again) at those rows' own turn-2 prompts (does it fit the decision it was taught?).
 
 Each (variant, seed) writes `--done_dir`/seed<k>-<v>.json as it finishes (commit it); a rerun skips
 units whose done file exists with the same key, and a killed training resumes from its checkpoint.
