@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from executor_sft.agents.answerer import run_answerer
 from executor_sft.agents.config import PipelineConfig
 from executor_sft.agents.pipeline import driver_findings, run_episode, substitute_report
@@ -349,8 +351,11 @@ def make_trainer_class(base: type) -> type:
             model.eval()
             try:
                 return _gather(
-                    run_episode(q, models, self.retriever, config, i)
-                    for q, i in zip(questions, sample_indices, strict=True)
+                    (
+                        run_episode(q, models, self.retriever, config, i)
+                        for q, i in zip(questions, sample_indices, strict=True)
+                    ),
+                    desc="rollouts" if self.accelerator.is_main_process else None,
                 )
             finally:
                 model.train(was_training)
@@ -371,7 +376,9 @@ def make_trainer_class(base: type) -> type:
             length = inputs["prompt_mask"].sum(1) + inputs["completion_mask"].sum(1)
             chunks = length.argsort().split(size)
             done = 0.0
-            for chunk in chunks[:-1]:
+            for chunk in tqdm(
+                chunks[:-1], desc="loss chunks", leave=False, disable=not self.accelerator.is_main_process
+            ):
                 loss = super().compute_loss(model, _rows(inputs, chunk))
                 self.accelerator.backward(loss)
                 done = done + loss.detach()
@@ -500,11 +507,15 @@ def make_trainer_class(base: type) -> type:
     return MultiAgentGRPOTrainer
 
 
-def _gather(coroutines: Iterable[Any]) -> list[Any]:
-    """Run coroutines concurrently, in order, from the Trainer's synchronous hooks."""
+def _gather(coroutines: Iterable[Any], desc: str | None = None) -> list[Any]:
+    """Run coroutines concurrently, in order, from the Trainer's synchronous hooks; with `desc`, a
+    progress bar (cleared when done) counts the finished ones: a CPU step's rollouts take minutes."""
+    from tqdm.asyncio import tqdm_asyncio
 
     async def all_of() -> list[Any]:
-        return list(await asyncio.gather(*coroutines))
+        if desc is None:
+            return list(await asyncio.gather(*coroutines))
+        return list(await tqdm_asyncio.gather(*coroutines, desc=desc, leave=False))
 
     return asyncio.run(all_of())
 

@@ -54,6 +54,7 @@ def test_recipe_trains_two_steps_and_summarises_failures(workdir):
     proc = run_recipe("grpo_marl", *_flags(workdir, **{"--credit": "substitution"}))
     assert "multi-agent GRPO done: 2 steps" in proc.stdout
     assert "marl/failures/context_limit=" in proc.stdout and "reward_std=" in proc.stdout
+    assert "rollouts:   0%|" in proc.stderr  # a step's rollouts show their progress
     assert (workdir / "out" / "model.safetensors").is_file()
     card = (workdir / "out" / "README.md").read_text()
     assert '"credit": "substitution"' in card and '"train_lead": false' in card
