@@ -519,22 +519,28 @@ def step_rewards(episode_log: list[dict[str, Any]]) -> list[list[float]]:
 
 
 def step_changes(name: str, episode_log: list[dict[str, Any]]) -> list[str]:
-    """Step 1's rollout rewards against the best step's and the last step's (a curve that rises and
-    falls back has no slope to speak of), with 95% Welch intervals over the rollouts."""
+    """Step 1's rollout rewards against step 2's (the first update's), the best step's and the last
+    step's (a curve that rises and falls back has no slope to speak of), with 95% Welch intervals
+    over the rollouts; a step that is several of these is given once, under its first label."""
     rewards = step_rewards(episode_log)
     if len(rewards) < 2:
         return []
     best = max(range(1, len(rewards)), key=lambda i: statistics.fmean(rewards[i]))
+    labels: dict[int, str] = {}
+    for label, i in (
+        ("after one update", 1),
+        ("highest (picked after the fact)", best),
+        ("last", len(rewards) - 1),
+    ):
+        labels.setdefault(i, label)
     out = []
-    for label, i in (("highest (picked after the fact)", best), ("last", len(rewards) - 1)):
+    for i, label in labels.items():
         w = welch(rewards[0], rewards[i])
         out.append(
             f"- {name}: mean rollout reward at step 1 {statistics.fmean(rewards[0]):.3f}, {label} at step {i + 1} "
             f"{statistics.fmean(rewards[i]):.3f}: {w['mean']:+.3f} (95% Welch interval over the rollouts "
             f"{w['low']:+.3f} to {w['high']:+.3f}, {len(rewards[0])} and {w['n']} rollouts)"
         )
-        if i == len(rewards) - 1:
-            break
     return out
 
 

@@ -12,16 +12,19 @@ def bench():
     return load_script("bench/marl_credit.py")
 
 
-def test_step_changes_compare_step_one_with_the_best_and_the_last_step(bench):
+def test_step_changes_compare_step_one_with_the_first_update_the_best_and_the_last_step(bench):
     log = [
         {"rewards": [0.0, 0.0, 0.0, 1.0]},
+        {"rewards": [0.0, 1.0, 0.0, 0.0]},
         {"rewards": [1.0, 1.0, 1.0, 0.0]},
         {"rewards": [0.0, 1.0, 0.0, 1.0]},
     ]
-    highest, last = bench.step_changes("shared", log)
-    assert "step 1 0.250, highest (picked after the fact) at step 2 0.750: +0.500" in highest
-    assert "last at step 3 0.500: +0.250" in last and "4 and 4 rollouts" in last
-    # the best step being the last gives one line; one step gives none
+    first, highest, last = bench.step_changes("shared", log)
+    assert "step 1 0.250, after one update at step 2 0.250: +0.000" in first
+    assert "highest (picked after the fact) at step 3 0.750: +0.500" in highest
+    assert "last at step 4 0.500: +0.250" in last and "4 and 4 rollouts" in last
+    # a step that is several of these is given once: two steps give one line; one step gives none
+    assert len(bench.step_changes("shared", log[:3])) == 2
     assert len(bench.step_changes("shared", log[:2])) == 1 and bench.step_changes("shared", log[:1]) == []
 
 
