@@ -42,6 +42,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 
 from executor_sft.llm.base import ChatError, ChatModel, ChatResult, SamplingParams, TokenLogprob
 
@@ -199,8 +201,16 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
+CLIENT_CLOSED = 499
+"""The status logged for a request whose client left before its body arrived (nginx's code)."""
+
+
 async def _read_body(request: Request, max_bytes: int) -> Any:
-    """The request's JSON body, or the error to send; the size is checked before anything is parsed."""
+    """The request's JSON body, or the response to send; the size is checked before anything is parsed.
+
+    A client that gives up (its timeout) before the body is read is routine under load, not a
+    server fault: it gets a one-line log and a 499 that nobody reads, not a traceback.
+    """
     too_large = _error(
         413,
         f"The request body is over this server's limit of {max_bytes} bytes; shorten the messages "
@@ -211,11 +221,15 @@ async def _read_body(request: Request, max_bytes: int) -> Any:
     if declared.isdigit() and int(declared) > max_bytes:
         return too_large
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            return too_large
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                return too_large
+            chunks.append(chunk)
+    except ClientDisconnect:
+        log.info("%s: the client left before its request body arrived", request.url.path)
+        return Response(status_code=CLIENT_CLOSED)
     try:
         text = b"".join(chunks).decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -470,7 +484,7 @@ def create_app(
     @app.post("/v1/chat/completions")
     async def chat_completions(http: Request):
         body = await _read_body(http, max_body_bytes)
-        if isinstance(body, JSONResponse):
+        if isinstance(body, Response):
             return body
         try:
             request = ChatCompletionRequest.model_validate(body)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import threading
 import time
 
@@ -134,6 +135,37 @@ def test_body_over_the_limit_gets_413_and_reaches_no_model(scripted):
     assert error_of(r, 413)["code"] == "request_too_large"
     assert len(model.requests) == before
     assert client.post("/chat/completions", json={"messages": USER}).status_code == 200
+
+
+def test_a_client_that_leaves_before_its_body_arrives_costs_one_log_line(scripted, caplog):
+    """A client whose timeout fires mid-upload (routine under load) is no server error."""
+    model, client = scripted
+    before = len(model.requests)
+    uvicorn_records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = uvicorn_records.append
+    uvicorn_log = logging.getLogger("uvicorn.error")  # uvicorn's own logger: it does not reach caplog
+    uvicorn_log.addHandler(handler)
+    caplog.set_level(logging.INFO, logger="executor_sft.llm.server")
+    try:
+        url = httpx.URL(str(client.base_url))
+        with socket.create_connection((url.host, url.port), timeout=5) as sock:
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"messages"'
+            )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (
+            uvicorn_records or any("client left" in r.getMessage() for r in caplog.records)
+        ):
+            time.sleep(0.05)
+    finally:
+        uvicorn_log.removeHandler(handler)
+    left = [r.getMessage() for r in caplog.records if "client left" in r.getMessage()]
+    assert left == ["/v1/chat/completions: the client left before its request body arrived"]
+    assert [r.getMessage() for r in uvicorn_records if r.levelno >= logging.ERROR] == []
+    assert client.post("/chat/completions", json={"messages": USER}).status_code == 200
+    assert len(model.requests) == before + 1
 
 
 def test_body_limit_is_configurable():
