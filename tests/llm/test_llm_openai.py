@@ -26,7 +26,9 @@ def run(coro):
 
 
 async def gather(model, n, **kw):
-    return await asyncio.gather(*(model.chat(USER, **kw) for _ in range(n)))
+    """`n` concurrent calls, each its own request (a numbered question), as a rollout makes them."""
+    asks = [[{**USER[0], "content": f"{USER[0]['content']} ({i})"}] for i in range(n)]
+    return await asyncio.gather(*(model.chat(ask, **kw) for ask in asks))
 
 
 @pytest.mark.slow
@@ -136,7 +138,7 @@ def test_raw_endpoint_fields_usage_and_text_fallback(smollm2_chat):
 
 
 def test_fault_injection_retries_survive():
-    faults = FaultInjector(p429=0.2, p500=0.2, p_delay=0.15, delay_s=2.0, seed=1)
+    faults = FaultInjector(p429=0.2, p500=0.2, p_delay=0.15, delay_s=2.0, seed=1, per_call=5)
     scripted = ScriptedChatModel(default=assistant("ok"))
     with BackgroundServer(faults.install(create_app(scripted, "m"))) as server:
         model = OpenAIChatModel("m", server.base_url, timeout_s=0.8, max_retries=10, **FAST)
@@ -209,7 +211,7 @@ def test_api_key_never_leaks(monkeypatch, caplog):
     secret = "sk-test-Zq81secretKEY-do-not-log"
     monkeypatch.setenv("EXECUTOR_SFT_TEST_KEY", secret)
     caplog.set_level(logging.DEBUG)
-    faults = FaultInjector(p429=0.5, seed=3)
+    faults = FaultInjector(p429=0.5, seed=3, per_call=4)
     with BackgroundServer(faults.install(create_app(ScriptedChatModel(default="x"), "m"))) as server:
         model = OpenAIChatModel(
             "m", server.base_url, api_key_env="EXECUTOR_SFT_TEST_KEY", max_retries=8, **FAST
