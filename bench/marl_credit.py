@@ -9,7 +9,9 @@ seed is fixed), then plays the held-out questions greedily. A `none` arm evaluat
 untrained. Per step: mean reward and its within-group standard deviation, failures, trained
 tokens, seconds. Held out: EM on text questions, item F1 on table questions, F1 over all, policy
 tokens per question. Each arm's result is saved under `--work/arms/` as it finishes; a rerun skips
-finished arms (`--redo` runs them again, from step 0). Writes bench/results/marl_credit.{md,json,png}.
+finished arms (`--redo` runs them again, from step 0), but evaluates a finished arm that has no
+held-out figures yet (one trained with `--heldout_deep 0`) on this command's held-out questions.
+Writes bench/results/marl_credit.{md,json,png}.
 
 A training arm saves a checkpoint every `--save_every` steps in `--work/out/<arm>/checkpoint-<step>`
 (the latest only: weights, optimizer, scheduler, RNG, the Trainer's log and the per-step episode
@@ -285,6 +287,14 @@ def run_arm(arm: str, world: Path, retriever, train_q, held_q, args) -> dict[str
     if args.screen_deep or args.screen_wide:
         result["pool_after"] = sample_pool(model, tok, world, retriever, train_q, args)
     return result
+
+
+def heldout_of_finished(arm: str, world: Path, retriever, held_q, args) -> dict[str, Any]:
+    """The held-out figures of an arm that finished without any (`--heldout_deep 0`), from its
+    saved model: a rerun with held-out questions completes the arm instead of training it again."""
+    model, tok = _load(args.sft if arm == "none" else str(Path(args.work) / "out" / arm))
+    print(f"[marl_credit] arm {arm}: finished without held-out figures; evaluating its model", flush=True)
+    return evaluate(model, tok, world, retriever, held_q, args)
 
 
 STEP_KEYS = ("step", "reward", "reward_std", "loss", "grad_norm", "entropy", "step_time", "epoch")
@@ -717,6 +727,9 @@ def main(argv: list[str] | None = None) -> int:
         path = work / "arms" / f"{arm}.json"
         if path.is_file() and not args.redo:
             arms[arm] = json.loads(path.read_text())
+            if held_q and not arms[arm].get("heldout") and not args.report_only:
+                arms[arm]["heldout"] = heldout_of_finished(arm, world, retriever, held_q, args)
+                path.write_text(json.dumps(arms[arm], indent=1))
             continue
         if args.report_only:
             if arm != "none" and (partial := in_progress(arm, work / "out" / arm)):

@@ -127,3 +127,22 @@ def test_a_finished_arm_made_with_other_settings_is_refused_too(runs, tiny_check
         f"error: {out}: the shared arm was trained with other settings than this command: "
         "max_turns (2 -> 3); rerun with those, or add --redo to train the arms from step 0"
     )
+
+
+def test_a_finished_arm_without_heldout_figures_is_evaluated_not_trained_again(runs, tiny_checkpoint):
+    """A run made with --heldout_deep 0 (training only) gets its held-out figures from a rerun."""
+    path = runs["work"] / "arms" / "shared.json"
+    trained = json.loads(path.read_text())
+    assert trained["heldout"] is None
+    model = runs["work"] / "out" / "shared" / "model.safetensors"
+    before = model.stat().st_mtime_ns
+    proc = run_script(_command(tiny_checkpoint, runs["work"], **{"--heldout_deep": "2"}), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "finished without held-out figures; evaluating its model" in proc.stdout
+    assert "resuming from" not in proc.stdout + proc.stderr and model.stat().st_mtime_ns == before
+    arm = json.loads(path.read_text())
+    assert [q["format"] for q in arm["heldout"]["per_question"]] == ["text", "text"]
+    assert {k: v for k, v in arm.items() if k != "heldout"} == {
+        k: v for k, v in trained.items() if k != "heldout"
+    }
+    assert "| shared | 2 |" in (runs["work"] / "results" / "marl_credit.md").read_text()
