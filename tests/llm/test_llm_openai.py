@@ -9,13 +9,14 @@ from collections import Counter
 
 import pytest
 from fastapi.responses import JSONResponse
-from llm_helpers import FaultInjector, completion, dead_url, raw_app
+from llm_helpers import completion, dead_url, raw_app
 
 from executor_sft.agents.tools import SEARCH_TOOL
 from executor_sft.llm import ChatError, ChatModelConfig, OpenAIChatModel, SamplingParams, build_chat_model
 from executor_sft.llm.parsing import tool_call_error
 from executor_sft.llm.server import BackgroundServer, create_app
 from tests.support.doubles import ScriptedChatModel, assistant, tool_call
+from tests.support.http_faults import FaultInjector
 
 USER = [{"role": "user", "content": "Who directed Jaws?"}]
 FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.05}

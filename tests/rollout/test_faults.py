@@ -8,82 +8,48 @@ middleware fails about 20% of chat calls: 429, 500, or a reply slower than the c
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import random
 from collections import Counter
 
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from executor_sft.llm.config import ChatModelConfig, build_chat_model
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.rollout import CollectConfig, collect
 from executor_sft.store import read_episodes
 from executor_sft.synthetic import scripted_models
+from tests.support.http_faults import FaultInjector
 
 TIMEOUT_S = 2.0
 """The client's timeout: a healthy reply from the in-process server takes well under it even on a
 loaded 2-core machine (at 1 s, one did not, and a resume failed five attempts in a row)."""
 RESUME_RETRIES = 8
-"""Retries of the resume that must finish everything: far more than the 2 failures `Faults` injects
+"""Retries of the resume that must finish everything: far more than the 2 failures `faults()` injects
 into one call, so only a host too loaded to answer in time for 7 attempts running could stop it."""
 N_QUESTIONS = 8
 
 
-class Faults:
-    """Fails ~20% of chat calls: 7% 429, 7% 500, 6% a reply slower than the client's timeout.
+def faults() -> FaultInjector:
+    """~20% of chat calls fail: 7% a 429, 7% a 500, 6% a reply slower than the client's timeout.
 
-    One call (one request body) is failed at most `per_call` times, so a client with more retries
-    than that always gets through on what is injected; the spare retries absorb a healthy reply
-    that a loaded host makes slower than the timeout. Uncapped, a call failed 5 times running once in
-    3,000 (0.2**5), which over a run's ~140 calls sank an episode in about one run in 20.
+    One call (one request body) fails at most twice, so with 4 retries the client always gets
+    through on what is injected, and the spare retries absorb a healthy reply that a loaded host
+    makes slower than the timeout. Uncapped, a call failed 5 times running once in 3,000
+    (0.2**5), which over a run's ~140 calls sank an episode in about one run in 20.
     """
-
-    def __init__(self, seed: int = 0, per_call: int = 2):
-        self.rng = random.Random(seed)
-        self.per_call = per_call
-        self.served = Counter()
-        self.failed_calls = Counter()
-
-    def reset(self) -> None:
-        """Forget which calls were failed: each test starts with every call's allowance whole."""
-        self.failed_calls.clear()
-
-    async def __call__(self, request: Request, call_next):
-        if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
-            return await call_next(request)
-        call = hashlib.sha256(request.url.path.encode() + await request.body()).hexdigest()
-        u = self.rng.random() if self.failed_calls[call] < self.per_call else 1.0
-        if u < 0.20:
-            self.failed_calls[call] += 1
-        if u < 0.07:
-            self.served["429"] += 1
-            return JSONResponse(status_code=429, content={"error": {"message": "rate limited", "code": 429}})
-        if u < 0.14:
-            self.served["500"] += 1
-            return JSONResponse(
-                status_code=500, content={"error": {"message": "internal error", "code": 500}}
-            )
-        if u < 0.20:
-            self.served["slow"] += 1
-            await asyncio.sleep(TIMEOUT_S + 0.5)
-        else:
-            self.served["ok"] += 1
-        return await call_next(request)
+    return FaultInjector(p429=0.07, p500=0.07, p_delay=0.06, delay_s=TIMEOUT_S + 0.5, per_call=2)
 
 
 @pytest.fixture(scope="module")
 def flaky_server(world):
     """One server, one mounted OpenAI-compatible app per role: http://127.0.0.1:PORT/<role>/v1."""
-    faults = Faults()
-    root = FastAPI()
-    root.middleware("http")(faults)
+    injector = faults()
+    root = injector.install(FastAPI())
     for role, model in scripted_models(world).items():
         root.mount(f"/{role}", create_app(model, served_name=role))
     with BackgroundServer(root) as server:
-        yield server, faults
+        yield server, injector
 
 
 @pytest.fixture
@@ -152,13 +118,13 @@ def test_retries_absorb_faults_and_every_episode_is_written(
     world, world_dir, world_bm25, faults_reset, tmp_path
 ):
     server, faults = faults_reset
-    before = Counter(faults.served)
+    before = Counter(faults.counts)
     result, models = collect_over_http(world_dir, world_bm25, server, max_retries=4, out=tmp_path)
-    served = faults.served - before
+    served = faults.counts - before
     assert result.written == N_QUESTIONS and result.failed == []
-    assert served["429"] and served["500"] and served["slow"], served
+    assert served["429"] and served["500"] and served["delay"], served
     retried = sum(e.failures for m in models.values() for e in m.endpoints)
-    assert retried >= served["429"] + served["500"] + served["slow"]  # (+ any slow reply on a busy host)
+    assert retried >= served["429"] + served["500"] + served["delay"]  # (+ any slow reply on a busy host)
     # 5 attempts each, at most 2 failed on purpose: the records are clean
     assert len(list(read_episodes(result.path))) == N_QUESTIONS
     assert recorded_errors(result.path) == []
