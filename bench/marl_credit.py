@@ -115,7 +115,7 @@ def training_args(out: Path, args):
         report_to="none",
         use_cpu=True,
         bf16=args.bf16,
-        seed=0,
+        seed=args.seed,
         chat_template_kwargs={"enable_thinking": False},
         dataloader_num_workers=0,
     )
@@ -130,7 +130,8 @@ def model_args(args):
 NOT_IN_IDENTITY = (
     *("work", "arms", "redo", "report_only", "results", "save_every"),  # where and how the bench runs
     *("steps", "loss_rows", "heldout_deep"),  # length, memory, evaluation only
-    *("sft", "lr", "beta", "generations", "questions_per_step", "bf16"),  # in the Trainer's own record
+    # in the Trainer's own record
+    *("sft", "lr", "beta", "generations", "questions_per_step", "bf16", "seed"),
     "keep_turn_limit",  # in the multi-agent record, as exclude_turn_limit
     "keep_cut_replies",  # in the multi-agent record, as cut_is_context_limit
 )
@@ -640,6 +641,9 @@ def parser(doc: str = __doc__) -> argparse.ArgumentParser:
     p.add_argument("--entities", type=int, default=300)
     p.add_argument("--questions", type=int, default=160)
     p.add_argument("--world_seed", type=int, default=0)
+    p.add_argument(
+        "--seed", type=int, default=0, help="The Trainer's seed (rollout sampling): another run of each arm."
+    )
     p.add_argument("--heldout_deep", type=int, default=8)
     p.add_argument("--heldout_wide", type=int, default=4)
     p.add_argument(
