@@ -498,7 +498,7 @@ def welch(before: list[float], after: list[float]) -> dict[str, float]:
 
 
 def pool_lines(results: dict[str, Any]) -> list[str]:
-    """The training pool's sampled F1 before (the screen) and after each arm."""
+    """The training pool's sampled F1 before (the screen) and after each arm, and between the rules."""
     pool = results.get("pool")
     if not pool:
         return []
@@ -513,6 +513,14 @@ def pool_lines(results: dict[str, Any]) -> list[str]:
                 f"- training pool, {name}: sampled F1 after {statistics.fmean(flat):.3f}, minus before "
                 f"{w['mean']:+.3f} (95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, {w['n']} episodes)"
             )
+    shared, sub = ((results["arms"].get(a) or {}).get("pool_after") for a in ("shared", "substitution"))
+    if shared and sub:
+        a, b = ([v for i in pool["pool"] for v in after[i]] for after in (shared, sub))
+        w = welch(a, b)
+        out.append(
+            f"- training pool, substitution minus shared after training: {w['mean']:+.3f} "
+            f"(95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, {len(b)} and {len(a)} episodes)"
+        )
     return out
 
 

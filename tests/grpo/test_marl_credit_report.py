@@ -94,3 +94,17 @@ def test_arm_differences_compare_the_arms_step_by_step_over_the_steps_both_logge
     )
     assert line.endswith("4 and 4 rollouts) (the same weights: sampling alone)")
     assert bench.arm_differences({"shared": shared}) == []
+
+
+def test_pool_lines_compare_each_arm_with_before_and_the_two_rules_with_each_other(bench):
+    pool = {"pool": ["q1", "q2"], "scores": {"q1": [0.0, 0.0], "q2": [0.0, 1.0]}}
+    arms = {
+        "shared": {"pool_after": {"q1": [1.0, 1.0], "q2": [0.0, 1.0]}},
+        "substitution": {"pool_after": {"q1": [0.0, 1.0], "q2": [0.0, 0.0]}},
+    }
+    lines = bench.pool_lines({"pool": pool, "arms": arms})
+    assert lines[0].endswith("sampled F1 before training 0.250")
+    assert "shared: sampled F1 after 0.750, minus before +0.500" in lines[1]
+    assert "substitution: sampled F1 after 0.250, minus before +0.000" in lines[2]
+    assert "substitution minus shared after training: -0.500" in lines[3] and "4 and 4 episodes" in lines[3]
+    assert len(bench.pool_lines({"pool": pool, "arms": {"shared": arms["shared"]}})) == 2
