@@ -508,6 +508,74 @@ def share_with_interval(runs: list[dict], seed: int = 0) -> dict:
     return out
 
 
+def selectivity(runs: list[dict]) -> float | None:
+    """P(>= 2 searches | first results miss gold) - P(>= 2 searches | they hold it): 1 for a student
+    that searches again when, and only when, it needs to; None without runs on both sides."""
+    miss = [r["searches"] >= 2 for r in runs if not r["hit"]]
+    hit = [r["searches"] >= 2 for r in runs if r["hit"]]
+    return sum(miss) / len(miss) - sum(hit) / len(hit) if miss and hit else None
+
+
+def selectivity_gap(c_runs: list[dict], other_runs: list[dict], seed: int = 0) -> dict:
+    """(c)'s selectivity minus another variant's on the same held-out sub-queries, with a 95% interval
+    from resampling the subject entities (the same draw for both: the runs are paired by subject)."""
+    subjects = sorted({r["subject"] for r in c_runs + other_runs})
+    c_by = {s: [r for r in c_runs if r["subject"] == s] for s in subjects}
+    o_by = {s: [r for r in other_runs if r["subject"] == s] for s in subjects}
+
+    def gap(pick: list[str]) -> float | None:
+        a = selectivity([r for s in pick for r in c_by[s]])
+        b = selectivity([r for s in pick for r in o_by[s]])
+        return None if a is None or b is None else a - b
+
+    point = gap(subjects)
+    rng = random.Random(seed)
+    draws = sorted(
+        d
+        for _ in range(RESAMPLES)
+        if (d := gap([subjects[rng.randrange(len(subjects))] for _ in subjects])) is not None
+    )
+    if point is None or not draws:
+        return {"gap": point, "n_subjects": len(subjects)}
+    lo, hi = draws[int(0.025 * len(draws))], draws[int(0.975 * len(draws)) - 1]
+    return {"gap": point, "ci95": [lo, hi], "n_subjects": len(subjects), "resamples_used": len(draws)}
+
+
+def gap_lines(units: list[dict]) -> tuple[list[str], dict]:
+    """Per seed, (c)'s selectivity against each control's: the answer to "does (c) search again when,
+    and only when, the first results miss, more than (a') does?"."""
+    by = {(u["seed"], u["variant"]): u for u in units}
+    rows, data = [], {}
+    for seed in sorted({s for s, _ in by}):
+        c = by.get((seed, "c"))
+        for v in ("m", "a"):
+            other = by.get((seed, v))
+            if c is None or other is None:
+                continue
+            g = selectivity_gap(c["runs"], other["runs"], seed)
+            sel_c, sel_o = selectivity(c["runs"]), selectivity(other["runs"])
+            data[f"seed{seed}-c-minus-{v}"] = {"c": sel_c, v: sel_o, **g}
+            interval = f"[{100 * g['ci95'][0]:+.1f}, {100 * g['ci95'][1]:+.1f}]" if "ci95" in g else "-"
+            rows.append(
+                f"| {seed} | {VARIANTS[v]} | {100 * sel_c:+.1f} | {100 * sel_o:+.1f} | "
+                f"{100 * g['gap']:+.1f} {interval} | {g['n_subjects']} |"
+            )
+    if not rows:
+        return [], data
+    head = [
+        "",
+        "## Is (c) more selective than its controls?",
+        "",
+        "Selectivity: P(second search | first results miss gold) - P(second search | they hold it), in points "
+        "(100: searches again when, and only when, it must; 0: blind to the first results). Gap: (c) minus the "
+        "control on the same held-out sub-queries, 95% interval from resampling the subject entities (paired).",
+        "",
+        "| seed | control | (c) selectivity | control selectivity | gap (c) - control | subjects |",
+        "|---|---|---|---|---|---|",
+    ]
+    return head + rows, data
+
+
 def unit_figures(unit: dict) -> dict:
     runs = unit["runs"]
     figs = {f: share_with_interval(_subset(runs, f), unit["seed"]) for f, _ in FIGURES}
@@ -707,6 +775,8 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
             f"{cell('hit', 'as_collected')} | {cell('hit', 'edited')} |"
         )
     lines += row_lines(units)
+    gaps, gap_data = gap_lines(units)
+    lines += gaps
     steps = {(u["seed"], u["variant"]): u["steps"] for u in units}
     data = {
         "command": command,
@@ -722,6 +792,7 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
             f"seed{u['seed']}-{u['variant']}": u["person_rows"] for u in units if "person_rows" in u
         },
         "fit_probe": {f"seed{u['seed']}-{u['variant']}": u["fit_probe"] for u in units if "fit_probe" in u},
+        "selectivity_gap": gap_data,
     }
     return "\n".join(lines) + "\n", data
 

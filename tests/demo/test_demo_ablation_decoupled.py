@@ -45,6 +45,21 @@ def test_an_interval_that_collapses_gives_the_exact_bound_over_subjects():
     assert "exact" in bench._fmt_share(f)
 
 
+def test_the_selectivity_gap_pairs_the_variants_by_subject():
+    bench = _bench()
+    # (c) searches again on every miss and never on a hit; the control searches again on everything
+    subjects = [(f"s{i}", i % 2 == 0) for i in range(10)]
+    c = [_run(s, 1 if hit else 2, hit=hit) for s, hit in subjects for _ in range(4)]
+    control = [_run(s, 2, hit=hit) for s, hit in subjects for _ in range(4)]
+    assert bench.selectivity(c) == 1.0 and bench.selectivity(control) == 0.0
+    g = bench.selectivity_gap(c, control)
+    assert g["gap"] == 1.0 and g["ci95"] == [1.0, 1.0] and g["n_subjects"] == 10
+    # the same student against itself: a gap of exactly 0 in every resample (the draw is shared)
+    mixed = [_run(s, 1 + (i % 2), hit=hit) for s, hit in subjects for i in range(4)]
+    assert bench.selectivity_gap(mixed, mixed)["ci95"] == [0.0, 0.0]
+    assert bench.selectivity([_run("s", 2, hit=True)]) is None  # no run on the miss side
+
+
 def test_done_only_renders_from_done_files_and_records_equal_steps(tmp_path):
     bench = _bench()
     first = [{"sub_query": f"Who {i}", "doc1": f"text {i % 3}", "needed": i % 2 == 0} for i in range(12)]
