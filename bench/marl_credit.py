@@ -502,24 +502,29 @@ def pool_lines(results: dict[str, Any]) -> list[str]:
     pool = results.get("pool")
     if not pool:
         return []
-    before = [v for i in pool["pool"] for v in pool["scores"][i]]
+
+    def flat(scores: dict[str, list[float]]) -> list[float]:
+        return [v for i in pool["pool"] for v in scores[i]]
+
+    before = flat(pool["scores"])
+    after = {
+        name: flat(a["pool_after"])
+        for name in ARMS
+        if (a := results["arms"].get(name) or {}).get("pool_after")
+    }
     out = [f"- training pool {pool['pool']}: sampled F1 before training {statistics.fmean(before):.3f}"]
-    for name in ARMS:
-        after = (results["arms"].get(name) or {}).get("pool_after")
-        if after:
-            flat = [v for i in pool["pool"] for v in after[i]]
-            w = welch(before, flat)
-            out.append(
-                f"- training pool, {name}: sampled F1 after {statistics.fmean(flat):.3f}, minus before "
-                f"{w['mean']:+.3f} (95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, {w['n']} episodes)"
-            )
-    shared, sub = ((results["arms"].get(a) or {}).get("pool_after") for a in ("shared", "substitution"))
-    if shared and sub:
-        a, b = ([v for i in pool["pool"] for v in after[i]] for after in (shared, sub))
-        w = welch(a, b)
+    for name, scores in after.items():
+        w = welch(before, scores)
+        out.append(
+            f"- training pool, {name}: sampled F1 after {statistics.fmean(scores):.3f}, minus before "
+            f"{w['mean']:+.3f} (95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, {w['n']} episodes)"
+        )
+    if "shared" in after and "substitution" in after:
+        w = welch(after["shared"], after["substitution"])
         out.append(
             f"- training pool, substitution minus shared after training: {w['mean']:+.3f} "
-            f"(95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, {len(b)} and {len(a)} episodes)"
+            f"(95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, "
+            f"{len(after['substitution'])} and {len(after['shared'])} episodes)"
         )
     return out
 
