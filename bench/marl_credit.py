@@ -9,8 +9,9 @@ seed is fixed), then plays the held-out questions greedily. A `none` arm evaluat
 untrained. Per step: mean reward and its within-group standard deviation, failures, trained
 tokens, seconds. Held out: EM on text questions, item F1 on table questions, F1 over all, policy
 tokens per question. Each arm's result is saved under `--work/arms/` as it finishes; a rerun skips
-finished arms (`--redo` runs them again, from step 0), but evaluates a finished arm that has no
-held-out figures yet (one trained with `--heldout_deep 0`) on this command's held-out questions.
+finished arms (`--redo` runs them again, from step 0), but plays a finished arm's model on the
+held-out questions its figures lack (it was trained with `--heldout_deep 0`, or, in a screened run,
+fewer `--heldout_wide` tables) and adds them.
 Writes bench/results/marl_credit.{md,json,png}.
 
 A training arm saves a checkpoint every `--save_every` steps in `--work/out/<arm>/checkpoint-<step>`
@@ -137,10 +138,22 @@ NOT_IN_IDENTITY = (
 )
 
 
+def evaluation_only(args) -> tuple[str, ...]:
+    """Settings that choose only what is evaluated. In a screened run the arms train on the saved
+    pool, so which table questions are held out is one of them (a pool holding a held-out question
+    is refused); without a pool, the held-out tables leave the training questions, so it is not."""
+    return ("heldout_wide",) if screened(args) else ()
+
+
+def screened(args) -> bool:
+    return bool(args.screen_deep or args.screen_wide)
+
+
 def arm_identity(args) -> dict[str, Any]:
     """The bench's settings a resumed arm must share (the world, the pool, the episodes' budgets),
     recorded beside the Trainer's and the multi-agent options in each checkpoint."""
-    return {k: v for k, v in vars(args).items() if k not in NOT_IN_IDENTITY}
+    skip = NOT_IN_IDENTITY + evaluation_only(args)
+    return {k: v for k, v in vars(args).items() if k not in skip}
 
 
 def check_arms(work: Path, world: Path, args) -> None:
@@ -160,7 +173,9 @@ def check_arms(work: Path, world: Path, args) -> None:
         )
         for where in (out, last_complete_checkpoint(out)):
             made = RunRecord.read(where) if where else None
-            if made and (changed := identity_changes(made.identity, now.identity)):
+            # a record may hold a key this command counts as evaluation only: compared on neither side
+            kept = {k: v for k, v in made.identity.items() if k not in evaluation_only(args)} if made else {}
+            if made and (changed := identity_changes(kept, now.identity)):
                 raise ConfigError(
                     f"{where}: the {arm} arm was trained with other settings than this command: "
                     f"{describe_changes(changed)}; rerun with those, or add --redo to train the arms from step 0"
@@ -208,10 +223,15 @@ def evaluate(model, tokenizer, world: Path, retriever, questions, args) -> dict[
                 "policy_tokens": sum(r.usage.completion_tokens for r in runs),
             }
         )
+    return summarise(per_q, time.perf_counter() - start)
+
+
+def summarise(per_q: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    """Held-out figures from the per-question ones."""
     text = [q for q in per_q if q["format"] == "text"]
     table = [q for q in per_q if q["format"] == "table"]
     return {
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
         "em_text": statistics.fmean(q["em"] for q in text) if text else None,
         "item_f1_table": statistics.fmean(q["item_f1"] for q in table) if table else None,
         "f1_all": statistics.fmean(q["f1"] for q in per_q),
@@ -248,6 +268,13 @@ def screen(world: Path, retriever, train_q, args) -> tuple[list, dict[str, Any]]
         path.write_text(json.dumps(record, indent=1) + "\n")
     record = json.loads(path.read_text())
     by_id = {q.id: q for q in train_q}
+    if held := [i for i in record["pool"] if i not in by_id]:
+        from executor_sft.errors import ConfigError
+
+        raise ConfigError(
+            f"{path}: the pool holds {', '.join(held)}, which this command holds out; "
+            "hold out fewer table questions (--heldout_wide), or screen a new pool in another --work"
+        )
     return [by_id[i] for i in record["pool"]], record
 
 
@@ -285,17 +312,26 @@ def run_arm(arm: str, world: Path, retriever, train_q, held_q, args) -> dict[str
         else:
             model, tok = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
     result["heldout"] = evaluate(model, tok, world, retriever, held_q, args) if held_q else None
-    if args.screen_deep or args.screen_wide:
+    if screened(args):
         result["pool_after"] = sample_pool(model, tok, world, retriever, train_q, args)
     return result
 
 
-def heldout_of_finished(arm: str, world: Path, retriever, held_q, args) -> dict[str, Any]:
-    """The held-out figures of an arm that finished without any (`--heldout_deep 0`), from its
-    saved model: a rerun with held-out questions completes the arm instead of training it again."""
+def heldout_of_finished(arm: str, world: Path, retriever, held_q, done: dict | None, args) -> dict[str, Any]:
+    """The held-out figures of a finished arm on this command's held-out questions, from its saved
+    model: the questions its figures (`done`) lack are played and added, so a rerun with more
+    held-out questions completes the arm instead of training it again."""
+    have = {q["id"]: q for q in (done or {}).get("per_question", [])}
+    missing = [q for q in held_q if q.id not in have]
+    if not missing:
+        return done
     model, tok = _load(args.sft if arm == "none" else str(Path(args.work) / "out" / arm))
-    print(f"[marl_credit] arm {arm}: finished without held-out figures; evaluating its model", flush=True)
-    return evaluate(model, tok, world, retriever, held_q, args)
+    print(f"[marl_credit] arm {arm}: evaluating its model on {len(missing)} held-out questions", flush=True)
+    added = evaluate(model, tok, world, retriever, missing, args)
+    played = {q["id"]: q for q in added["per_question"]}
+    return summarise(
+        [have.get(q.id) or played[q.id] for q in held_q], (done or {}).get("seconds", 0) + added["seconds"]
+    )
 
 
 STEP_KEYS = ("step", "reward", "reward_std", "loss", "grad_norm", "entropy", "step_time", "epoch")
@@ -321,6 +357,14 @@ def in_progress(arm: str, out: Path) -> dict[str, Any] | None:
         "episode_log": saved.episode_log,
         "heldout": None,
     }
+
+
+def save_arm(path: Path, arm: dict[str, Any]) -> None:
+    """A finished arm's result, whole or not at all (a rerun skips the arms it finds)."""
+    from executor_sft.files import atomic_open
+
+    with atomic_open(path) as fh:
+        fh.write(json.dumps(arm, indent=1))
 
 
 def _load(path: str):
@@ -719,7 +763,7 @@ def train_questions(
     train_q = [q for q in train_all if q.id not in held_ids]
     held_q = pick(load_questions(str(world / "questions_test.jsonl")), args.heldout_deep, 0) + held_wide
     pool_record = None
-    if args.screen_deep or args.screen_wide:
+    if screened(args):
         train_q, pool_record = screen(world, retriever, train_q, args)
         print(f"[marl_credit] pool: {pool_record['pool']}", flush=True)
     return world, retriever, train_q, held_q, pool_record
@@ -732,7 +776,7 @@ def main(argv: list[str] | None = None) -> int:
     ready = setup(work, args)
     if not args.report_only:
         check_arms(work, ready[0], args)  # before the screen or any arm loads a model
-    elif not (work / "screen.json").is_file() and (args.screen_deep or args.screen_wide):
+    elif not (work / "screen.json").is_file() and screened(args):
         from executor_sft.errors import ConfigError
 
         raise ConfigError(
@@ -744,9 +788,11 @@ def main(argv: list[str] | None = None) -> int:
         path = work / "arms" / f"{arm}.json"
         if path.is_file() and not args.redo:
             arms[arm] = json.loads(path.read_text())
-            if held_q and not arms[arm].get("heldout") and not args.report_only:
-                arms[arm]["heldout"] = heldout_of_finished(arm, world, retriever, held_q, args)
-                path.write_text(json.dumps(arms[arm], indent=1))
+            if held_q and not args.report_only:
+                done = arms[arm].get("heldout")
+                arms[arm]["heldout"] = heldout_of_finished(arm, world, retriever, held_q, done, args)
+                if arms[arm]["heldout"] is not done:
+                    save_arm(path, arms[arm])
             continue
         if args.report_only:
             if arm != "none" and (partial := in_progress(arm, work / "out" / arm)):
@@ -754,7 +800,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"[marl_credit] arm {arm} ...", flush=True)
         arms[arm] = run_arm(arm, world, retriever, train_q, held_q, args)
-        path.write_text(json.dumps(arms[arm], indent=1))
+        save_arm(path, arms[arm])
         print(
             f"[marl_credit] arm {arm} done: {json.dumps((arms[arm]['heldout'] or {}) | {'per_question': '...'})}",
             flush=True,

@@ -14,6 +14,7 @@ import time
 import pytest
 from forkserver import run_script
 
+from executor_sft.grpo.marl_train import load_questions
 from executor_sft.training.checkpoints import checkpoint_problems
 from tests.support.paths import REPO_ROOT
 
@@ -37,6 +38,9 @@ def _command(sft, work, **changed: str) -> list[str]:
         "--questions": "40",
         "--heldout_deep": "0",
         "--heldout_wide": "0",
+        "--screen_deep": "1",  # a pool of one text and one table question, as the CPU runs train on
+        "--screen_wide": "1",
+        "--pool_samples": "2",
         **changed,
     }
     return [
@@ -129,8 +133,12 @@ def test_a_finished_arm_made_with_other_settings_is_refused_too(runs, tiny_check
     )
 
 
-def test_a_finished_arm_without_heldout_figures_is_evaluated_not_trained_again(runs, tiny_checkpoint):
-    """A run made with --heldout_deep 0 (training only) gets its held-out figures from a rerun."""
+def test_a_finished_arm_is_evaluated_on_the_heldout_questions_it_lacks_not_trained_again(
+    runs, tiny_checkpoint
+):
+    """A run made with --heldout_deep 0 (training only) gets its held-out figures from a rerun; a
+    later rerun holding out a table question too plays only that one (the pool run trained on its
+    saved pool, so which tables are held out is evaluation only)."""
     path = runs["work"] / "arms" / "shared.json"
     trained = json.loads(path.read_text())
     assert trained["heldout"] is None
@@ -138,11 +146,40 @@ def test_a_finished_arm_without_heldout_figures_is_evaluated_not_trained_again(r
     before = model.stat().st_mtime_ns
     proc = run_script(_command(tiny_checkpoint, runs["work"], **{"--heldout_deep": "2"}), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "finished without held-out figures; evaluating its model" in proc.stdout
-    assert "resuming from" not in proc.stdout + proc.stderr and model.stat().st_mtime_ns == before
+    assert "arm shared: evaluating its model on 2 held-out questions" in proc.stdout
+    deep = json.loads(path.read_text())["heldout"]
+    assert [q["format"] for q in deep["per_question"]] == ["text", "text"]
+    assert deep["item_f1_table"] is None
+    assert "| shared | 2 |" in (runs["work"] / "results" / "marl_credit.md").read_text()
+
+    more = {"--heldout_deep": "2", "--heldout_wide": "1"}
+    proc = run_script(_command(tiny_checkpoint, runs["work"], **more), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "arm shared: evaluating its model on 1 held-out questions" in proc.stdout
     arm = json.loads(path.read_text())
-    assert [q["format"] for q in arm["heldout"]["per_question"]] == ["text", "text"]
+    held = arm["heldout"]["per_question"]
+    assert held[:2] == deep["per_question"] and held[2]["format"] == "table"
+    assert arm["heldout"]["item_f1_table"] == held[2]["item_f1"]
+    assert arm["heldout"]["f1_all"] == pytest.approx(sum(q["f1"] for q in held) / 3)
+    assert "resuming from" not in proc.stdout + proc.stderr and model.stat().st_mtime_ns == before
     assert {k: v for k, v in arm.items() if k != "heldout"} == {
         k: v for k, v in trained.items() if k != "heldout"
     }
-    assert "| shared | 2 |" in (runs["work"] / "results" / "marl_credit.md").read_text()
+    md = (runs["work"] / "results" / "marl_credit.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| shared | 2 |")).split(" | ")
+    assert row[8] == f"{held[2]['item_f1']:.3f}"  # the held-out item F1 (table) column
+
+
+def test_holding_out_a_question_the_pool_trained_on_is_refused_in_one_line(runs, tiny_checkpoint):
+    """Every table question of the training split held out takes the pool's own one with it."""
+    work = runs["work"]
+    questions = load_questions(str(work / "world" / "questions_train.jsonl"))
+    tables = [q for q in questions if q.answer_format == "table"]
+    pool = json.loads((work / "screen.json").read_text())["pool"]
+    proc = run_script(_command(tiny_checkpoint, work, **{"--heldout_wide": str(len(tables))}), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip() == (
+        f"error: {work / 'screen.json'}: the pool holds {pool[1]}, which this command holds out; "
+        "hold out fewer table questions (--heldout_wide), or screen a new pool in another --work"
+    )
+    assert "Loading weights" not in proc.stdout + proc.stderr
