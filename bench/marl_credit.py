@@ -541,36 +541,80 @@ def welch(before: list[float], after: list[float]) -> dict[str, float]:
     return {"mean": diff, "low": float(ci.low), "high": float(ci.high), "n": len(after)}
 
 
-def pool_lines(results: dict[str, Any]) -> list[str]:
-    """The training pool's sampled F1 before (the screen) and after each arm, and between the rules."""
+def pool_scores(results: dict[str, Any]) -> tuple[list[float], dict[str, list[float]]] | None:
+    """The training pool's sampled F1s before training (the screen) and after each arm that has them."""
     pool = results.get("pool")
     if not pool:
-        return []
+        return None
 
     def flat(scores: dict[str, list[float]]) -> list[float]:
         return [v for i in pool["pool"] for v in scores[i]]
 
-    before = flat(pool["scores"])
     after = {
         name: flat(a["pool_after"])
         for name in ARMS
         if (a := results["arms"].get(name) or {}).get("pool_after")
     }
-    out = [f"- training pool {pool['pool']}: sampled F1 before training {statistics.fmean(before):.3f}"]
+    return flat(pool["scores"]), after
+
+
+def pool_lines(results: dict[str, Any]) -> list[str]:
+    """The training pool's sampled F1 before (the screen) and after each arm, and between the rules."""
+    if not (scores := pool_scores(results)):
+        return []
+    before, after = scores
+    out = [
+        f"- training pool {results['pool']['pool']}: sampled F1 before training {statistics.fmean(before):.3f}"
+    ]
     for name, scores in after.items():
         w = welch(before, scores)
         out.append(
             f"- training pool, {name}: sampled F1 after {statistics.fmean(scores):.3f}, minus before "
             f"{w['mean']:+.3f} (95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, {w['n']} episodes)"
         )
-    if "shared" in after and "substitution" in after:
-        w = welch(after["shared"], after["substitution"])
+    if w := rule_gaps(results).get(POOL_GAP):
         out.append(
             f"- training pool, substitution minus shared after training: {w['mean']:+.3f} "
             f"(95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, "
             f"{len(after['substitution'])} and {len(after['shared'])} episodes)"
         )
     return out
+
+
+POOL_GAP = "the pool's sampled F1 after training"
+
+
+def rule_gaps(results: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Substitution minus shared on what the comparison is decided by: the pool's sampled F1 after
+    training (Welch) and held-out F1 (paired over questions), where the run has them."""
+    gaps = {}
+    if (scores := pool_scores(results)) and {"shared", "substitution"} <= scores[1].keys():
+        gaps[POOL_GAP] = welch(scores[1]["shared"], scores[1]["substitution"])
+    held = {name: a["heldout"]["per_question"] for name, a in results["arms"].items() if a.get("heldout")}
+    if {"shared", "substitution"} <= held.keys() and (
+        p := paired(held["shared"], held["substitution"], "f1")
+    ):
+        gaps["held-out F1"] = p
+    return gaps
+
+
+def winner_line(results: dict[str, Any]) -> list[str]:
+    """Which rule won: the one every interval that excludes 0 favours; none if all span 0."""
+    gaps = rule_gaps(results)
+    if not gaps:
+        return []
+    favoured = {
+        "substitution" if g["low"] > 0 else "shared" for g in gaps.values() if g["low"] > 0 or g["high"] < 0
+    }
+    if len(favoured) == 1:
+        head = favoured.pop()
+    else:
+        head = "the measures disagree" if favoured else "neither (every interval spans 0)"
+    shown = "; ".join(
+        f"{name} {g['mean']:+.3f} (95% interval {g['low']:+.3f} to {g['high']:+.3f})"
+        for name, g in gaps.items()
+    )
+    return [f"- which rule won: {head}. Substitution minus shared: {shown}; one run per rule"]
 
 
 def question_rewards(entry: dict[str, Any]) -> list[float]:
@@ -633,7 +677,7 @@ def arm_differences(arms: dict[str, Any]) -> list[str]:
 
 def verdict(results: dict[str, Any]) -> list[str]:
     arms = results["arms"]
-    out = pool_lines(results)
+    out = winner_line(results) + pool_lines(results)
     rose = False
     for name in ("shared", "substitution"):
         steps = (arms.get(name) or {}).get("steps") or []

@@ -108,3 +108,30 @@ def test_pool_lines_compare_each_arm_with_before_and_the_two_rules_with_each_oth
     assert "substitution: sampled F1 after 0.250, minus before +0.000" in lines[2]
     assert "substitution minus shared after training: -0.500" in lines[3] and "4 and 4 episodes" in lines[3]
     assert len(bench.pool_lines({"pool": pool, "arms": {"shared": arms["shared"]}})) == 2
+
+
+def test_the_winner_is_the_rule_every_interval_that_excludes_zero_favours(bench):
+    pool = {"pool": ["q1"], "scores": {"q1": [0.0] * 8}}
+
+    def held(f1s):
+        return {"per_question": [{"id": f"h{i}", "f1": v, "em": v} for i, v in enumerate(f1s)]}
+
+    def results(shared_pool, sub_pool, shared_held, sub_held):
+        arms = {
+            "shared": {"pool_after": {"q1": shared_pool}, "heldout": held(shared_held)},
+            "substitution": {"pool_after": {"q1": sub_pool}, "heldout": held(sub_held)},
+        }
+        return {"pool": pool, "arms": arms}
+
+    spread = [0.0, 1.0] * 4
+    (line,) = bench.winner_line(results(spread, spread, [0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, 1.0]))
+    assert line.startswith("- which rule won: neither (every interval spans 0). Substitution minus shared: ")
+    assert "the pool's sampled F1 after training +0.000" in line and "held-out F1 +0.000" in line
+    ones, zeros = [1.0, 1.0, 1.0, 0.9] * 2, [0.0, 0.0, 0.1, 0.0] * 2
+    (line,) = bench.winner_line(results(zeros, ones, [0.0] * 4, [0.0] * 4))
+    assert line.startswith("- which rule won: substitution. ")
+    (line,) = bench.winner_line(results(ones, zeros, [0.0] * 4, [0.0] * 4))
+    assert line.startswith("- which rule won: shared. ")
+    (line,) = bench.winner_line(results(ones, zeros, [0.0, 0.1, 0.0, 0.1], [1.0, 0.9, 1.0, 0.9]))
+    assert line.startswith("- which rule won: the measures disagree. ")
+    assert bench.winner_line({"arms": {"shared": {"heldout": held([0.0])}}}) == []
