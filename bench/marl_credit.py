@@ -221,9 +221,27 @@ def evaluate(model, tokenizer, world: Path, retriever, questions, args) -> dict[
                 "item_f1": e.metrics.item_f1,
                 "sub_agents": len(runs),
                 "policy_tokens": sum(r.usage.completion_tokens for r in runs),
+                "gold_found": gold_found(e),
             }
         )
     return summarise(per_q, time.perf_counter() - start)
+
+
+def gold_found(episode) -> float | None:
+    """Share of the policy's sub-agent runs whose searches returned one of the question's gold
+    passages: whether a reward came from searching (None: no run, or no gold passage to find)."""
+    from executor_sft.grpo.marl import POLICY
+
+    gold = set(episode.question.positive_doc_ids or ())
+    runs = episode.runs_for(POLICY)
+    if not gold or not runs:
+        return None
+    return statistics.fmean(any(gold & set(s.doc_ids) for s in r.searches) for r in runs)
+
+
+def mean_of(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.fmean(values) if values else None
 
 
 def summarise(per_q: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
@@ -236,18 +254,23 @@ def summarise(per_q: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
         "item_f1_table": statistics.fmean(q["item_f1"] for q in table) if table else None,
         "f1_all": statistics.fmean(q["f1"] for q in per_q),
         "tokens_per_question": statistics.fmean(q["policy_tokens"] for q in per_q),
+        "gold_found": mean_of(q.get("gold_found") for q in per_q),
         "per_question": per_q,
     }
 
 
-def sample_pool(model, tokenizer, world: Path, retriever, questions, args) -> dict[str, list[float]]:
-    """F1 of `--pool_samples` episodes per question sampled at T = 1 with `model` as the sub-agents:
-    the training pool's reward, before (the screen) or after training."""
+def sample_pool(model, tokenizer, world: Path, retriever, questions, args) -> dict[str, dict[str, list]]:
+    """F1 and `gold_found` of `--pool_samples` episodes per question sampled at T = 1 with `model`
+    as the sub-agents: the training pool's reward, before (the screen) or after training."""
     repeated = [q for q in questions for _ in range(args.pool_samples)]
     episodes = play(model, tokenizer, world, retriever, repeated, 1.0, "pool samples", args)
-    out: dict[str, list[float]] = {q.id: [] for q in questions}
+    out: dict[str, dict[str, list]] = {
+        "f1": {q.id: [] for q in questions},
+        "found": {q.id: [] for q in questions},
+    }
     for e in episodes:
-        out[e.question.id].append(e.metrics.f1)
+        out["f1"][e.question.id].append(e.metrics.f1)
+        out["found"][e.question.id].append(gold_found(e))
     return out
 
 
@@ -260,11 +283,17 @@ def screen(world: Path, retriever, train_q, args) -> tuple[list, dict[str, Any]]
         model, tok = _load(args.sft)
         candidates = pick(train_q, args.screen_deep, args.screen_wide)
         start = time.perf_counter()
-        scores = sample_pool(model, tok, world, retriever, candidates, args)
+        sampled = sample_pool(model, tok, world, retriever, candidates, args)
+        scores = sampled["f1"]
         ranked = sorted(candidates, key=lambda q: -statistics.pstdev(scores[q.id]))
         pool = [q for q in ranked if q.answer_format == "text"][: args.pool_deep]
         pool += [q for q in ranked if q.answer_format == "table"][: args.pool_wide]
-        record = {"seconds": time.perf_counter() - start, "scores": scores, "pool": [q.id for q in pool]}
+        record = {
+            "seconds": time.perf_counter() - start,
+            "scores": scores,
+            "found": sampled["found"],
+            "pool": [q.id for q in pool],
+        }
         path.write_text(json.dumps(record, indent=1) + "\n")
     record = json.loads(path.read_text())
     by_id = {q.id: q for q in train_q}
@@ -313,25 +342,36 @@ def run_arm(arm: str, world: Path, retriever, train_q, held_q, args) -> dict[str
             model, tok = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
     result["heldout"] = evaluate(model, tok, world, retriever, held_q, args) if held_q else None
     if screened(args):
-        result["pool_after"] = sample_pool(model, tok, world, retriever, train_q, args)
+        sampled = sample_pool(model, tok, world, retriever, train_q, args)
+        result["pool_after"], result["pool_after_found"] = sampled["f1"], sampled["found"]
     return result
 
 
-def heldout_of_finished(arm: str, world: Path, retriever, held_q, done: dict | None, args) -> dict[str, Any]:
-    """The held-out figures of a finished arm on this command's held-out questions, from its saved
-    model: the questions its figures (`done`) lack are played and added, so a rerun with more
-    held-out questions completes the arm instead of training it again."""
-    have = {q["id"]: q for q in (done or {}).get("per_question", [])}
-    missing = [q for q in held_q if q.id not in have]
-    if not missing:
-        return done
+def complete_finished(arm: str, world: Path, retriever, train_q, held_q, done: dict[str, Any], args) -> bool:
+    """Adds to a finished arm's result (`done`) what this command measures and it lacks, from its
+    saved model instead of training it again: the held-out questions it has no figures for (it was
+    trained with `--heldout_deep 0`, or, in a screened run, fewer `--heldout_wide` tables) or no
+    `gold_found` for, and in a screened run the pool's `gold_found` (the pool is sampled again, F1
+    with it). True if anything was added."""
+    have = {q["id"]: q for q in (done.get("heldout") or {}).get("per_question", [])}
+    missing = [q for q in held_q if "gold_found" not in have.get(q.id, {})]
+    pool = screened(args) and "pool_after_found" not in done
+    if not missing and not pool:
+        return False
     model, tok = _load(args.sft if arm == "none" else str(Path(args.work) / "out" / arm))
-    print(f"[marl_credit] arm {arm}: evaluating its model on {len(missing)} held-out questions", flush=True)
-    added = evaluate(model, tok, world, retriever, missing, args)
-    played = {q["id"]: q for q in added["per_question"]}
-    return summarise(
-        [have.get(q.id) or played[q.id] for q in held_q], (done or {}).get("seconds", 0) + added["seconds"]
-    )
+    if missing:
+        print(
+            f"[marl_credit] arm {arm}: evaluating its model on {len(missing)} held-out questions", flush=True
+        )
+        added = evaluate(model, tok, world, retriever, missing, args)
+        have |= {q["id"]: q for q in added["per_question"]}
+        seconds = (done.get("heldout") or {}).get("seconds", 0) + added["seconds"]
+        done["heldout"] = summarise([have[q.id] for q in held_q], seconds)
+    if pool:
+        print(f"[marl_credit] arm {arm}: sampling its model on the pool", flush=True)
+        sampled = sample_pool(model, tok, world, retriever, train_q, args)
+        done["pool_after"], done["pool_after_found"] = sampled["f1"], sampled["found"]
+    return True
 
 
 STEP_KEYS = ("step", "reward", "reward_std", "loss", "grad_norm", "entropy", "step_time", "epoch")
@@ -461,8 +501,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"Settings: {json.dumps(results['settings'])}",
         "",
         "| arm | steps | s/step | first reward | last reward | mean within-group std | zero-std groups | "
-        "held-out EM (text) | held-out item F1 (table) | held-out F1 (all) | policy tokens/q |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "held-out EM (text) | held-out item F1 (table) | held-out F1 (all) | policy tokens/q | "
+        "held-out runs finding gold |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in ARMS:
         a = arms.get(name)
@@ -482,7 +523,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"{fmt(steps[0]['reward']) if steps else '-'} | {fmt(steps[-1]['reward']) if steps else '-'} | "
             f"{fmt(statistics.fmean(s['reward_std'] for s in steps)) if steps else '-'} | "
             f"{fmt(statistics.fmean(s.get('marl/zero_std_groups', 0) for s in steps)) if steps else '-'} | "
-            f"{fmt(h['em_text'])} | {fmt(h['item_f1_table'])} | {fmt(h['f1_all'])} | {tokens} |"
+            f"{fmt(h['em_text'])} | {fmt(h['item_f1_table'])} | {fmt(h['f1_all'])} | {tokens} | "
+            f"{fmt(h.get('gold_found'))} |"
         )
     lines += [
         "",
@@ -563,14 +605,18 @@ def pool_lines(results: dict[str, Any]) -> list[str]:
     if not (scores := pool_scores(results)):
         return []
     before, after = scores
+    found = results["pool"].get("found")
     out = [
         f"- training pool {results['pool']['pool']}: sampled F1 before training {statistics.fmean(before):.3f}"
+        + (f"; the sub-agents' searches found a gold passage in {found_share(found)}" if found else "")
     ]
     for name, scores in after.items():
         w = welch(before, scores)
+        found = results["arms"][name].get("pool_after_found")
         out.append(
             f"- training pool, {name}: sampled F1 after {statistics.fmean(scores):.3f}, minus before "
             f"{w['mean']:+.3f} (95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, {w['n']} episodes)"
+            + (f"; its sub-agents' searches found a gold passage in {found_share(found)}" if found else "")
         )
     if w := rule_gaps(results).get(POOL_GAP):
         out.append(
@@ -579,6 +625,14 @@ def pool_lines(results: dict[str, Any]) -> list[str]:
             f"{len(after['substitution'])} and {len(after['shared'])} episodes)"
         )
     return out
+
+
+def found_share(found: dict[str, list[float | None]]) -> str:
+    """`gold_found` over the pool's sampled episodes, per question and over all, in words."""
+    per_q = {i: mean_of(v) for i, v in found.items()}
+    shown = ", ".join(f"{i} {v:.2f}" if v is not None else f"{i} -" for i, v in per_q.items())
+    overall = mean_of(v for vs in found.values() for v in vs)
+    return f"{overall:.2f} of its runs ({shown})" if overall is not None else "- of its runs"
 
 
 POOL_GAP = "the pool's sampled F1 after training"
@@ -832,11 +886,10 @@ def main(argv: list[str] | None = None) -> int:
         path = work / "arms" / f"{arm}.json"
         if path.is_file() and not args.redo:
             arms[arm] = json.loads(path.read_text())
-            if held_q and not args.report_only:
-                done = arms[arm].get("heldout")
-                arms[arm]["heldout"] = heldout_of_finished(arm, world, retriever, held_q, done, args)
-                if arms[arm]["heldout"] is not done:
-                    save_arm(path, arms[arm])
+            if not args.report_only and complete_finished(
+                arm, world, retriever, train_q, held_q, arms[arm], args
+            ):
+                save_arm(path, arms[arm])
             continue
         if args.report_only:
             if arm != "none" and (partial := in_progress(arm, work / "out" / arm)):

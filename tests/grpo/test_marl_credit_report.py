@@ -108,6 +108,13 @@ def test_pool_lines_compare_each_arm_with_before_and_the_two_rules_with_each_oth
     assert "substitution: sampled F1 after 0.250, minus before +0.000" in lines[2]
     assert "substitution minus shared after training: -0.500" in lines[3] and "4 and 4 episodes" in lines[3]
     assert len(bench.pool_lines({"pool": pool, "arms": {"shared": arms["shared"]}})) == 2
+    assert "gold passage" not in "".join(lines)  # a run that did not measure it says nothing of it
+    pool["found"] = {"q1": [1.0, 0.5], "q2": [None, 1.0]}
+    arms["shared"]["pool_after_found"] = {"q1": [0.0, 0.0], "q2": [0.0, 0.5]}
+    lines = bench.pool_lines({"pool": pool, "arms": arms})
+    assert lines[0].endswith("found a gold passage in 0.83 of its runs (q1 0.75, q2 1.00)")
+    assert lines[1].endswith("found a gold passage in 0.12 of its runs (q1 0.00, q2 0.25)")
+    assert "gold passage" not in lines[2]
 
 
 def test_the_winner_is_the_rule_every_interval_that_excludes_zero_favours(bench):

@@ -168,6 +168,23 @@ def test_a_finished_arm_is_evaluated_on_the_heldout_questions_it_lacks_not_train
     md = (runs["work"] / "results" / "marl_credit.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith("| shared | 2 |")).split(" | ")
     assert row[8] == f"{held[2]['item_f1']:.3f}"  # the held-out item F1 (table) column
+    assert all(0 <= q["gold_found"] <= 1 for q in held) and set(arm["pool_after_found"]) == set(
+        arm["pool_after"]
+    )
+
+    # a result written before the bench measured `gold_found`: the rerun measures just that
+    del arm["heldout"]["per_question"][0]["gold_found"], arm["pool_after_found"]
+    path.write_text(json.dumps(arm))
+    proc = run_script(_command(tiny_checkpoint, runs["work"], **more), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "arm shared: evaluating its model on 1 held-out questions" in proc.stdout
+    assert "arm shared: sampling its model on the pool" in proc.stdout
+    again = json.loads(path.read_text())
+    assert (
+        again["heldout"]["per_question"][1:] == held[1:]
+        and "gold_found" in again["heldout"]["per_question"][0]
+    )
+    assert set(again["pool_after_found"]) == set(again["pool_after"])
 
 
 def test_holding_out_a_question_the_pool_trained_on_is_refused_in_one_line(runs, tiny_checkpoint):
