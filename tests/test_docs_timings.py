@@ -146,7 +146,12 @@ def test_history_on_a_page_is_named(tmp_path):
         "```\ngit show 2743159  # code is not prose\n```\n",
         encoding="utf-8",
     )
-    assert history_problems([page]) == ["p.md:1: '#54'", "p.md:1: 'issue 57'", "p.md:1: '27a3159'", "p.md:1: '9a43c2e1'"]
+    assert history_problems([page]) == [
+        "p.md:1: '#54'",
+        "p.md:1: 'issue 57'",
+        "p.md:1: '27a3159'",
+        "p.md:1: '9a43c2e1'",
+    ]
 
 
 def test_the_docs_stay_within_their_line_budget():

@@ -154,7 +154,9 @@ def test_production_code_never_imports_the_test_helpers():
         if isinstance(node, ast.Import | ast.ImportFrom)
         and any(
             name == "tests" or name.startswith("tests.")
-            for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+            for name in (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            )
         )
     )
     assert offenders == []

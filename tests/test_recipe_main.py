@@ -69,7 +69,9 @@ def _env() -> dict[str, str]:
 
 
 def run(tmp_path: Path, name: str, out: Path | str = "unused") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_command(tmp_path, name, out), capture_output=True, text=True, env=_env(), timeout=60)
+    return subprocess.run(
+        _command(tmp_path, name, out), capture_output=True, text=True, env=_env(), timeout=60
+    )
 
 
 def test_a_user_error_is_one_line_and_exit_2(tmp_path):
@@ -119,7 +121,9 @@ def test_a_signal_during_the_run_is_one_line(tmp_path, signum, line, status):
 def test_a_full_disk_is_one_line_naming_the_output(tmp_path):
     with small_tmpfs(tmp_path / "disk", "64k") as disk:
         line = one_error_line(run(tmp_path, "fill", disk / "out.txt"))
-        assert line == f"error: {disk / 'out.txt'}: the disk is full: free some space or choose another output"
+        assert (
+            line == f"error: {disk / 'out.txt'}: the disk is full: free some space or choose another output"
+        )
         line = one_error_line(run(tmp_path, "fill_unnamed", disk / "other.txt"))
         assert line.endswith(": the disk is full: free some space or choose another output")
 

@@ -71,7 +71,9 @@ class ChatModelConfig(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _backend_class(cls, data: Any, handler: ModelWrapValidatorHandler[ChatModelConfig]) -> ChatModelConfig:
+    def _backend_class(
+        cls, data: Any, handler: ModelWrapValidatorHandler[ChatModelConfig]
+    ) -> ChatModelConfig:
         if cls is not ChatModelConfig or not isinstance(data, dict):
             return handler(data)
         backend = data.get("backend", DEFAULT_BACKEND)

@@ -49,5 +49,10 @@ def collect(
     """
     engine = ENGINES.get(config.engine)
     return engine(
-        config, questions=questions, show_progress=show_progress, models=models, retriever=retriever, judge=judge
+        config,
+        questions=questions,
+        show_progress=show_progress,
+        models=models,
+        retriever=retriever,
+        judge=judge,
     )

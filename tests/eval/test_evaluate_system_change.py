@@ -22,7 +22,11 @@ def _config(tmp: Path, executor: str) -> Path:
         "name": "world-scripted",
         "output_dir": str(tmp / "eval"),
         "questions": [{"path": str(WORLD / "questions_test.jsonl"), "limit": 2}],
-        "models": {"backbone": policy("backbone"), "answerer": policy("answerer"), "executor": policy(executor)},
+        "models": {
+            "backbone": policy("backbone"),
+            "answerer": policy("answerer"),
+            "executor": policy(executor),
+        },
         "pipeline": {"executor_roles": ["executor"], "driver": "executor", "max_rounds": 3, "max_turns": 3},
         "retriever": {"index": str(tmp / "index"), "kind": "bm25", "k": 3},
         "build_index_from": str(WORLD / "corpus.jsonl"),

@@ -37,9 +37,18 @@ def unfinished_sft_output(path: Path) -> Path:
 @pytest.mark.parametrize(
     "make, missing",
     [
-        (lambda p: p, "holds no config.json, no weights (*.safetensors), no tokenizer (tokenizer.json): give "),
-        (lambda p: (p / "config.json").write_text("{}") and p, "holds no weights (*.safetensors), no tokenizer"),
-        (unfinished_sft_output, "a training run that has not finished (latest checkpoint-2); let it finish, or give "),
+        (
+            lambda p: p,
+            "holds no config.json, no weights (*.safetensors), no tokenizer (tokenizer.json): give ",
+        ),
+        (
+            lambda p: (p / "config.json").write_text("{}") and p,
+            "holds no weights (*.safetensors), no tokenizer",
+        ),
+        (
+            unfinished_sft_output,
+            "a training run that has not finished (latest checkpoint-2); let it finish, or give ",
+        ),
     ],
     ids=["empty", "config_only", "unfinished_sft"],
 )

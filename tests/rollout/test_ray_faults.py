@@ -89,9 +89,7 @@ def test_more_actors_than_the_cluster_holds_start_the_ones_that_fit(ray_cluster,
     models = functools.partial(world_models, str(world_dir), **SCRIPT)
     retriever = functools.partial(world_retriever, str(world_dir))
     with caplog.at_level(logging.WARNING, logger="executor_sft.ray_runner"):
-        result = asyncio.run(
-            collect(config, models=models, retriever=retriever, show_progress=False)
-        )
+        result = asyncio.run(collect(config, models=models, retriever=retriever, show_progress=False))
     assert result.summary["actors"] == 2 and result.written == 48 and not result.not_started
     assert "5 actors asked for, the cluster's 2 CPUs hold 2" in caplog.text
 

@@ -49,13 +49,9 @@ def test_ray_engine_matches_in_process_episodes_and_filter_output(ray_cluster, w
     models = functools.partial(world_models, str(world_dir), **SCRIPT)
     retriever = functools.partial(world_retriever, str(world_dir))
     local = _config(world_dir, tmp_path / "local")
-    reference = asyncio.run(
-        collect(local, models=models, retriever=retriever, show_progress=False)
-    )
+    reference = asyncio.run(collect(local, models=models, retriever=retriever, show_progress=False))
     on_ray = _config(world_dir, tmp_path / "ray", engine="ray")
-    result = asyncio.run(
-        collect(on_ray, models=models, retriever=retriever, show_progress=False)
-    )
+    result = asyncio.run(collect(on_ray, models=models, retriever=retriever, show_progress=False))
 
     assert reference.written == result.written == 48 and not result.failed
     assert result.summary["actors"] == 2 and len(result.timings["per_node"]) == 2  # both nodes worked
