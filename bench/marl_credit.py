@@ -618,6 +618,17 @@ def pool_lines(results: dict[str, Any]) -> list[str]:
             f"{w['mean']:+.3f} (95% Welch interval {w['low']:+.3f} to {w['high']:+.3f}, {w['n']} episodes)"
             + (f"; its sub-agents' searches found a gold passage in {found_share(found)}" if found else "")
         )
+    untrained = (results["arms"].get("none") or {}).get("pool_after_found")
+    for name in ("shared", "substitution"):
+        trained = (results["arms"].get(name) or {}).get("pool_after_found")
+        if untrained and trained:
+            a, b = ([v for vs in f.values() for v in vs if v is not None] for f in (untrained, trained))
+            w = welch(a, b)
+            out.append(
+                f"- training pool, {name} minus none: share of sub-agent runs whose searches found a gold "
+                f"passage {w['mean']:+.2f} (95% Welch interval {w['low']:+.2f} to {w['high']:+.2f}, "
+                f"{len(a)} and {len(b)} episodes): where the reward came from"
+            )
     if w := rule_gaps(results).get(POOL_GAP):
         out.append(
             f"- training pool, substitution minus shared after training: {w['mean']:+.3f} "

@@ -115,6 +115,9 @@ def test_pool_lines_compare_each_arm_with_before_and_the_two_rules_with_each_oth
     assert lines[0].endswith("found a gold passage in 0.83 of its runs (q1 0.75, q2 1.00)")
     assert lines[1].endswith("found a gold passage in 0.12 of its runs (q1 0.00, q2 0.25)")
     assert "gold passage" not in lines[2]
+    arms["none"] = {"pool_after": pool["scores"], "pool_after_found": pool["found"]}
+    line = next(x for x in bench.pool_lines({"pool": pool, "arms": arms}) if "shared minus none" in x)
+    assert "found a gold passage -0.71" in line and "3 and 4 episodes" in line  # None: no run to count
 
 
 def test_the_winner_is_the_rule_every_interval_that_excludes_zero_favours(bench):

@@ -200,3 +200,19 @@ def test_holding_out_a_question_the_pool_trained_on_is_refused_in_one_line(runs,
         "hold out fewer table questions (--heldout_wide), or screen a new pool in another --work"
     )
     assert "Loading weights" not in proc.stdout + proc.stderr
+
+
+def test_marl_episodes_writes_each_arms_greedy_episodes_on_the_pool_and_held_out(runs, tiny_checkpoint):
+    """bench/marl_episodes.py: the transcript that shows where a reward came from."""
+    command = _command(tiny_checkpoint, runs["work"], **{"--heldout_deep": "1", "--heldout_wide": "1"})
+    command[1] = str(REPO_ROOT / "bench" / "marl_episodes.py")
+    proc = run_script([*command, "--show", "none", "shared"], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    md = (runs["work"] / "results" / "marl_credit_episodes.md").read_text()
+    pool = json.loads((runs["work"] / "screen.json").read_text())["pool"]
+    for arm in ("none", "shared"):
+        heads = [line for line in md.splitlines() if line.startswith(f"### {arm}: ")]
+        assert [h.split()[2] for h in heads][: len(pool)] == pool and len(heads) == len(pool) + 2
+    assert md.count("- sub-query: ") >= 2 * (len(pool) + 2) and md.count("Answer: `") == 2 * (len(pool) + 2)
+    assert md.count("- report: `") == md.count("- sub-query: ")
+    assert md.count("  - search `") + md.count("  - no search ran") >= md.count("- sub-query: ")
