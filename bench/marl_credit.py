@@ -8,10 +8,11 @@ reference executor; BM25) for the same steps on the same hybrid deep + wide batc
 seed is fixed), then plays the held-out questions greedily. A `none` arm evaluates the checkpoint
 untrained. Per step: mean reward and its within-group standard deviation, failures, trained
 tokens, seconds. Held out: EM on text questions, item F1 on table questions, F1 over all, policy
-tokens per question. Each arm's result is saved under `--work/arms/` as it finishes; a rerun skips
-finished arms (`--redo` runs them again, from step 0), but plays a finished arm's model on the
-held-out questions its figures lack (it was trained with `--heldout_deep 0`, or, in a screened run,
-fewer `--heldout_wide` tables) and adds them.
+tokens per question, and `gold_found`, the share of sub-agent runs whose searches returned a gold
+passage (on the pool too): a reward that rises while it falls did not come from searching. Each
+arm's result is saved under `--work/arms/` as it finishes; a rerun skips finished arms (`--redo`
+runs them again, from step 0), but adds what a finished arm's figures lack from its saved model
+(`complete_finished`).
 Writes bench/results/marl_credit.{md,json,png}.
 
 A training arm saves a checkpoint every `--save_every` steps in `--work/out/<arm>/checkpoint-<step>`
