@@ -4,7 +4,9 @@
 library. A `UserError` or a full/read-only disk met while writing is one `error:` line, exit 2;
 `StoppedBySignal` its `interrupted:` line and status; Ctrl-C `INTERRUPTED`, 130; SIGTERM the same
 line then death by the signal (143), unless the run installs a handler that says more
-(collection, training). Anything else is a bug and keeps its traceback (exit 1).
+(collection, training). Anything else is a bug and keeps its traceback (exit 1). Ctrl-C is
+raised only where Python can unwind it (`safe_interrupt`): never dropped in a `__del__`, never an
+abort inside an import.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import NoReturn
 
 from executor_sft.errors import INTERRUPTED, StoppedBySignal, UserError, first_local_process, say_on_sigterm
 from executor_sft.files import as_output_error
+from executor_sft.safe_interrupt import interrupts_at_safe_points
 
 TERMINATED = "terminated (SIGTERM): " + INTERRUPTED.removeprefix("interrupted: ")
 """What SIGTERM prints where the run has nothing more precise to say."""
@@ -36,7 +39,8 @@ def run_recipe(main: Callable[..., object], *args: object, suffix: str = "") -> 
 
 def _status(main: Callable[..., object], args: tuple, suffix: str) -> int:
     try:
-        result = main(*args)
+        with interrupts_at_safe_points():
+            result = main(*args)
     except StoppedBySignal as exc:
         print(f"interrupted: {exc}", file=sys.stderr)
         return exc.exit_status
@@ -74,7 +78,8 @@ def _leave_process_group() -> None:
 def starting() -> Iterator[None]:
     """Around a recipe's top-level imports: a Ctrl-C in its first second is one line, exit 130."""
     try:
-        yield
+        with interrupts_at_safe_points():
+            yield
     except KeyboardInterrupt:
         print("interrupted: nothing was started; run the same command again", file=sys.stderr)
         raise SystemExit(130) from None

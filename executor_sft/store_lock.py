@@ -66,12 +66,17 @@ class WriterLock:
             return
         with contextlib.suppress(OSError):  # removed while held, so no waiter locks a dead file
             os.unlink(self.file)
-        os.close(self._fd)
-        self._fd = None
+        self._close()
 
     def __del__(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
+        self._close()
+
+    def _close(self) -> None:
+        # forget the fd before closing it: a Ctrl-C between the two would otherwise close it
+        # again in `__del__`, by then perhaps another file's descriptor
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
     def __enter__(self) -> WriterLock:
         return self

@@ -22,7 +22,7 @@ from tests.support.disks import remount, small_tmpfs
 ROOT = Path(__file__).resolve().parents[1]
 
 MAINS = """
-import sys, time
+import os, signal, sys, time
 from executor_sft.errors import ConfigError, StoppedBySignal
 from executor_sft.files import output_errors
 from executor_sft.recipe_main import run_recipe
@@ -36,6 +36,16 @@ def bug(out):
 def sleep(out):
     print("started", flush=True)
     time.sleep(60)
+
+class CtrlCInDel:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+
+def ctrl_c_in_del(out):  # the interrupt lands in a `__del__`; Python alone would drop it
+    CtrlCInDel()
+    time.sleep(5)
+    print("ran on after Ctrl-C", flush=True)
 
 def stopped(out):
     raise StoppedBySignal("SIGTERM: stopped at step 3 of 9; run the same command again", 15)
@@ -96,6 +106,11 @@ def test_a_run_stopped_by_a_signal_says_where_it_stands(tmp_path):
     assert proc.stderr.splitlines() == [
         "interrupted: SIGTERM: stopped at step 3 of 9; run the same command again"
     ]
+
+
+def test_ctrl_c_landing_in_a_del_still_stops_the_run(tmp_path):
+    proc = run(tmp_path, "ctrl_c_in_del")
+    assert (proc.returncode, proc.stdout, proc.stderr.splitlines()) == (130, "", [INTERRUPTED])
 
 
 @pytest.mark.faults

@@ -1,0 +1,90 @@
+"""Ctrl-C raised only where Python can unwind it.
+
+Python's own SIGINT handler raises `KeyboardInterrupt` at whatever bytecode runs next. Two places
+turn that into a wrong outcome, both seen in the SFT recipe's first seconds:
+- inside a `__del__` (regex's, while the tokenizer loads), where the exception is printed as
+  "Exception ignored" and dropped, so the run went on and finished with status 0;
+- inside an import whose C++ extension is calling back into Python (a pybind11 module), where the
+  exception cannot cross the C++ frame and the runtime aborts (SIGABRT) instead of stopping.
+
+`interrupts_at_safe_points()` installs a handler that defers the signal while either is on the
+stack and raises it as soon as neither is: the handler runs again every `RETRY_S` until it lands
+outside them, or at the latest when the block ends. A second Ctrl-C acts at once, wherever it
+lands, so a long import never holds a user who insists. Recipes hold it around their imports and
+their `main` (`recipe_main`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+RETRY_S = 0.05
+"""How soon a deferred Ctrl-C is tried again (an import or a `__del__` is usually shorter)."""
+
+
+def unsafe_to_raise(frame: FrameType | None) -> str | None:
+    """Why raising at `frame` would go wrong (the stack holds an import or a `__del__`), else None."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename.startswith("<frozen importlib"):
+            return "import"
+        if code.co_name == "__del__":
+            return "__del__"
+        frame = frame.f_back
+    return None
+
+
+class _Deferring:
+    """The SIGINT handler: raise now if safe, else note the interrupt and try again shortly."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._retrying = False
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        retry, self._retrying = self._retrying, False
+        if (self.pending and not retry) or unsafe_to_raise(frame) is None:
+            self.pending = False  # a second Ctrl-C, or a safe place: stop here
+            raise KeyboardInterrupt
+        self.pending = True
+        timer = threading.Timer(RETRY_S, self._retry, (signum,))
+        timer.daemon = True
+        timer.start()
+
+    def _retry(self, signum: int) -> None:
+        with self._lock:
+            if self.pending and not self._closed:
+                self._retrying = True
+                # a real signal, so a main thread blocked in a system call wakes for it
+                signal.pthread_kill(threading.main_thread().ident, signum)
+
+    def close(self) -> None:
+        """No retry after this (one already asked for runs here, in the main thread)."""
+        with self._lock:
+            self._closed = True
+
+
+@contextlib.contextmanager
+def interrupts_at_safe_points() -> Iterator[None]:
+    """SIGINT as `KeyboardInterrupt`, raised outside imports and `__del__` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = _Deferring()
+    before = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        try:
+            handler.close()
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler if before is None else before)
+    if handler.pending:  # the block ended before a retry landed: here is safe
+        handler.pending = False
+        raise KeyboardInterrupt
