@@ -4,13 +4,14 @@ Python's own SIGINT handler raises `KeyboardInterrupt` at whatever bytecode runs
 turn that into a wrong outcome, both seen in the SFT recipe's first seconds:
 - inside a `__del__` (regex's, while the tokenizer loads), where the exception is printed as
   "Exception ignored" and dropped, so the run went on and finished with status 0;
-- inside an import whose C++ extension is calling back into Python (a pybind11 module), where the
-  exception cannot cross the C++ frame and the runtime aborts (SIGABRT) instead of stopping.
+- inside the Python that a compiled extension runs while it initialises (pydantic-core importing
+  `datetime`): the exception reaches Rust or C++ code that cannot pass it on, and the process
+  panics (a Rust extension) or aborts with SIGABRT (a pybind11 one) instead of stopping.
 
 `interrupts_at_safe_points()` installs a handler that defers the signal while either is on the
 stack and raises it as soon as neither is: the handler runs again every `RETRY_S` until it lands
-outside them, or at the latest when the block ends. A second Ctrl-C acts at once, wherever it
-lands, so a long import never holds a user who insists. Recipes hold it around their imports and
+outside them, or at the latest when the block ends. Imports of Python modules stay interruptible
+at once. A second Ctrl-C acts at once, wherever it lands. Recipes hold it around their imports and
 their `main` (`recipe_main`).
 """
 
@@ -20,20 +21,24 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
+from importlib.machinery import ExtensionFileLoader
 from types import FrameType
 
 RETRY_S = 0.05
-"""How soon a deferred Ctrl-C is tried again (an import or a `__del__` is usually shorter)."""
+"""How soon a deferred Ctrl-C is tried again (a `__del__` or an extension's start is shorter)."""
 
 
 def unsafe_to_raise(frame: FrameType | None) -> str | None:
-    """Why raising at `frame` would go wrong (the stack holds an import or a `__del__`), else None."""
+    """Why raising at `frame` would go wrong (the stack holds a `__del__` or a compiled extension
+    being initialised), else None."""
     while frame is not None:
         code = frame.f_code
-        if code.co_filename.startswith("<frozen importlib"):
-            return "import"
         if code.co_name == "__del__":
             return "__del__"
+        if code.co_name in ("create_module", "exec_module") and isinstance(
+            frame.f_locals.get("self"), ExtensionFileLoader
+        ):
+            return "extension import"
         frame = frame.f_back
     return None
 
@@ -72,7 +77,7 @@ class _Deferring:
 
 @contextlib.contextmanager
 def interrupts_at_safe_points() -> Iterator[None]:
-    """SIGINT as `KeyboardInterrupt`, raised outside imports and `__del__` (main thread only)."""
+    """SIGINT as `KeyboardInterrupt`, raised outside `__del__` and extensions' starts (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
