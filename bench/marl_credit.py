@@ -233,11 +233,15 @@ def gold_found(episode) -> float | None:
     passages: whether a reward came from searching (None: no run, or no gold passage to find)."""
     from executor_sft.grpo.marl import POLICY
 
-    gold = set(episode.question.positive_doc_ids or ())
     runs = episode.runs_for(POLICY)
-    if not gold or not runs:
+    if not episode.question.positive_doc_ids or not runs:
         return None
-    return statistics.fmean(any(gold & set(s.doc_ids) for s in r.searches) for r in runs)
+    return statistics.fmean(any(gold_returned(episode, s) for s in r.searches) for r in runs)
+
+
+def gold_returned(episode, search) -> list[str]:
+    """The question's gold passages among those one search returned."""
+    return sorted(set(episode.question.positive_doc_ids or ()) & set(search.doc_ids))
 
 
 def mean_of(values) -> float | None:
@@ -575,13 +579,18 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def welch(before: list[float], after: list[float]) -> dict[str, float]:
-    """after - before over independent sampled episodes, with a 95% Welch interval."""
+def welch(before: list[float], after: list[float], *, shares: bool = False) -> dict[str, float]:
+    """after - before over independent sampled episodes, with a 95% Welch interval. With `shares`
+    (values in [0, 1]) the interval is cut to [-1, 1], the only differences two shares can have:
+    a t-interval on bounded data can pass them."""
     from scipy.stats import ttest_ind
 
     diff = statistics.fmean(after) - statistics.fmean(before)
     ci = ttest_ind(after, before, equal_var=False).confidence_interval(0.95)
-    return {"mean": diff, "low": float(ci.low), "high": float(ci.high), "n": len(after)}
+    low, high = float(ci.low), float(ci.high)
+    if shares:
+        low, high = max(low, -1.0), min(high, 1.0)
+    return {"mean": diff, "low": low, "high": high, "n": len(after)}
 
 
 def pool_scores(results: dict[str, Any]) -> tuple[list[float], dict[str, list[float]]] | None:
@@ -624,7 +633,7 @@ def pool_lines(results: dict[str, Any]) -> list[str]:
         trained = (results["arms"].get(name) or {}).get("pool_after_found")
         if untrained and trained:
             a, b = ([v for vs in f.values() for v in vs if v is not None] for f in (untrained, trained))
-            w = welch(a, b)
+            w = welch(a, b, shares=True)
             out.append(
                 f"- training pool, {name} minus none: share of sub-agent runs whose searches found a gold "
                 f"passage {w['mean']:+.2f} (95% Welch interval {w['low']:+.2f} to {w['high']:+.2f}, "

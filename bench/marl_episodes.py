@@ -14,17 +14,25 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.marl_credit import ARMS, _load, parser, play, train_questions  # noqa: E402
+from bench.marl_credit import ARMS, _load, gold_returned, parser, play, train_questions  # noqa: E402
+
+
+def first_of_each_format(questions: list) -> list:
+    """The first text and the first table question, in that order (those there are)."""
+    first: dict[str, Any] = {}
+    for q in questions:
+        first.setdefault(q.answer_format, q)
+    return [first[fmt] for fmt in ("text", "table") if fmt in first]
 
 
 def transcript(arm: str, episode) -> list[str]:
     """One episode: the question, each sub-agent's queries and report, the final answer."""
     from executor_sft.grpo.marl import POLICY
 
-    gold = set(episode.question.positive_doc_ids or ())
     lines = [
         f"### {arm}: {episode.question.id} (F1 {episode.metrics.f1:.2f})",
         "",
@@ -35,7 +43,7 @@ def transcript(arm: str, episode) -> list[str]:
         report = run.report.answer if run.report else f"(no report: {run.finish})"
         lines.append(f"- sub-query: {run.sub_query}")
         for search in run.searches:
-            found = sorted(gold & set(search.doc_ids))
+            found = gold_returned(episode, search)
             lines.append(f"  - search `{search.query[:120]}`: gold passages {found or 'none'}")
         if not run.searches:
             lines.append("  - no search ran")
@@ -54,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     world, retriever, train_q, held_q, _ = train_questions(Path(args.work), args)
-    held = [q for fmt in ("text", "table") for q in [q for q in held_q if q.answer_format == fmt][:1]]
+    held = first_of_each_format(held_q)
     questions = [*train_q, *held]
     out = [
         "# What the sub-agents do: one greedy episode per question",

@@ -145,3 +145,10 @@ def test_the_winner_is_the_rule_every_interval_that_excludes_zero_favours(bench)
     (line,) = bench.winner_line(results(ones, zeros, [0.0, 0.1, 0.0, 0.1], [1.0, 0.9, 1.0, 0.9]))
     assert line.startswith("- which rule won: the measures disagree. ")
     assert bench.winner_line({"arms": {"shared": {"heldout": held([0.0])}}}) == []
+
+
+def test_an_interval_on_a_difference_of_shares_stays_within_minus_one_and_one(bench):
+    before, after = [1.0] * 15 + [0.6], [0.0] * 15 + [0.4]  # the 64-rollout run's shape: -0.91
+    plain, shares = bench.welch(before, after), bench.welch(before, after, shares=True)
+    assert plain["low"] < -1.0  # what a t-interval gives on bounded data
+    assert shares["low"] == -1.0 and shares["high"] == plain["high"] and shares["mean"] == plain["mean"]
