@@ -19,6 +19,7 @@ LAYERS = {
     "files": 0,
     "errors": 0,
     "recipe_main": 0,
+    "safe_interrupt": 0,
     "failures": 0,
     "tool_protocol": 0,
     "urls": 0,
