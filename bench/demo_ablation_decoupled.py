@@ -365,7 +365,7 @@ def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
     t = time.perf_counter()
     log(f"seed {cfg.seed} ({variant}): evaluating mean@4, T=0.6 on {len(prep['subs'])} sub-queries")
     model = _student_model(cfg, str(ckpt))
-    evaluate(cfg, model, prep["retriever"], prep["subs"], f"{cfg.model} SFT {VARIANTS[variant]}", runs, False)
+    evaluate(cfg, model, prep["retriever"], prep["subs"], f"{cfg.model} SFT {VARIANTS[variant]}", runs)
     model.close()
     del model
     gc.collect()  # the evaluation's prefix cache (GBs) before the probe loads the model again
