@@ -833,4 +833,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from executor_sft.recipe_main import run_recipe
+
+    run_recipe(main)  # SIGTERM or Ctrl-C in training: one line naming the checkpoint to resume from
