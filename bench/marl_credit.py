@@ -29,7 +29,6 @@ from the finished arms and the steps an unfinished arm's latest checkpoint logge
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import os
@@ -201,7 +200,9 @@ def play(model, tokenizer, world: Path, retriever, questions, temperature: float
         Role.ANSWERER: build_role_model(sa.answerer, "answerer"),
     }
     model.eval()
-    return asyncio.run(evaluate_episodes(questions, models, retriever, sa.settings(None).pipeline, desc=desc))
+    from executor_sft.safe_interrupt import run_async
+
+    return run_async(evaluate_episodes(questions, models, retriever, sa.settings(None).pipeline, desc=desc))
 
 
 def evaluate(model, tokenizer, world: Path, retriever, questions, args) -> dict[str, Any]:

@@ -12,17 +12,23 @@ turn that into a wrong outcome, both seen in the SFT recipe's first seconds:
 stack and raises it as soon as neither is: the handler runs again every `RETRY_S` until it lands
 outside them, or at the latest when the block ends. Imports of Python modules stay interruptible
 at once. A second Ctrl-C acts at once, wherever it lands. Recipes hold it around their imports and
-their `main` (`recipe_main`).
+their `main` (`recipe_main`). `run_async` runs a coroutine under `asyncio.run` with Python's own
+handler in place of this one, so that asyncio installs its own: Ctrl-C then cancels the main task
+and its cleanup runs, instead of `KeyboardInterrupt` rising inside whichever task was running.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from importlib.machinery import ExtensionFileLoader
 from types import FrameType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 RETRY_S = 0.05
 """How soon a deferred Ctrl-C is tried again (a `__del__` or an extension's start is shorter)."""
@@ -93,3 +99,17 @@ def interrupts_at_safe_points() -> Iterator[None]:
     if handler.pending:  # the block ended before a retry landed: here is safe
         handler.pending = False
         raise KeyboardInterrupt
+
+
+def run_async(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)`; where `interrupts_at_safe_points` holds SIGINT, Python's own handler
+    stands in for it meanwhile (asyncio replaces only that one with its task-cancelling handler)."""
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    ours = signal.getsignal(signal.SIGINT) if on_main_thread else None
+    if not isinstance(ours, _Deferring):
+        return asyncio.run(main)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return asyncio.run(main)
+    finally:
+        signal.signal(signal.SIGINT, ours)

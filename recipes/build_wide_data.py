@@ -16,12 +16,12 @@ and the reasons for the rest. A bad argument is one `error:` line and exit statu
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from executor_sft.recipe_main import run_recipe
+from executor_sft.safe_interrupt import run_async
 
 
 @dataclass
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     except yaml.YAMLError:
         spec = args.generator
     generator = build_chat_from_spec(spec if isinstance(spec, dict) else args.generator, "generator")
-    instances = asyncio.run(build_wide_data(tables, generator, seed=args.seed))
+    instances = run_async(build_wide_data(tables, generator, seed=args.seed))
     report = retention_report(instances)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_jsonl(out.with_name(out.name + ".all.jsonl"), instances)

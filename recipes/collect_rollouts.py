@@ -15,7 +15,6 @@ every episode is stored, 1 when some are left for a re-run, 2 for bad input, 130
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 
@@ -28,6 +27,7 @@ from executor_sft.recipe_main import run_recipe
 from executor_sft.rollout import collect, format_result, load_collect_config, merge_rollouts, select_questions
 from executor_sft.rollout.config import check_inputs
 from executor_sft.rollout.engine import unfinished_line
+from executor_sft.safe_interrupt import run_async
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     say_on_sigterm(lambda: interrupted_line(config.rollouts_path, "terminated (SIGTERM)"))
     try:
         with output_errors(config.output_dir):
-            result = asyncio.run(collect(config, questions=selected[0]))
+            result = run_async(collect(config, questions=selected[0]))
     except KeyboardInterrupt:
         print(interrupted_line(config.rollouts_path), file=sys.stderr)
         return 130

@@ -149,3 +149,45 @@ def test_the_handler_is_restored_and_plain_code_is_interrupted_at_once():
     assert time.monotonic() - started < 1.0
     assert signal.getsignal(signal.SIGINT) is before
     assert unsafe_to_raise(sys._getframe()) is None
+
+
+def test_under_run_async_ctrl_c_cancels_the_main_task_and_its_cleanup_runs():
+    """asyncio's own handling: the coroutine sees CancelledError at its await and finishes its
+    cleanup (a progress bar's close, a writer's last commit) before KeyboardInterrupt leaves."""
+    import asyncio
+
+    from executor_sft.safe_interrupt import run_async
+
+    seen: list[str] = []
+
+    async def main():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        finally:
+            await asyncio.sleep(0)  # cleanup that awaits still runs
+            seen.append("cleanup")
+
+    with pytest.raises(KeyboardInterrupt), interrupts_at_safe_points():
+        held = signal.getsignal(signal.SIGINT)
+        try:
+            run_async(main())
+        finally:
+            assert signal.getsignal(signal.SIGINT) is held  # ours again after the loop
+    assert seen == ["cancelled", "cleanup"]
+
+
+def test_the_library_and_recipes_start_event_loops_through_run_async():
+    """A bare `asyncio.run` under a recipe's handler would raise Ctrl-C inside whichever task ran."""
+    bare = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for folder in ("executor_sft", "recipes")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if path.name != "safe_interrupt.py"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "asyncio.run(" in line
+    ]
+    assert bare == []

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import shutil
@@ -42,6 +41,7 @@ from executor_sft.demos.sample_data import (
     pipeline_config,
     provenance,
 )
+from executor_sft.safe_interrupt import run_async
 from executor_sft.schema import Role
 from executor_sft.synthetic import TEACHER_EXTRA_SEARCH_RATE
 
@@ -278,7 +278,7 @@ def evaluate(
         import torch
 
         torch.manual_seed(cfg.seed)
-    return asyncio.run(
+    return run_async(
         evaluate_executor(
             model,
             retriever,

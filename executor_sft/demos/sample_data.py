@@ -19,7 +19,6 @@ dedupe, is fixed.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import shutil
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from executor_sft.cache import cache_dir, cache_key, cached_entry
+from executor_sft.safe_interrupt import run_async
 from executor_sft.synthetic import TEACHER_EXTRA_SEARCH_RATE
 from executor_sft.versions import library_versions
 
@@ -138,7 +138,7 @@ def collect_into(
     )
     if config.rollouts_path != rollouts:
         raise ValueError(f"rollouts must be named {ROLLOUTS}, got {rollouts}")
-    result = asyncio.run(
+    result = run_async(
         collect(config, models=models, retriever=retriever, questions=questions, show_progress=show_progress)
     )
     if result.failed:

@@ -7,7 +7,6 @@ by the executor-level evaluation with the settings the rollouts were collected w
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import math
@@ -26,6 +25,7 @@ from executor_sft.files import write_json, write_jsonl, write_text
 from executor_sft.filters import FilterConfig, filter_episodes, iter_episodes_by_id, parse_episode
 from executor_sft.llm.base import SamplingParams
 from executor_sft.retrieval.config import RetrieverConfig
+from executor_sft.safe_interrupt import run_async
 from executor_sft.training.run_record import ResumeChangedError
 
 DONE = "done.json"
@@ -200,7 +200,7 @@ def _evaluate(cfg: AblationEval, name: str, folder: Path, runs, settings, retrie
     torch.manual_seed(cfg.seed)
     model = TransformersChatModel(str(folder / "model"), name=name, max_batch_size=cfg.concurrency)
     try:
-        return asyncio.run(
+        return run_async(
             evaluate_executor(
                 model, retriever[0], runs, settings, name=name, concurrency=cfg.concurrency,
                 runs_path=folder / "eval.jsonl", show_progress=progress,

@@ -32,6 +32,7 @@ from executor_sft.errors import InputError
 from executor_sft.llm.base import ChatModel
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.retrieval.base import Retriever
+from executor_sft.safe_interrupt import run_async
 from executor_sft.schema import ExecutorRun, Question
 
 COLUMNS = (
@@ -285,7 +286,7 @@ async def evaluate_executor(
 
 def evaluate_executor_sync(*args: Any, **kwargs: Any) -> ExecutorEvalResult:
     """`evaluate_executor` for callers without an event loop."""
-    return asyncio.run(evaluate_executor(*args, **kwargs))
+    return run_async(evaluate_executor(*args, **kwargs))
 
 
 __all__ = [

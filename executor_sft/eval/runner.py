@@ -10,7 +10,6 @@ in collection) is refused, and so is a second process writing the same output.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -39,6 +38,7 @@ from executor_sft.ray_runner import ActorWork, run_episodes_ray
 from executor_sft.registry import Registry
 from executor_sft.retrieval.base import Retriever
 from executor_sft.runtime import Runtime
+from executor_sft.safe_interrupt import run_async
 from executor_sft.schema import Episode, Question
 from executor_sft.store import EpisodeStore
 from executor_sft.urls import redact
@@ -222,7 +222,7 @@ def in_process(
 ) -> RunReport:
     runtime = build_runtime(config, **given)
     with runtime.cached_calls():
-        return asyncio.run(
+        return run_async(
             run_episodes(
                 work,
                 _make_run_one(config, runtime),
@@ -251,7 +251,7 @@ def on_ray(
 ) -> RunReport:
     if given.get("models") is not None or given.get("retriever") is not None:
         raise ValueError("engine ray builds models and retriever on each actor from the config; pass neither")
-    report = asyncio.run(
+    report = run_async(
         run_episodes_ray(
             work,
             functools.partial(ray_actor_work, config.model_dump_json()),

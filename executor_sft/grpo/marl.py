@@ -43,6 +43,7 @@ from executor_sft.grpo.rollout_failures import (
 )
 from executor_sft.llm.base import SamplingParams
 from executor_sft.metrics.scoring import score_answer
+from executor_sft.safe_interrupt import run_async
 from executor_sft.schema import Episode, Question, Role
 
 POLICY = Role.STUDENT
@@ -517,7 +518,7 @@ def _gather(coroutines: Iterable[Any], desc: str | None = None) -> list[Any]:
             return list(await asyncio.gather(*coroutines))
         return list(await tqdm_asyncio.gather(*coroutines, desc=desc, leave=False))
 
-    return asyncio.run(all_of())
+    return run_async(all_of())
 
 
 def _rows(inputs: dict[str, Any], index: Any) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from executor_sft.grpo.rewards import (
     grounded,
 )
 from executor_sft.metrics.answer import exact_match, f1_score
+from executor_sft.safe_interrupt import run_async
 from executor_sft.schema import Report
 
 OUTCOME_COLUMNS = ("question", "golden_answers", "findings", "position")
@@ -195,7 +196,7 @@ class OutcomeReward:
 
     def score_sync(self, **kwargs: Any) -> list[float]:
         """Run the async reward outside an event loop (scripts and tests)."""
-        return asyncio.run(self(**kwargs))
+        return run_async(self(**kwargs))
 
 
 @REWARDS.register("outcome")

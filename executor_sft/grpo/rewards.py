@@ -39,6 +39,7 @@ from executor_sft.errors import ConfigError
 from executor_sft.llm.base import ChatError, ChatRefused
 from executor_sft.metrics.answer import exact_match, f1_score
 from executor_sft.registry import Registry
+from executor_sft.safe_interrupt import run_async
 from executor_sft.schema import Message, Report, content_text
 
 logger = logging.getLogger(__name__)
@@ -351,7 +352,7 @@ class JudgeCLPReward(_CLPBase):
 
     def score_sync(self, **kwargs: Any) -> list[float]:
         """Run the async reward outside an event loop (for scripts and tests)."""
-        return asyncio.run(self(**kwargs))
+        return run_async(self(**kwargs))
 
 
 def _metric_clp(metric: str, doc: str, *, grounded_default: bool) -> Callable[..., CLPReward]:
