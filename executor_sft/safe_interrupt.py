@@ -19,7 +19,6 @@ and its cleanup runs, instead of `KeyboardInterrupt` rising inside whichever tas
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import signal
 import threading
@@ -104,6 +103,8 @@ def interrupts_at_safe_points() -> Iterator[None]:
 def run_async(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run(main)`; where `interrupts_at_safe_points` holds SIGINT, Python's own handler
     stands in for it meanwhile (asyncio replaces only that one with its task-cancelling handler)."""
+    import asyncio  # here: every recipe imports this module before its Ctrl-C handler is in place
+
     on_main_thread = threading.current_thread() is threading.main_thread()
     ours = signal.getsignal(signal.SIGINT) if on_main_thread else None
     if not isinstance(ours, _Deferring):
