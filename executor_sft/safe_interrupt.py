@@ -11,7 +11,8 @@ turn that into a wrong outcome, both seen in the SFT recipe's first seconds:
 `interrupts_at_safe_points()` installs a handler that defers the signal while either is on the
 stack and raises it as soon as neither is: the handler runs again every `RETRY_S` until it lands
 outside them, or at the latest when the block ends. Imports of Python modules stay interruptible
-at once. A second Ctrl-C acts at once, wherever it lands. Recipes hold it around their imports and
+at once. A second Ctrl-C during an extension's start acts at once (the user insists; a crash is
+then theirs to choose); in a `__del__` it waits too, as raising there would lose it. Recipes hold it around their imports and
 their `main` (`recipe_main`). `run_async` runs a coroutine under `asyncio.run` with Python's own
 handler in place of this one, so that asyncio installs its own: Ctrl-C then cancels the main task
 and its cleanup runs, instead of `KeyboardInterrupt` rising inside whichever task was running.
@@ -59,8 +60,10 @@ class _Deferring:
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         retry, self._retrying = self._retrying, False
-        if (self.pending and not retry) or unsafe_to_raise(frame) is None:
-            self.pending = False  # a second Ctrl-C, or a safe place: stop here
+        why = unsafe_to_raise(frame)
+        insisted = self.pending and not retry and why != "__del__"  # raised in a `__del__`, it is lost
+        if why is None or insisted:
+            self.pending = False
             raise KeyboardInterrupt
         self.pending = True
         timer = threading.Timer(RETRY_S, self._retry, (signum,))
