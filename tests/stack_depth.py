@@ -4,7 +4,8 @@ A coroutine's stack starts at its task, so each task created while the count is 
 the logical stack it was created from (its parent's, then the frames at its creation); at every
 request the httpx transport sees, that chain plus the current stack is cut to the part between
 `main` (inclusive) and the first frame of the HTTP libraries, and the frames of files under
-`roots` are counted. Library, asyncio and stdlib frames are not counted.
+`roots` are counted. Library, asyncio and stdlib frames are not counted, nor `run_async`, our
+`asyncio.run` (it only chooses the SIGINT handler the loop runs under).
 """
 
 from __future__ import annotations
@@ -111,6 +112,10 @@ def count_frames(entry: str, roots: list[Path]) -> Iterator[Depths]:
         asyncio.set_event_loop_policy(old_policy)
 
 
+NOT_COUNTED = ("safe_interrupt.py",)
+"""Our files that stand where the standard library stood (`run_async` for `asyncio.run`)."""
+
+
 def _ours(frame: FrameType, roots: list[str]) -> bool:
     name = str(Path(frame.f_code.co_filename).resolve())
-    return any(name.startswith(root + "/") for root in roots)
+    return Path(name).name not in NOT_COUNTED and any(name.startswith(root + "/") for root in roots)
