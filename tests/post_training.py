@@ -25,6 +25,8 @@ from forkserver import run_script
 from script_modules import load_script
 from transformers import LogitsProcessor, LogitsProcessorList
 
+from tests.support.recipes import stderr_tail
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SUB_QUERIES = [
@@ -126,7 +128,7 @@ def run_recipe(name: str, *args: str, expect: int = 0, timeout: int = 1200):
         timeout=timeout,
     )
     assert proc.returncode == expect, (
-        f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+        f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{stderr_tail(proc.stderr)}"
     )
     return proc
 

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from forkserver import run_script
 
+from tests.support.recipes import stderr_tail
+
 REPO = Path(__file__).resolve().parents[1]
 COLLECT = ["recipes/collect_rollouts.py", "--config", "recipes/configs/collect_minibench_offline.yaml"]
 LOAD_SMOLLM2 = "from executor_sft.llm.offline import load_offline; load_offline('offline:smollm2')"
@@ -43,10 +45,10 @@ def collect(cache: Path, index: Path, out: Path, **more: str) -> subprocess.Comp
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     assert "Traceback" not in proc.stderr
     lines = [s for s in proc.stderr.splitlines() if s.startswith("error:")]
-    assert len(lines) == 1, proc.stderr[-3000:]
+    assert len(lines) == 1, stderr_tail(proc.stderr)
     return lines[0]
 
 
@@ -105,14 +107,14 @@ def test_a_read_only_cache_holding_a_complete_entry_just_works(tmp_path, smollm2
         proc = subprocess.run(
             [sys.executable, "-c", LOAD_SMOLLM2], cwd=REPO, env=env(target), capture_output=True, text=True
         )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
 
 
 def test_a_cache_that_is_a_file_is_one_line_before_anything_is_written(tmp_path, minibench_bm25_dir):
     cache = tmp_path / "cache"
     cache.write_text("not a folder\n")
     proc = collect(cache, minibench_bm25_dir, tmp_path / "out")
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, stderr_tail(proc.stderr)
     what = f"{cache}: the cache (EXECUTOR_SFT_CACHE) is a file; point EXECUTOR_SFT_CACHE at a folder"
     assert proc.stderr.splitlines() == [  # the preflight's line for each model the cache would hold
         f"error: recipes/configs/collect_minibench_offline.yaml: models.{role}.model: {what}"

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from slow import launches
 
+from tests.support.recipes import stderr_tail
+
 ROOT = Path(__file__).resolve().parents[1]
 
 COMMANDS = {
@@ -44,9 +46,9 @@ def test_ctrl_c_in_the_first_seconds_is_one_line(recipe, after_s, tmp_path):
     time.sleep(after_s)
     os.killpg(proc.pid, signal.SIGINT)
     _, stderr = proc.communicate(timeout=300)
-    assert "Traceback" not in stderr, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr_tail(stderr)
     if proc.returncode == 0:
         pytest.skip(f"{recipe} finished within {after_s} s, before the signal")
-    assert proc.returncode in (130, -signal.SIGINT), stderr[-3000:]
+    assert proc.returncode in (130, -signal.SIGINT), stderr_tail(stderr)
     if proc.returncode == 130:
-        assert stderr.strip().splitlines()[-1].startswith("interrupted: "), stderr[-3000:]
+        assert stderr.strip().splitlines()[-1].startswith("interrupted: "), stderr_tail(stderr)

@@ -12,6 +12,8 @@ import pytest
 from forkserver import run_script
 from script_modules import load_script
 
+from tests.support.recipes import stderr_tail
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted((REPO / "recipes").glob("*.py"))
 TRL_RECIPES = {
@@ -34,7 +36,7 @@ def _help(recipe: Path) -> str:
     proc = run_script(
         [sys.executable, str(recipe), "--help"], capture_output=True, text=True, timeout=300, cwd=REPO
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     return proc.stdout
 
 

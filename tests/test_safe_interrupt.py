@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from executor_sft.safe_interrupt import interrupts_at_safe_points, unsafe_to_raise
+from tests.support.recipes import stderr_tail
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,7 +121,7 @@ def test_ctrl_c_in_a_compiled_extensions_start_is_raised_after_it(install, outco
     script.write_text(CTRL_C_IN_AN_EXTENSIONS_START.format(install=install))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
-    assert outcome in proc.stdout + proc.stderr, proc.stdout + proc.stderr[-2000:]
+    assert outcome in proc.stdout + proc.stderr, proc.stdout + stderr_tail(proc.stderr)
 
 
 def test_a_second_ctrl_c_in_an_extensions_start_acts_at_once(tmp_path):
@@ -140,7 +141,7 @@ def test_a_second_ctrl_c_in_an_extensions_start_acts_at_once(tmp_path):
     started = time.monotonic()
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
     assert time.monotonic() - started < 2.5  # not the 3 s the finder would go on for
-    assert "PanicException" in proc.stderr, proc.stdout + proc.stderr[-2000:]  # raised where it landed
+    assert "PanicException" in proc.stderr, proc.stdout + stderr_tail(proc.stderr)  # raised where it landed
 
 
 def test_a_second_ctrl_c_in_a_del_waits_too(monkeypatch):

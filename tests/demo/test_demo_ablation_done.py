@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from forkserver import run_script
 
+from tests.support.recipes import stderr_tail
+
 REPO = Path(__file__).resolve().parents[2]
 FIX = "delete it to redo this unit, or restore it (git checkout -- FILE)"
 
@@ -49,7 +51,7 @@ def test_a_damaged_done_file_is_one_line(tmp_path, case):
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"},
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == f"error: {done}: {what}; {FIX}"
     assert [s for s in proc.stderr.splitlines() if s.startswith("error:")] == [

@@ -14,6 +14,7 @@ from script_modules import load_script
 
 from executor_sft.files import read_jsonl
 from executor_sft.synthetic.world import load_world
+from tests.support.recipes import stderr_tail
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "data"
@@ -73,7 +74,7 @@ def test_the_command_prints_and_writes_both_tables_and_skips_an_unfinished_varia
     results = tmp_path / "namesakes.md"
     cmd = [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--seeds", "0", "--variants", "c", "a"]
     proc = subprocess.run([*cmd, "--results", str(results)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     assert "seed 0 (a): no evaluation in" in proc.stderr
     assert results.read_text(encoding="utf-8") == proc.stdout
     lines = proc.stdout.splitlines()

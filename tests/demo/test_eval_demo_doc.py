@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from tests.support.paths import REPO_ROOT
+from tests.support.recipes import stderr_tail
 
 COMMAND = "python -m executor_sft.demos.eval_demo --out runs/eval-demo --questions 60"
 SECTION = "## Example: a sweep on the synthetic world (offline, reproducible)"
@@ -70,7 +71,7 @@ def test_every_figure_of_the_eval_demo_tables_is_what_the_run_prints(tmp_path):
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"},
         capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     run = {row["cell"]: row for row in _table(proc.stdout)}
     assert "60 test\nquestions, k = 1" in section
     assert figure_problems("docs/eval.md", _table(section), run) == []

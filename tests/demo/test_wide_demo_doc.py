@@ -13,6 +13,7 @@ import pytest
 
 from executor_sft.demos.wide_demo import WORLD
 from tests.support.paths import REPO_ROOT
+from tests.support.recipes import stderr_tail
 
 PAGE = REPO_ROOT / "docs" / "wide.md"
 COMMAND = "python -m executor_sft.demos.wide_demo --out runs/wide-demo"
@@ -54,7 +55,7 @@ def run(tmp_path_factory) -> tuple[str, object]:
         [sys.executable, *COMMAND.split()[1:], "--no_progress"],
         cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     return proc.stdout, cwd / "runs" / "wide-demo"
 
 

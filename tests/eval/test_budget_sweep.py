@@ -13,6 +13,7 @@ from forkserver import run_script
 
 from executor_sft.eval.budget_sweep import BudgetSweepConfig, load_rows
 from executor_sft.synthetic import write_world
+from tests.support.recipes import stderr_tail
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "recipes" / "configs" / "sweep_width_synthetic.yaml"
@@ -32,7 +33,7 @@ def test_width_sweep_config_writes_its_table_and_plot(tmp_path):
         tmp_path / "runs" / "wide" / "world", 7, 300, 120, wide_share=0.15
     )  # the path the config names
     proc = _recipe(tmp_path, "--config", str(CONFIG))
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     out = tmp_path / "runs" / "wide" / "width"
     rows = load_rows(out / "budget_sweep.json")
     assert [r.budgets for r in rows] == [{"P": p, "T": 3, "K": 3} for p in (1, 2, 4, 8, 10)]

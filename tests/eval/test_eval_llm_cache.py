@@ -10,6 +10,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.recipes import stderr_tail
+
 ROOT = Path(__file__).resolve().parents[2]
 WORLD = ROOT / "data" / "world"
 MARK = "from the cache"
@@ -38,7 +40,7 @@ def _evaluate(config: Path, *extra: str) -> None:
         [sys.executable, "recipes/evaluate.py", "--config", str(config), "--no_progress", *extra],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 0, stderr_tail(done.stderr)
 
 
 def _answers(out: Path) -> dict[str, str]:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.recipes import stderr_tail
+
 ROOT = Path(__file__).resolve().parents[2]
 WORLD = ROOT / "data" / "world"
 SCRIPTED = "executor_sft.synthetic.backend:scripted"
@@ -48,12 +50,12 @@ def _evaluate(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_flag_evaluates_refusal_names_is_one_evaluate_takes(tmp_path):
     first = _evaluate("--config", str(_config(tmp_path, "teacher")))
-    assert first.returncode == 0, first.stderr[-2000:]
+    assert first.returncode == 0, stderr_tail(first.stderr)
     other = str(_config(tmp_path, "student"))
     refused = _evaluate("--config", other)
-    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, stderr_tail(refused.stderr)
     line = refused.stderr.strip().splitlines()[-1]
     assert line.startswith("error: ") and "different system" in line and "--accept_system_change" in line
     accepted = _evaluate("--config", other, "--accept_system_change")
-    assert accepted.returncode == 0, accepted.stderr[-2000:]
+    assert accepted.returncode == 0, stderr_tail(accepted.stderr)
     assert "episodes.system.json" in {p.name for p in (tmp_path / "eval").iterdir()}

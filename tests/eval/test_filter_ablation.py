@@ -15,6 +15,7 @@ from one_line import one_error_line
 from executor_sft.errors import ConfigError
 from executor_sft.eval.ablation import equal_steps, load_ablation_config, run_ablation
 from executor_sft.filters import FilterConfig, filter_episodes, iter_episodes_by_id
+from tests.support.recipes import stderr_tail
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "filter_ablation.py"
@@ -123,7 +124,7 @@ def _lines(path: Path) -> list[dict]:
 def test_the_default_trains_every_variant_the_same_steps_evaluates_and_resumes(tmp_path):
     out = tmp_path / "ablation"
     proc = _run(DEFAULT, out, "--no_progress", timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     config = yaml.safe_load(DEFAULT.read_text(encoding="utf-8"))
     saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert [v["variant"] for v in saved["variants"]] == [v["name"] for v in config["variants"]]
@@ -154,10 +155,10 @@ def test_the_default_trains_every_variant_the_same_steps_evaluates_and_resumes(t
         v: (out / v / "model" / "model.safetensors").stat().st_mtime_ns for v in ("strata", "all_correct")
     }
     again = _run(DEFAULT, out, "--no_progress")
-    assert again.returncode == 0 and again.stderr.count("finished before") == 2, again.stderr[-3000:]
+    assert again.returncode == 0 and again.stderr.count("finished before") == 2, stderr_tail(again.stderr)
     assert json.loads((out / "results.json").read_text(encoding="utf-8")) == saved
     (out / names[-1] / "done.json").unlink()
     third = _run(DEFAULT, out, "--no_progress", timeout=1800)
-    assert third.returncode == 0 and third.stderr.count("finished before") == 1, third.stderr[-3000:]
+    assert third.returncode == 0 and third.stderr.count("finished before") == 1, stderr_tail(third.stderr)
     assert (out / names[-1] / "done.json").is_file()
     assert {v: (out / v / "model" / "model.safetensors").stat().st_mtime_ns for v in weights} == weights

@@ -22,6 +22,7 @@ from forkserver import run_script
 from one_line import one_error_line
 
 from tests.support.disks import remount, small_tmpfs
+from tests.support.recipes import stderr_tail
 
 REPO = Path(__file__).resolve().parents[2]
 ROLLOUTS = REPO / "data" / "rollouts.jsonl"
@@ -167,7 +168,7 @@ def test_sigterm_mid_write_leaves_no_temporary_file(tmp_path: Path, previous: by
         assert (out / "sft.jsonl").read_bytes() == previous
     # and the output is whole after a run that is not interrupted
     done = run_filter(big, out / "sft.jsonl", out / "report.json")
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, stderr_tail(done.stderr)
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert report["totals"]["episodes"] == 60 * 36
     assert (out / "sft.jsonl").read_text(encoding="utf-8").count("\n") == report["totals"]["rows"]

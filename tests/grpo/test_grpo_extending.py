@@ -19,6 +19,7 @@ from post_training import NUM_GENERATIONS, ROOT, SUB_QUERIES, Script, install_sc
 from executor_sft.grpo import build_grpo_trainer, clp_reward, to_dataset
 from executor_sft.grpo.data import build_prompt
 from tests.support.docs import doc_block, write_doc_module
+from tests.support.recipes import stderr_tail
 
 CPU_RUN = """
 retriever: {{k: 1}}
@@ -142,7 +143,7 @@ def test_bad_reward_is_one_line_before_any_model_loads(args, message, tmp_path):
         "--bf16", "false", "--use_vllm", "false", "--use_cpu", "true",
         *args,
     )  # fmt: skip
-    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     assert "Traceback" not in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and message in errors[0], proc.stderr[-2000:]
+    assert len(errors) == 1 and message in errors[0], stderr_tail(proc.stderr)

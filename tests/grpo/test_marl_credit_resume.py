@@ -17,6 +17,7 @@ from forkserver import run_script
 from executor_sft.grpo.marl_train import load_questions
 from executor_sft.training.checkpoints import checkpoint_problems
 from tests.support.paths import REPO_ROOT
+from tests.support.recipes import stderr_tail
 
 pytestmark = pytest.mark.slow  # four launches of a TRL script, one of them to its first checkpoint
 
@@ -74,7 +75,7 @@ def runs(tiny_checkpoint, tmp_path_factory):
     other_lr = run_script(_command(tiny_checkpoint, work, **{"--lr": "1e-4"}), env=env, timeout=300)
     after_refusal = {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()}
     resumed = run_script(_command(tiny_checkpoint, work), env=env, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert resumed.returncode == 0, stderr_tail(resumed.stderr)
     return {
         "work": work,
         "checkpoint": checkpoint,
@@ -102,7 +103,7 @@ def test_a_killed_arm_resumes_at_its_checkpoint_with_the_episode_log_of_both_pro
 
 def test_report_only_writes_the_steps_of_an_arm_still_training_without_loading_a_model(runs):
     proc = runs["report"]
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     assert "Loading weights" not in proc.stdout + proc.stderr
     md = runs["report_md"]
     assert "- shared: still training; its steps so far are those its `checkpoint-1` logged (of 2)" in md
@@ -111,7 +112,7 @@ def test_report_only_writes_the_steps_of_an_arm_still_training_without_loading_a
 
 def test_a_rerun_with_other_settings_is_refused_in_one_line_before_any_model_loads(runs):
     proc = runs["other_lr"]
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert (
@@ -125,7 +126,7 @@ def test_a_rerun_with_other_settings_is_refused_in_one_line_before_any_model_loa
 def test_a_finished_arm_made_with_other_settings_is_refused_too(runs, tiny_checkpoint):
     """Its cached result would otherwise stand for a run these settings never made."""
     proc = run_script(_command(tiny_checkpoint, runs["work"], **{"--max_turns": "3"}), timeout=300)
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     out = runs["work"] / "out" / "shared"
     assert proc.stderr.strip() == (
         f"error: {out}: the shared arm was trained with other settings than this command: "
@@ -145,7 +146,7 @@ def test_a_finished_arm_is_evaluated_on_the_heldout_questions_it_lacks_not_train
     model = runs["work"] / "out" / "shared" / "model.safetensors"
     before = model.stat().st_mtime_ns
     proc = run_script(_command(tiny_checkpoint, runs["work"], **{"--heldout_deep": "2"}), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     assert "arm shared: evaluating its model on 2 held-out questions" in proc.stdout
     deep = json.loads(path.read_text())["heldout"]
     assert [q["format"] for q in deep["per_question"]] == ["text", "text"]
@@ -154,7 +155,7 @@ def test_a_finished_arm_is_evaluated_on_the_heldout_questions_it_lacks_not_train
 
     more = {"--heldout_deep": "2", "--heldout_wide": "1"}
     proc = run_script(_command(tiny_checkpoint, runs["work"], **more), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     assert "arm shared: evaluating its model on 1 held-out questions" in proc.stdout
     arm = json.loads(path.read_text())
     held = arm["heldout"]["per_question"]
@@ -176,7 +177,7 @@ def test_a_finished_arm_is_evaluated_on_the_heldout_questions_it_lacks_not_train
     del arm["heldout"]["per_question"][0]["gold_found"], arm["pool_after_found"]
     path.write_text(json.dumps(arm))
     proc = run_script(_command(tiny_checkpoint, runs["work"], **more), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     assert "arm shared: evaluating its model on 1 held-out questions" in proc.stdout
     assert "arm shared: sampling its model on the pool" in proc.stdout
     again = json.loads(path.read_text())
@@ -194,7 +195,7 @@ def test_holding_out_a_question_the_pool_trained_on_is_refused_in_one_line(runs,
     tables = [q for q in questions if q.answer_format == "table"]
     pool = json.loads((work / "screen.json").read_text())["pool"]
     proc = run_script(_command(tiny_checkpoint, work, **{"--heldout_wide": str(len(tables))}), timeout=300)
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     assert proc.stderr.strip() == (
         f"error: {work / 'screen.json'}: the pool holds {pool[1]}, which this command holds out; "
         "hold out fewer table questions (--heldout_wide), or screen a new pool in another --work"
@@ -207,7 +208,7 @@ def test_marl_episodes_writes_each_arms_greedy_episodes_on_the_pool_and_held_out
     command = _command(tiny_checkpoint, runs["work"], **{"--heldout_deep": "1", "--heldout_wide": "1"})
     command[1] = str(REPO_ROOT / "bench" / "marl_episodes.py")
     proc = run_script([*command, "--show", "none", "shared"], timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     md = (runs["work"] / "results" / "marl_credit_episodes.md").read_text()
     pool = json.loads((runs["work"] / "screen.json").read_text())["pool"]
     for arm in ("none", "shared"):

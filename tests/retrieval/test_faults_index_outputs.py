@@ -15,6 +15,7 @@ from one_line import one_error_line
 
 from executor_sft.retrieval import Manifest, load_retriever
 from tests.support.disks import remount, small_tmpfs
+from tests.support.recipes import stderr_tail
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "build_index.py"
 pytestmark = pytest.mark.faults
@@ -48,7 +49,7 @@ def test_a_full_disk_is_one_line_and_the_build_completes_once_there_is_room(tmp_
         assert not (disk / "idx").exists()
         remount(disk, "size=16m")
         proc = build(corpus, disk / "idx")
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.returncode == 0, stderr_tail(proc.stderr)
         assert Manifest.load(disk / "idx").kinds == ["bm25"]
         (hits,) = load_retriever(disk / "idx", "bm25").search(["passage 1234 about topic 1234"], 1)
         assert hits[0].doc_id == "d1234"
@@ -98,13 +99,13 @@ def test_ctrl_c_during_a_build_is_one_line_and_the_rerun_completes(tmp_path: Pat
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     ended = f"{at_signal}; the recipe ended at {time.monotonic() - start:.1f} s"
-    assert proc.returncode != 0, f"the recipe ran on past Ctrl-C ({ended}):\n{stderr[-3000:]}"
-    assert proc.returncode == 130, stderr[-3000:]
-    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
-    assert [line for line in stderr.splitlines() if line.startswith("interrupted:")], stderr[-3000:]
+    assert proc.returncode != 0, f"the recipe ran on past Ctrl-C ({ended}):\n{stderr_tail(stderr)}"
+    assert proc.returncode == 130, stderr_tail(stderr)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr_tail(stderr)
+    assert [line for line in stderr.splitlines() if line.startswith("interrupted:")], stderr_tail(stderr)
     assert not (output / "manifest.json").exists()
     again = build(corpus, output)
-    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.returncode == 0, stderr_tail(again.stderr)
     assert load_retriever(output, "bm25").search(["passage 12"], 1)[0][0].doc_id == "d12"
 
 

@@ -20,6 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 from forkserver import run_script
 
+from tests.support.recipes import stderr_tail
+
 REPO = Path(__file__).resolve().parents[2]
 GOOD = b'{"id": "q1", "question": "Who founded Velmora?", "golden_answers": ["Ada Krell"]}\n'
 
@@ -89,7 +91,7 @@ def test_bad_questions_file_is_one_line_before_any_model_loads(
     config = _write_config(tmp_path, questions, recipe)
     config_bytes = config.read_bytes()
     proc = _run(recipe, config)
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     lines = proc.stderr.strip().splitlines()
     assert "Traceback" not in proc.stderr and all(s.startswith("error: ") for s in lines), proc.stderr
     mine = [s for s in lines if f"{questions}{expected}" in s]

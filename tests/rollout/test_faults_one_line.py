@@ -21,6 +21,8 @@ from fault_helpers import (
     write_collect_config,
 )
 
+from tests.support.recipes import stderr_tail
+
 pytestmark = pytest.mark.faults
 NOWHERE = {
     role: {
@@ -37,7 +39,7 @@ SFT_ROW = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", 
 def _refused(proc, *expected: str) -> str:
     """The one line naming the bad input; the others (every problem has its line) are the
     preflight's about the endpoints nothing listens on."""
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     assert "Traceback" not in proc.stderr
     found = error_lines(proc.stderr)
     matching = [s for s in found if all(text in s for text in expected)]

@@ -24,6 +24,8 @@ from fault_helpers import (
     write_collect_config,
 )
 
+from tests.support.recipes import stderr_tail
+
 N = 6
 pytestmark = pytest.mark.faults
 
@@ -34,7 +36,7 @@ def _inputs(*paths: Path) -> dict[Path, bytes]:
 
 def _check_unfinished(proc: subprocess.CompletedProcess, rollouts: Path) -> list[dict]:
     """The run that met the fault: exit 1, one line naming what is left; what it stored is clean."""
-    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.returncode == 1, stderr_tail(proc.stderr)
     (line,) = error_lines(proc.stderr)
     stored = lines(rollouts)
     assert f"{rollouts}: {N - len(stored)} episodes unfinished" in line
@@ -82,7 +84,7 @@ def test_backbone_outage_mid_run_then_a_resume_finishes_every_episode(world, wor
 
         control.down.clear()
         second = _collect(config)
-        assert second.returncode == 0, second.stderr[-3000:]
+        assert second.returncode == 0, stderr_tail(second.stderr)
         assert error_lines(second.stderr) == []
         assert_complete(rollouts, N)
     assert _inputs(*inputs) == inputs
@@ -115,7 +117,7 @@ def test_retrieval_server_stopped_mid_run_then_a_resume_finishes_every_episode(
             second = _collect(config)
         finally:
             back.stop()
-        assert second.returncode == 0, second.stderr[-3000:]
+        assert second.returncode == 0, stderr_tail(second.stderr)
         assert_complete(rollouts, N)
     assert _inputs(*inputs) == inputs
 
@@ -158,6 +160,6 @@ def test_request_cache_disk_full_stores_no_error_and_a_resume_with_space_finishe
 
         filler.unlink()  # another process frees the disk
         second = _collect(config)
-        assert second.returncode == 0, second.stderr[-3000:]
+        assert second.returncode == 0, stderr_tail(second.stderr)
         assert_complete(rollouts, N)
     assert _inputs(*inputs) == inputs

@@ -19,6 +19,7 @@ from executor_sft.agents.tools import MAX_DOC_ID_CHARS, OPEN_DOCUMENT_TOOL_NAME
 from executor_sft.llm.base import ChatResult
 from executor_sft.retrieval import RemoteRetriever, RetrievalError, RetrievalRefused
 from executor_sft.schema import TokenUsage
+from tests.support.recipes import stderr_tail
 
 pytestmark = pytest.mark.faults
 N = 4
@@ -45,7 +46,7 @@ def test_a_400_for_one_episode_is_stored_once_and_never_retried(world, world_dir
             tmp_path / "cfg.yaml", world_dir, endpoints.models(), retriever, limit=N
         )
         first = run_recipe("collect_rollouts.py", "--config", str(config), timeout=180)
-        assert first.returncode == 0, first.stderr[-3000:]
+        assert first.returncode == 0, stderr_tail(first.stderr)
         assert error_lines(first.stderr) == [] and "Traceback" not in first.stderr
         episodes = {e["question"]["id"]: e for e in lines(tmp_path / "out" / "rollouts.jsonl")}
         assert len(episodes) == N
@@ -57,7 +58,7 @@ def test_a_400_for_one_episode_is_stored_once_and_never_retried(world, world_dir
         assert lines(tmp_path / "out" / "rollouts.attempts.jsonl") == []
 
         again = run_recipe("collect_rollouts.py", "--config", str(config), timeout=180)
-        assert again.returncode == 0, again.stderr[-3000:]
+        assert again.returncode == 0, stderr_tail(again.stderr)
         assert f"wrote 0 episodes to {tmp_path / 'out' / 'rollouts.jsonl'}" in again.stdout
         assert endpoints.control.served["backbone:400"] == 1  # nor across runs
 

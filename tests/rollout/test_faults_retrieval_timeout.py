@@ -25,6 +25,7 @@ from executor_sft.agents.tools import OPEN_DOCUMENT_TOOL_NAME
 from executor_sft.llm.base import ChatResult
 from executor_sft.schema import TokenUsage
 from executor_sft.synthetic.scripted_executor import ScriptedTeacherExecutor
+from tests.support.recipes import stderr_tail
 
 pytestmark = pytest.mark.faults
 N = 4
@@ -78,7 +79,7 @@ def test_one_slow_documents_answer_is_retried_within_the_call(served, tmp_path):
     retrieval, config = served
     retrieval.documents_delays = [3 * TIMEOUT_S]  # the first lookup times out, its retry does not
     proc = _collect(config)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     episodes = assert_complete(tmp_path / "out" / "rollouts.jsonl", N)  # no run finished "error"
     opened = [r for e in episodes for r in e["runs"] if r["role"] == "teacher"]
     assert opened and all(r["messages"][3]["tool_call_id"] == "call_open" for r in opened)
@@ -92,7 +93,7 @@ def test_documents_slow_on_every_attempt_leave_the_episodes_to_a_resume(served, 
     retrieval.documents_delays = [3 * TIMEOUT_S] * 1000
     first = _collect(config)
     rollouts = tmp_path / "out" / "rollouts.jsonl"
-    assert first.returncode == 1, first.stderr[-3000:]
+    assert first.returncode == 1, stderr_tail(first.stderr)
     (line,) = error_lines(first.stderr)
     assert f"{N - len(lines(rollouts))} episodes unfinished" in line and "ReadTimeout" in line
     assert "run the same command again to resume" in line
@@ -103,6 +104,6 @@ def test_documents_slow_on_every_attempt_leave_the_episodes_to_a_resume(served, 
 
     retrieval.documents_delays.clear()
     second = _collect(config)
-    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.returncode == 0, stderr_tail(second.stderr)
     assert error_lines(second.stderr) == []
     assert_complete(rollouts, N)

@@ -24,6 +24,8 @@ from fault_helpers import (
     write_collect_config,
 )
 
+from tests.support.recipes import stderr_tail
+
 pytestmark = pytest.mark.faults
 N = 6
 
@@ -70,7 +72,7 @@ def test_sigterm_says_what_was_kept_and_the_rerun_finishes(served, world_dir, tm
     assert f"finished episodes are kept in {rollouts}; run the same command again to resume" in line
     endpoints.control.delay_s = 0.0
     again = run_recipe("collect_rollouts.py", "--config", str(config), timeout=180)
-    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.returncode == 0, stderr_tail(again.stderr)
     assert_complete(rollouts, 2 * N)
 
 
@@ -90,18 +92,18 @@ def test_ctrl_c_in_collect_keeps_what_finished_and_says_how_to_resume(served, wo
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, stderr[-3000:]
+    assert proc.returncode == 130, stderr_tail(stderr)
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     kept = lines(rollouts)
     (line,) = [s for s in stderr.splitlines() if s.startswith("interrupted:")]
     assert line == (
         f"interrupted: {len(kept)} finished episodes are kept in {rollouts}; run the same command again to resume"
     )
-    assert 1 <= len(kept) < N, f"kept {len(kept)}; {stderr[-2000:]}"
+    assert 1 <= len(kept) < N, f"kept {len(kept)}; {stderr_tail(stderr)}"
     assert assert_complete(rollouts, len(kept))
     endpoints.control.delay_s, endpoints.control.then_delay = 0.0, None
     again = run_recipe("collect_rollouts.py", "--config", str(config), timeout=180)
-    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.returncode == 0, stderr_tail(again.stderr)
     assert_complete(rollouts, N)
     assert (world_dir / "questions.jsonl").read_bytes() == questions
 
@@ -133,11 +135,11 @@ def test_ctrl_c_in_evaluate_keeps_what_finished_and_says_how_to_resume(served, w
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, stderr[-3000:]
+    assert proc.returncode == 130, stderr_tail(stderr)
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     kept = lines(episodes)
     assert f"interrupted: {len(kept)} finished episodes are kept in {episodes}; run the same" in stderr
     endpoints.control.delay_s, endpoints.control.then_delay = 0.0, None
     again = run_recipe("evaluate.py", "--config", str(path), "--no_progress", timeout=180)
-    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.returncode == 0, stderr_tail(again.stderr)
     assert_complete(episodes, N)

@@ -16,6 +16,8 @@ import yaml
 from fault_helpers import served_models
 from forkserver import run_script
 
+from tests.support.recipes import stderr_tail
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -39,7 +41,7 @@ def test_a_hand_edited_episode_is_its_file_line_on_resume(world_dir, scripted_en
         "concurrency": 2,
     }
     done = collect(config, tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, stderr_tail(done.stderr)
     rollouts = tmp_path / "out" / "rollouts.jsonl"
     first, *rest = rollouts.read_text(encoding="utf-8").splitlines(keepends=True)
     episode = json.loads(first)
@@ -50,7 +52,7 @@ def test_a_hand_edited_episode_is_its_file_line_on_resume(world_dir, scripted_en
 
     config["questions"]["limit"] = 3
     proc = collect(config, tmp_path)
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     assert "Traceback" not in proc.stderr and "loading model" not in proc.stderr
     (line,) = [s for s in proc.stderr.splitlines() if s.startswith("error:")]
     assert line.startswith(f"error: {rollouts}:1: not an episode as collection writes it (field '"), line

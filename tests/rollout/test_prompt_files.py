@@ -19,6 +19,7 @@ from fault_helpers import served_models
 from forkserver import run_script
 
 from executor_sft.agents.prompting import packaged_prompt
+from tests.support.recipes import stderr_tail
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,7 +35,7 @@ def run(recipe: str, config: dict, tmp_path: Path, name: str):
 
 
 def refused_for(proc, stored: Path, prompt: str, old: str, new: str) -> None:
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     assert "Traceback" not in proc.stderr
     (line,) = [s for s in proc.stderr.splitlines() if s.startswith("error:")]
     assert line.startswith(
@@ -61,7 +62,7 @@ def edit_between_run_and_resume(recipe: str, config: dict, tmp_path: Path, name:
     run it again: refused, `stored` untouched. Returns what the first run stored."""
     first = digest(tmp_path / f"{name}.md")
     done = run(recipe, config, tmp_path, "config.yaml")
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, stderr_tail(done.stderr)
     before = stored.read_bytes()
     prompt_file(tmp_path, name, "Answer in one word.\n")
     questions = config["questions"] if isinstance(config["questions"], dict) else config["questions"][0]
@@ -96,7 +97,7 @@ def test_collect_refuses_a_resume_after_its_executor_prompt_file_changed(
 
     prompt_file(tmp_path, "executor_native")  # the edit undone
     resumed = run("collect_rollouts.py", config, tmp_path, "config.yaml")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert resumed.returncode == 0, stderr_tail(resumed.stderr)
     assert rollouts.read_bytes().startswith(before) and len(rollouts.read_bytes()) > len(before)
 
 

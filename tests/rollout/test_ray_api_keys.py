@@ -25,6 +25,7 @@ from fault_helpers import served_models
 from executor_sft.llm.server import BackgroundServer, create_app
 from executor_sft.retrieval.build import build_index
 from executor_sft.synthetic import scripted_models
+from tests.support.recipes import stderr_tail
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -83,7 +84,7 @@ def test_a_key_only_in_the_drivers_shell_reaches_the_actors_and_no_file(
             [sys.executable, "recipes/collect_rollouts.py", "--config", str(path)],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     episodes = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
     assert len(episodes) == 3 and all(e["stop_reason"] != "error" for e in episodes)
     assert KEY not in proc.stdout + proc.stderr

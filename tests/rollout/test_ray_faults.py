@@ -26,6 +26,7 @@ pytest.importorskip("ray")
 from forkserver import run_script
 
 from tests.support.ray_cluster import BackgroundCollection, world_models, world_retriever  # noqa: E402
+from tests.support.recipes import stderr_tail
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = {"noise": 0.2, "teacher_extra_search_rate": 0.3}
@@ -125,7 +126,7 @@ output_dir: {tmp_path / "out"}
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert time.monotonic() - start < 30
-    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     lines = proc.stderr.strip().splitlines()
     assert lines[-1].startswith("error: ray.address 127.0.0.1:") and "nothing answers there" in lines[-1]
     assert "Traceback" not in proc.stderr

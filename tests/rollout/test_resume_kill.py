@@ -14,6 +14,8 @@ from collections import defaultdict
 import pytest
 from forkserver import run_script
 
+from tests.support.recipes import stderr_tail
+
 QUESTIONS, SAMPLES = 12, 2
 
 COLLECTOR = textwrap.dedent(
@@ -88,7 +90,7 @@ def test_sigkill_at_several_points_then_resume(world_dir, tmp_path):
         assert kill_after <= complete_lines(rollouts) < total, "the kill must land mid-collection"
 
     done = run_script(cmd, capture_output=True, text=True, timeout=180, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, stderr_tail(done.stderr)
     written, skipped, failed = map(int, done.stdout.split("DONE")[1].split())
     assert failed == 0 and written + skipped == total and skipped >= 12
 

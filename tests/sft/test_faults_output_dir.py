@@ -18,6 +18,7 @@ from rowgen import make_rows, write_jsonl
 
 from executor_sft.training.output_dir import MARKER
 from tests.support.disks import remount, small_tmpfs
+from tests.support.recipes import stderr_tail
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # every test launches the SFT recipe (tests/slow.py)
@@ -83,8 +84,8 @@ def test_a_full_disk_while_saving_is_one_line_then_a_clean_rerun_finishes(tmp_pa
         assert (out / MARKER).is_file()
         remount(disk, "size=64m")
         again = run_sft(data_file, out, "--fresh", "true")
-        assert again.returncode == 0, again.stderr[-3000:]
+        assert again.returncode == 0, stderr_tail(again.stderr)
         assert "[executor_sft] trained offline:tiny-qwen3 on 8 rows" in again.stdout
         relaunch = run_sft(data_file, out)
-        assert relaunch.returncode == 0, relaunch.stderr[-3000:]
+        assert relaunch.returncode == 0, stderr_tail(relaunch.stderr)
         assert f"{out} already holds a finished run (step 1" in relaunch.stdout

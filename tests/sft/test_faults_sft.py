@@ -17,6 +17,8 @@ import pytest
 from forkserver import run_script
 from rowgen import make_rows, write_jsonl
 
+from tests.support.recipes import stderr_tail
+
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +78,7 @@ def data(tmp_path_factory) -> Path:
 def uninterrupted(tmp_path_factory, data) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("whole") / "out"
     proc = _run(data, out)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     return out, proc.stdout
 
 
@@ -142,7 +144,7 @@ def test_sigkill_mid_save_relaunch_skips_the_checkpoint_and_reports_the_whole_ru
     assert (out / "checkpoint-2" / "trainer_state.json").is_file()
 
     again = _run(data, out)
-    assert again.returncode == 0, again.stderr[-4000:]
+    assert again.returncode == 0, stderr_tail(again.stderr)
     assert re.search(
         rf"skipping incomplete checkpoint {re.escape(str(out))}/checkpoint-4 \(missing or damaged: {left_out}\)",
         again.stderr,
@@ -163,11 +165,11 @@ def test_resume_with_other_data_and_learning_rate_is_refused_unless_accepted(tmp
     other = write_jsonl(tmp_path / "other.jsonl", make_rows(8, seed=50, passage_words=5))
     out = tmp_path / "out"
     first = _run(data, out, "--max_steps", "2")
-    assert first.returncode == 0, first.stderr[-4000:]
+    assert first.returncode == 0, stderr_tail(first.stderr)
     before = _tree(out)
 
     refused = _run(other, out, "--learning_rate", "1e-3")
-    assert refused.returncode == 2, refused.stderr[-4000:]
+    assert refused.returncode == 2, stderr_tail(refused.stderr)
     line = refused.stderr.strip()
     assert "\n" not in line and line.startswith(f"error: {out}/checkpoint-2: was trained with other settings")
     assert "data (8 rows sha256:" in line and "learning_rate (0.003 -> 0.001)" in line
@@ -175,7 +177,7 @@ def test_resume_with_other_data_and_learning_rate_is_refused_unless_accepted(tmp
     assert _tree(out) == before, "a refused resume must leave output_dir as it was"
 
     accepted = _run(other, out, "--learning_rate", "1e-3", "--resume_with_changes", "true")
-    assert accepted.returncode == 0, accepted.stderr[-4000:]
+    assert accepted.returncode == 0, stderr_tail(accepted.stderr)
     assert f"resuming {out}/checkpoint-2 with changed settings: data (" in accepted.stderr
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
     card = (out / "README.md").read_text()

@@ -18,6 +18,7 @@ import pytest
 from rowgen import make_rows, write_jsonl
 
 from executor_sft.training.run_record import RUN_RECORD
+from tests.support.recipes import stderr_tail
 
 REPO = Path(__file__).resolve().parents[2]
 LOSS_ATOL = 1e-4  # fp32; the only difference is the order of float additions (gloo all-reduce)
@@ -55,7 +56,7 @@ def _launch(tmp_path: Path, data: Path, name: str, processes: int, batch: int) -
         # 1 of 5 CI runs, during or after the first step. One fresh retry; a second abort fails.
         shutil.rmtree(out, ignore_errors=True)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     card = (out / "README.md").read_text()
     assert f'"processes": {processes}' in card, "the run did not use the requested processes"
     history = json.loads((out / "trainer_state.json").read_text())["log_history"]

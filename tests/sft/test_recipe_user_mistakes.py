@@ -16,6 +16,8 @@ import pytest
 from one_line import one_error_line
 from slow import launches
 
+from tests.support.recipes import stderr_tail
+
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "recipes" / "sft_executor.py")
 TINY = ["--model_name_or_path", "offline:tiny-qwen3", "--max_length", "4096", "--disable_tqdm", "true"]
@@ -86,7 +88,7 @@ def test_the_deepspeed_row_on_a_cpu_machine_is_one_line_from_one_process(tmp_pat
     assert ours == [
         "error: accelerate launch: the launch asks for 8 GPU processes with DeepSpeed and this machine has "
         "0 GPUs; on a CPU machine drop --config_file (one process), or pass --num_processes to match the GPUs"
-    ], proc.stderr[-3000:]
+    ], stderr_tail(proc.stderr)
     assert proc.returncode != 0 and not (tmp_path / "out").exists()
 
 
@@ -138,7 +140,7 @@ def test_ctrl_c_while_training_saves_a_checkpoint_that_the_same_command_resumes(
         assert status == 130 and "Traceback" not in output, output[-3000:]
     assert not (out / "model.safetensors").exists()  # not a finished run
     resumed = _run([*args, "--max_steps", str(step + 1)], REPO)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert resumed.returncode == 0, stderr_tail(resumed.stderr)
     assert f"resuming from {out}/checkpoint-{step}" in resumed.stderr
 
 

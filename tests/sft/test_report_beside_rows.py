@@ -23,6 +23,7 @@ from script_modules import load_script
 from executor_sft.sft import train
 from executor_sft.sft.data import find_composition_report
 from tests.support.paths import REPO_ROOT
+from tests.support.recipes import stderr_tail
 
 FILTER = "recipes/filter_trajectories.py"
 SFT = "recipes/sft_executor.py"
@@ -83,7 +84,7 @@ def test_the_sft_finds_the_report_the_filter_wrote(page, args, sft, tmp_path, mo
         [sys.executable, str(REPO_ROOT / FILTER), *argv],
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     written = json.loads((tmp_path / _flag(args, "--report")).read_text(encoding="utf-8"))
 
     monkeypatch.chdir(tmp_path)

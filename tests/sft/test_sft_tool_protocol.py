@@ -14,6 +14,7 @@ from forkserver import run_script
 from rowgen import make_row, write_jsonl
 
 from executor_sft.sft import RowError, read_sft_jsonl
+from tests.support.recipes import stderr_tail
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -76,7 +77,7 @@ def test_the_recipe_stops_on_shared_call_ids_with_one_line(tmp_path):
          "--dataset_name", str(data), "--output_dir", str(tmp_path / "model"), "--use_cpu", "true"],
         env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )  # fmt: skip
-    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.returncode == 2, stderr_tail(proc.stderr)
     assert proc.stderr.strip() == (
         f"error: {data}:2: field messages[2].tool_calls[1] repeats the id 'call_1': "
         "every call of a turn needs its own id"

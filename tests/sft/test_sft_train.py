@@ -20,6 +20,7 @@ from executor_sft.llm.offline import qwen3_executor_template
 from executor_sft.sft import DEFAULT_SFT_DATA
 from executor_sft.sft.templates import qwen3_training_template
 from executor_sft.sft.train import SFTScriptArguments, train_executor
+from tests.support.recipes import stderr_tail
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -135,7 +136,7 @@ def test_recipe_under_accelerate_deepspeed_zero2_on_cpu(tmp_path, data_file):
         "--max_length", "1024", "--use_cpu", "true", "--disable_tqdm", "true",
     ]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == 0, stderr_tail(proc.stderr)
     assert (tmp_path / "ds" / "checkpoint-2" / "global_step2").is_dir()  # a DeepSpeed (ZeRO) checkpoint
     assert (tmp_path / "ds" / "model.safetensors").exists()
     assert "[executor_sft] trained offline:tiny-qwen3 on 8 rows" in proc.stdout

@@ -21,6 +21,7 @@ from one_line import one_error_line
 from post_training import ROOT, run_recipe
 
 from executor_sft.training.run_record import RUN_RECORD
+from tests.support.recipes import stderr_tail
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +132,7 @@ def test_a_stage_refuses_other_settings_damaged_records_and_a_second_writer_and_
     finally:
         first.send_signal(signal.SIGCONT)
         _, stderr = first.communicate(timeout=600)
-    assert first.returncode == 0, stderr[-3000:]
+    assert first.returncode == 0, stderr_tail(stderr)
     assert not lock.exists()
     # --fresh started over: no checkpoint of the earlier 3-step run is left for a resume to pick
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
