@@ -78,6 +78,13 @@ def _load(path: Path, key: dict) -> dict | None:
     return data if data.get("key") == json.loads(json.dumps(key)) else None
 
 
+def world_options(test_share: float | None = None) -> dict:
+    """`write_world`'s options: `DECOUPLED_WORLD`, with another held-out share where given."""
+    from executor_sft.synthetic import DECOUPLED_WORLD
+
+    return DECOUPLED_WORLD if test_share is None else {**DECOUPLED_WORLD, "test_share": test_share}
+
+
 def seed_config(args, seed: int):
     from executor_sft.demos.demo import load_config
 
@@ -86,8 +93,8 @@ def seed_config(args, seed: int):
         {
             "seed": seed,
             "out": str(Path(args.out) / f"seed{seed}"),
-            "entities": ENTITIES,
-            "questions": QUESTIONS,
+            "entities": getattr(args, "entities", ENTITIES),
+            "questions": getattr(args, "questions", QUESTIONS),
             "teacher_extra_search_rate": 0.0,
             "student_questions": 0,
             "eval_samples": 4,
@@ -97,15 +104,13 @@ def seed_config(args, seed: int):
     )
 
 
-def _key(cfg, drop: tuple[str, ...] = ("out",)) -> dict:
-    from executor_sft.synthetic import DECOUPLED_WORLD
-
-    return {"config": {k: v for k, v in cfg.model_dump().items() if k not in drop}, "world": DECOUPLED_WORLD}
+def _key(cfg, world: dict, drop: tuple[str, ...] = ("out",)) -> dict:
+    return {"config": {k: v for k, v in cfg.model_dump().items() if k not in drop}, "world": world}
 
 
-def _world_key(cfg) -> dict:
+def _world_key(cfg, world: dict) -> dict:
     """The key of what precedes training (world, rollouts, steps): the SFT fit's length is not in it."""
-    return _key(cfg, drop=("out", "max_length"))
+    return _key(cfg, world, drop=("out", "max_length"))
 
 
 def check_whole(rows: list[dict], cfg) -> int:
@@ -128,23 +133,26 @@ def check_whole(rows: list[dict], cfg) -> int:
 # ------------------------------------------------------------------------------------------
 
 
-def prepare(cfg, done_dir: Path) -> dict:
+def prepare(cfg, options: dict, done_dir: Path) -> dict:
     """World, index, rollouts, shortcut probes and the teacher's greedy evaluation (resumable)."""
     from bench.probing.surface import first_searches, shortcut_accuracy
     from executor_sft.demos.demo import collect_demo, evaluate
     from executor_sft.demos.sample_data import ROLLOUTS, bm25_index
-    from executor_sft.synthetic import DECOUPLED_WORLD, ScriptedTeacherExecutor, load_world, write_world
+    from executor_sft.synthetic import ScriptedTeacherExecutor, load_world, write_world
 
     out = Path(cfg.out)
     world_dir = out / "world"
     marker = out / "prepared.json"
-    if _load(marker, _world_key(cfg)) is None or not (out / ROLLOUTS).is_file():
+    if _load(marker, _world_key(cfg, options)) is None or not (out / ROLLOUTS).is_file():
         t = time.perf_counter()
-        world = write_world(world_dir, cfg.seed, cfg.entities, cfg.questions, **DECOUPLED_WORLD)
+        world = write_world(world_dir, cfg.seed, cfg.entities, cfg.questions, **options)
         retriever, index_dir = bm25_index(world_dir / "corpus.jsonl", out / "index")
         episodes = collect_demo(cfg, out, world, retriever, index_dir, False, teacher_double_check=True)
         log(f"seed {cfg.seed}: world, index and {episodes} episodes in {time.perf_counter() - t:.0f}s")
-        _save(marker, {"key": _world_key(cfg), "episodes": episodes, "seconds": time.perf_counter() - t})
+        _save(
+            marker,
+            {"key": _world_key(cfg, options), "episodes": episodes, "seconds": time.perf_counter() - t},
+        )
     world = load_world(world_dir)
     retriever, index_dir = bm25_index(world_dir / "corpus.jsonl", out / "index")
     train_rows, test_rows = (person_rows(world_dir / f"subqueries_{s}.jsonl") for s in ("train", "test"))
@@ -158,7 +166,7 @@ def prepare(cfg, done_dir: Path) -> dict:
             greedy, ScriptedTeacherExecutor(world), retriever, subs, "scripted teacher", teacher_runs, False
         )
     seed_file = {
-        "key": _key(cfg),
+        "key": _key(cfg, options),
         "seed": cfg.seed,
         "world": world.meta.get("stats", {}),
         "shortcuts": shortcut_accuracy(first_train, first_test),
@@ -171,6 +179,7 @@ def prepare(cfg, done_dir: Path) -> dict:
     _save(done_dir / f"seed{cfg.seed}-world.json", seed_file)
     log(f"seed {cfg.seed}: shortcut probes {seed_file['shortcuts']}")
     return {
+        "options": options,
         "world": world,
         "retriever": retriever,
         "subs": subs,
@@ -256,29 +265,54 @@ def row_makeup(rows: list[dict], world_dir: Path, first_train: list) -> dict[str
 def fit_probe(ckpt: Path, rows: list[dict], world_dir: Path, first_train: list) -> dict:
     """Mean P(search again) at the turn-2 prompts of the unit's own trained rows about people, where
     the first results miss and where they hold the gold passage: whether the student fits the
-    decisions it was taught, beside the held-out probe's whether it carries them to new people."""
+    decisions it was taught, beside the held-out probe's whether it carries them to new people.
+    The same rows edited as the edited-prompt probe edits (`edit_first_results`) tell a student that
+    reads the passages from one that recalls each trained sub-query's decision: a reader's
+    P(search again) follows the edit, a recaller's stays."""
     from bench.probing.probe import Turn2Prompt, p_search_each
     from executor_sft.llm.transformers_backend import load_model
+    from executor_sft.synthetic import load_world
 
-    sides, prompts = [], []
+    world = load_world(world_dir)
+    golds = {
+        r["question"]: r["positive_doc_ids"][0] for r in person_rows(world_dir / "subqueries_train.jsonl")
+    }
+    sides, prompts, edits = [], [], []
     for kind, first, row in _rows_about_people(rows, world_dir, first_train):
         second = [i for i, m in enumerate(row["messages"]) if m["role"] == "assistant"][1]
+        messages = row["messages"][:second]
         sides.append(first)
-        prompts.append(Turn2Prompt(kind, row["messages"][:second], row.get("tools")))
+        prompts.append(Turn2Prompt(kind, messages, row.get("tools")))
+        asked = next(m["content"] for m in messages if m["role"] == "user")
+        edit = edit_first_results(world, messages, golds[asked])
+        if edit is not None:
+            edits.append((len(prompts) - 1, edit[0], Turn2Prompt(kind, edit[1], row.get("tools"))))
     model, tokenizer = load_model(str(ckpt))
     probs = p_search_each(model, tokenizer, prompts)
+    edited = p_search_each(model, tokenizer, [e[2] for e in edits])
     del model
     gc.collect()
-    return {
-        side: {"n": len(got), "p": statistics.mean(got) if got else None}
-        for side in ("miss", "hit")
-        for got in [[p for p, s in zip(probs, sides, strict=True) if s == side]]
-    }
+
+    def mean(values: list[float]) -> float | None:
+        return statistics.mean(values) if values else None
+
+    out = {}
+    for side in ("miss", "hit"):
+        got = [p for p, s in zip(probs, sides, strict=True) if s == side]
+        mine = [(probs[i], after) for (i, s, _), after in zip(edits, edited, strict=True) if s == side]
+        out[side] = {
+            "n": len(got),
+            "p": mean(got),
+            "n_edited": len(mine),
+            "as_collected": mean([b for b, _ in mine]),
+            "edited": mean([a for _, a in mine]),
+        }
+    return out
 
 
 def add_row_figures(done: dict, var_dir: Path, world_dir: Path, first_train: list) -> bool:
-    """Give a unit finished before `person_rows` and `fit_probe` existed both, from its rows and
-    kept checkpoint; whether anything was added."""
+    """Give a unit finished before `person_rows` and `fit_probe` (with its edited rows) existed both,
+    from its rows and kept checkpoint; whether anything was added."""
     from executor_sft.files import read_jsonl
 
     rows_path, ckpt = var_dir / "sft.jsonl", var_dir / "student-sft"
@@ -289,7 +323,7 @@ def add_row_figures(done: dict, var_dir: Path, world_dir: Path, first_train: lis
     if "person_rows" not in done:
         done["person_rows"] = row_makeup(rows, world_dir, first_train)
         added = True
-    if "fit_probe" not in done and (ckpt / "config.json").is_file():
+    if "edited" not in done.get("fit_probe", {}).get("miss", {}) and (ckpt / "config.json").is_file():
         done["fit_probe"] = fit_probe(ckpt, rows, world_dir, first_train)
         added = True
     return added
@@ -312,14 +346,14 @@ def variant_rows(variant: str, out: Path, seed: int) -> list[dict]:
     return naive if variant == "a" else matched_control(full, naive, seed)
 
 
-def steps_for(cfg) -> int:
+def steps_for(cfg, options: dict) -> int:
     """Two epochs of (c)'s rows: every variant trains this many steps (kept in `steps.json`)."""
     path = Path(cfg.out) / "steps.json"
-    if (done := _load(path, _world_key(cfg))) is not None:
+    if (done := _load(path, _world_key(cfg, options))) is not None:
         return done["steps"]
     n = len(variant_rows("c", Path(cfg.out), cfg.seed))
     steps = EPOCHS_OF_C * math.ceil(n / (cfg.batch_size * cfg.grad_accum))
-    _save(path, {"key": _world_key(cfg), "c_rows": n, "steps": steps})
+    _save(path, {"key": _world_key(cfg, options), "c_rows": n, "steps": steps})
     return steps
 
 
@@ -329,7 +363,7 @@ def run_unit(variant: str, cfg, prep: dict, steps: int, done_dir: Path) -> dict:
     from executor_sft.demos.demo import _student_model, evaluate, train_demo
     from executor_sft.filters import write_jsonl
 
-    key = {**_key(cfg), "variant": variant, "steps": steps}
+    key = {**_key(cfg, prep["options"]), "variant": variant, "steps": steps}
     done_path = done_dir / f"seed{cfg.seed}-{variant}.json"
     out = Path(cfg.out)
     var_dir = out / f"variant-{variant}"
@@ -404,44 +438,51 @@ def shutil_rm(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def edit_first_results(world, messages: list[dict], gold_id: str) -> tuple[str, list[dict]] | None:
+    """(side, edited copy) of a turn-2 prompt: side `miss` (the first results lack the gold passage)
+    puts it in place of Doc 1; side `hit` swaps it for a same-worded distractor not shown. None for a
+    hit with no such distractor."""
+    gold = world.by_id[gold_id]
+    tool = next(i for i, m in enumerate(messages) if m["role"] == "tool")
+    lines = messages[tool]["content"].split("\n")
+    shown = [world.entity_of_passage("", line.split(") ", 1)[-1]) for line in lines]
+    shown_ids = {e.id for e in shown if e is not None}
+    if gold.id in shown_ids:
+        side, at = "hit", next(i for i, e in enumerate(shown) if e is not None and e.id == gold.id)
+        same = [
+            e
+            for e in world.entities
+            if e.type == "person"
+            and e.kind == "namesake"
+            and e.id not in shown_ids
+            and (e.name == gold.name or e.extra.get("twin_of") == gold.id)
+        ]
+        if not same:
+            return None
+        new = same[0]
+    else:
+        side, at, new = "miss", 0, gold
+    lines[at] = f"Doc {at + 1} (Title: {new.name}) {world.passage_text(new)}"
+    edited = [dict(m) for m in messages]
+    edited[tool]["content"] = "\n".join(lines)
+    return side, edited
+
+
 def edited_prompts(prep: dict) -> list[tuple[str, Any, Any]]:
-    """(side, as collected, edited) turn-2 prompts of the teacher: side `miss` puts the gold passage
-    in place of Doc 1; side `hit` swaps the gold passage for a same-worded distractor not shown."""
+    """(side, as collected, edited) turn-2 prompts of the teacher on the held-out sub-queries."""
     from dataclasses import replace
 
     from bench.probing.probe import turn2_prompts
 
-    world = prep["world"]
     subs = {q.id: q for q in prep["subs"]}
     out = []
     for prompt in turn2_prompts(prep["teacher_runs"]):
         q = subs.get(prompt.id)
         if q is None:
             continue
-        gold = world.by_id[q.positive_doc_ids[0]]
-        tool = next(i for i, m in enumerate(prompt.messages) if m["role"] == "tool")
-        lines = prompt.messages[tool]["content"].split("\n")
-        shown = [world.entity_of_passage("", line.split(") ", 1)[-1]) for line in lines]
-        shown_ids = {e.id for e in shown if e is not None}
-        if gold.id in shown_ids:
-            side, at = "hit", next(i for i, e in enumerate(shown) if e is not None and e.id == gold.id)
-            same = [
-                e
-                for e in world.entities
-                if e.type == "person"
-                and e.kind == "namesake"
-                and e.id not in shown_ids
-                and (e.name == gold.name or e.extra.get("twin_of") == gold.id)
-            ]
-            if not same:
-                continue
-            new = same[0]
-        else:
-            side, at, new = "miss", 0, gold
-        lines[at] = f"Doc {at + 1} (Title: {new.name}) {world.passage_text(new)}"
-        messages = [dict(m) for m in prompt.messages]
-        messages[tool]["content"] = "\n".join(lines)
-        out.append((side, prompt, replace(prompt, messages=messages)))
+        edit = edit_first_results(prep["world"], prompt.messages, q.positive_doc_ids[0])
+        if edit is not None:
+            out.append((edit[0], prompt, replace(prompt, messages=edit[1])))
     return out
 
 
@@ -666,6 +707,62 @@ def row_lines(units: list[dict]) -> list[str]:
     return lines
 
 
+def edit_table(units: list[dict], field: str, n_key: str) -> list[str]:
+    """The table of an edit probe (`probe` or `fit_probe`): P(search again) per side, as collected
+    and edited, for the units that recorded it."""
+    lines = [
+        "| seed | row | miss: as collected | miss: gold put first | hit: as collected | hit: gold swapped out |",
+        "|---|---|---|---|---|---|",
+    ]
+    for u in units:
+        p = u.get(field, {})
+        if "edited" not in p.get("miss", {}):
+            continue
+
+        def cell(side: str, which: str, p=p) -> str:
+            v = p[side][which]
+            return "-" if v is None else f"{100 * v:.1f} (n={p[side][n_key]})"
+
+        lines.append(
+            f"| {u['seed']} | {VARIANTS[u['variant']]} | {cell('miss', 'as_collected')} | {cell('miss', 'edited')} | "
+            f"{cell('hit', 'as_collected')} | {cell('hit', 'edited')} |"
+        )
+    return lines
+
+
+def own_rows_edited_lines(units: list[dict]) -> list[str]:
+    """The edited-prompt probe at the unit's own trained rows about people (units that recorded it)."""
+    table = edit_table(units, "fit_probe", "n_edited")
+    if len(table) == 2:
+        return []
+    return [
+        "",
+        "## Reading or recalling? The edit at the students' own rows",
+        "",
+        "The edited-prompt probe's two edits at the turn-2 prompts of each unit's own trained rows about "
+        "people (the rows of the fit column above; a hit row whose gold passage has no same-worded "
+        "distractor left to swap in is left out). A student that reads the first results follows the "
+        "edit; one that recalls each trained sub-query's decision does not.",
+        "",
+        *table,
+    ]
+
+
+def world_line(worlds: dict[int, dict]) -> str:
+    """The worlds' settings as the seed files record them (all seeds share them)."""
+    from executor_sft.synthetic import DECOUPLED_WORLD
+
+    if not worlds:
+        return f"`DECOUPLED_WORLD` (docs/synthetic.md), {ENTITIES} entities, {QUESTIONS} questions"
+    key = next(iter(worlds.values()))["key"]
+    changed = {k: v for k, v in key["world"].items() if DECOUPLED_WORLD.get(k) != v}
+    extra = "".join(f", {k} {v}" for k, v in changed.items())
+    c = key["config"]
+    return (
+        f"`DECOUPLED_WORLD` (docs/synthetic.md){extra}, {c['entities']} entities, {c['questions']} questions"
+    )
+
+
 def render(done_dir: Path, command: str) -> tuple[str, dict]:
     from bench.probing.surface import FirstSearch, shortcut_accuracy
 
@@ -681,7 +778,7 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
         f"Command: `{command}`. Written from the done files in `{_shown(done_dir)}/`"
         f" ({len(units)} of {3 * len(worlds) or 9} (variant, seed) units finished).",
         "",
-        "World: `DECOUPLED_WORLD` (docs/synthetic.md), 600 entities, 400 questions; the teacher double-checks "
+        f"World: {world_line(worlds)}; the teacher double-checks "
         "(searches again when the passage it wants is in the first results but not first), no coin. "
         "Evaluation: every held-out person sub-query, mean@4 at T=0.6; a run's first results hold gold when "
         "its first search returned the sub-query's gold passage. Intervals: 95%, 10,000 resamples of the "
@@ -760,27 +857,20 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
         "`hit` side: prompts whose first results hold it, edited to swap it for a same-worded distractor "
         "(a reader should search again).",
         "",
-        "| seed | row | miss: as collected | miss: gold put first | hit: as collected | hit: gold swapped out |",
-        "|---|---|---|---|---|---|",
+        *edit_table(units, "probe", "n"),
     ]
-    for u in units:
-        p = u["probe"]
-
-        def cell(side: str, which: str, p=p) -> str:
-            v = p[side][which]
-            return "-" if v is None else f"{100 * v:.1f} (n={p[side]['n']})"
-
-        lines.append(
-            f"| {u['seed']} | {VARIANTS[u['variant']]} | {cell('miss', 'as_collected')} | {cell('miss', 'edited')} | "
-            f"{cell('hit', 'as_collected')} | {cell('hit', 'edited')} |"
-        )
     lines += row_lines(units)
+    lines += own_rows_edited_lines(units)
     gaps, gap_data = gap_lines(units)
     lines += gaps
     steps = {(u["seed"], u["variant"]): u["steps"] for u in units}
     data = {
         "command": command,
-        "world": {"entities": ENTITIES, "questions": QUESTIONS},
+        "world": {
+            "entities": next(iter(worlds.values()))["key"]["config"]["entities"] if worlds else ENTITIES,
+            "questions": next(iter(worlds.values()))["key"]["config"]["questions"] if worlds else QUESTIONS,
+            "options": next(iter(worlds.values()))["key"]["world"] if worlds else None,
+        },
         "shortcuts": {str(s): w["shortcuts"] for s, w in worlds.items()},
         "shortcuts_pooled": pooled,
         "steps": {f"seed{s}-{v}": n for (s, v), n in steps.items()},
@@ -806,7 +896,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--done_dir", default=str(DONE_DIR))
     p.add_argument("--results", default=str(RESULTS), help="markdown; the JSON beside it")
     p.add_argument("--done_only", action="store_true", help="tables from the finished units; trains nothing")
-    p.add_argument("--steps", type=int, default=None, help="over two epochs of (c)'s rows (smoke runs only)")
+    p.add_argument("--steps", type=int, default=None, help="instead of two epochs of (c)'s rows")
+    p.add_argument("--entities", type=int, default=ENTITIES, help="world size (the rows experiment)")
+    p.add_argument("--questions", type=int, default=QUESTIONS)
+    p.add_argument(
+        "--test_share",
+        type=float,
+        default=None,
+        help="held-out share of questions (default: DECOUPLED_WORLD's)",
+    )
     a = p.parse_args(argv)
     command = "python bench/demo_ablation_decoupled.py " + " ".join(
         argv if argv is not None else sys.argv[1:]
@@ -820,11 +918,12 @@ def main(argv: list[str] | None = None) -> int:
         results.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
     if not a.done_only:
+        options = world_options(a.test_share)
         configs = {s: seed_config(a, s) for s in a.seeds}
-        preps = {s: prepare(cfg, done_dir) for s, cfg in configs.items()}
+        preps = {s: prepare(cfg, options, done_dir) for s, cfg in configs.items()}
         write()
         for s, cfg in configs.items():
-            steps = a.steps or steps_for(cfg)
+            steps = a.steps or steps_for(cfg, options)
             for v in a.variants:
                 run_unit(v, cfg, preps[s], steps, done_dir)
                 write()

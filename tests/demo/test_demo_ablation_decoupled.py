@@ -63,8 +63,14 @@ def test_the_selectivity_gap_pairs_the_variants_by_subject():
 def test_done_only_renders_from_done_files_and_records_equal_steps(tmp_path):
     bench = _bench()
     first = [{"sub_query": f"Who {i}", "doc1": f"text {i % 3}", "needed": i % 2 == 0} for i in range(12)]
+    from executor_sft.synthetic import DECOUPLED_WORLD
+
     world = {
         "seed": 0,
+        "key": {
+            "config": {"entities": 1800, "questions": 1200},
+            "world": {**DECOUPLED_WORLD, "test_share": 0.1},
+        },
         "shortcuts": {
             "sub_query": 0.5,
             "doc1": 0.5,
@@ -103,6 +109,10 @@ def test_done_only_renders_from_done_files_and_records_equal_steps(tmp_path):
     )
     assert "(a') matched control" in md and "3 of 3" in md
     assert "SFT max_length: 2048; no row shortened (the longest: 1333 tokens)" in md
+    assert (
+        "World: `DECOUPLED_WORLD` (docs/synthetic.md), test_share 0.1, 1800 entities, 1200 questions;" in md
+    )
+    assert data["world"]["entities"] == 1800 and data["world"]["options"]["test_share"] == 0.1
 
 
 def test_the_ablation_refuses_rows_the_fit_would_shorten():
@@ -117,7 +127,10 @@ def test_the_ablation_refuses_rows_the_fit_would_shorten():
     with pytest.raises(SystemExit, match="1 of 1 rows exceed max_length=2048"):
         bench.check_whole([row], cfg)
     assert bench.check_whole([{"messages": row["messages"][:1]}], cfg) < 50
-    assert "max_length" in bench._key(cfg)["config"] and "max_length" not in bench._world_key(cfg)["config"]
+    world = bench.world_options()
+    assert "max_length" in bench._key(cfg, world)["config"]
+    assert "max_length" not in bench._world_key(cfg, world)["config"]
+    assert bench.world_options(0.1)["test_share"] == 0.1 and world["test_share"] == 0.3
 
 
 def test_equal_steps_override_epochs_and_never_stop_early():
@@ -167,3 +180,56 @@ def test_the_rows_about_people_are_counted_by_kind_first_results_and_searches(tm
         "| 0 | (c) full filter | 1 / 0 | 1 / 1 | 0 / 0 | 0 / 1 | 2 of 2 | - |",
         "| 0 | (a') matched control | 1 / 0 | 1 / 1 | 0 / 0 | 0 / 1 | 2 of 2 | 50.0 (n=3) / - |",
     ]
+
+
+def _doc_lines(world, entities) -> str:
+    return "\n".join(f"Doc {i + 1} (Title: {e.name}) {world.passage_text(e)}" for i, e in enumerate(entities))
+
+
+def test_an_edit_puts_the_gold_passage_first_on_a_miss_and_swaps_it_out_on_a_hit():
+    from executor_sft.synthetic import DECOUPLED_WORLD, generate_world
+
+    bench = _bench()
+    world = generate_world(0, 200, 60, **DECOUPLED_WORLD)
+    people = [e for e in world.entities if e.type == "person"]
+
+    def namesakes(e):
+        return [
+            n for n in people if n.kind == "namesake" and (n.name == e.name or n.extra.get("twin_of") == e.id)
+        ]
+
+    gold = next(e for e in people if e.kind == "core" and len(namesakes(e)) >= 3)
+    others = namesakes(gold)
+
+    def prompt(shown):
+        return [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": ""},
+                {"role": "tool", "content": _doc_lines(world, shown)}]  # fmt: skip
+
+    missed = prompt(others[:3])
+    side, edited = bench.edit_first_results(world, missed, gold.id)
+    assert side == "miss" and edited[2]["content"].split("\n")[0] == _doc_lines(world, [gold])
+    assert edited[2]["content"].split("\n")[1:] == missed[2]["content"].split("\n")[1:]
+    assert missed[2]["content"] == _doc_lines(world, others[:3])  # the prompt given is not changed
+    held = prompt([others[0], gold, others[1]])
+    side, edited = bench.edit_first_results(world, held, gold.id)
+    swapped_in = world.entity_of_passage("", edited[2]["content"].split("\n")[1].split(") ", 1)[-1])
+    assert side == "hit" and swapped_in in others[2:]  # a namesake not already shown, in the gold's place
+    assert world.passage_text(gold) not in edited[2]["content"]
+    assert [ln for k, ln in enumerate(edited[2]["content"].split("\n")) if k != 1] == [
+        ln for k, ln in enumerate(held[2]["content"].split("\n")) if k != 1
+    ]
+    # every namesake already shown: nothing same-worded is left to swap in
+    assert bench.edit_first_results(world, prompt([gold, *others]), gold.id) is None
+
+
+def test_the_own_rows_edit_table_shows_units_that_recorded_it():
+    bench = _bench()
+    side = {"n": 4, "p": 0.5, "n_edited": 3, "as_collected": 0.6, "edited": 0.1}
+    units = [
+        {"seed": 0, "variant": "c", "fit_probe": {"miss": side, "hit": {**side, "edited": None}}},
+        {"seed": 0, "variant": "m", "fit_probe": {"miss": {"n": 2, "p": 0.5}, "hit": {"n": 0, "p": None}}},
+    ]
+    lines = bench.own_rows_edited_lines(units)
+    assert lines[-1] == "| 0 | (c) full filter | 60.0 (n=3) | 10.0 (n=3) | 60.0 (n=3) | - |"
+    assert not any("matched control" in line for line in lines)
+    assert bench.own_rows_edited_lines(units[1:]) == []
