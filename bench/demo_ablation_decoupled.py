@@ -170,6 +170,7 @@ def prepare(cfg, options: dict, done_dir: Path) -> dict:
         "seed": cfg.seed,
         "world": world.meta.get("stats", {}),
         "shortcuts": shortcut_accuracy(first_train, first_test),
+        "bare_test": sorted(r["id"] for r in test_rows if not r.get("descriptor")),
         "first_searches": {
             "train": [vars(f) for f in first_train],
             "test": [vars(f) for f in first_test],
@@ -617,6 +618,55 @@ def gap_lines(units: list[dict]) -> tuple[list[str], dict]:
     return head + rows, data
 
 
+def named_lines(units: list[dict], worlds: dict[int, dict]) -> tuple[list[str], dict]:
+    """Per unit, selectivity over all held-out runs and over the runs whose sub-query names a
+    descriptor: a student that used the descriptor rule (no descriptor, no second search) gains
+    selectivity from the bare sub-queries only, which all sit on the hit side."""
+    rows, data = [], {}
+    for u in units:
+        bare = set(worlds.get(u["seed"], {}).get("bare_test", []))
+        if not bare:
+            continue
+        named = [r for r in u["runs"] if r["id"] not in bare]
+        sel, sel_named = selectivity(u["runs"]), selectivity(named)
+        hit, miss = (
+            share_with_interval(_subset(named, f"all_{side}"), u["seed"]) for side in ("hit", "miss")
+        )
+        data[f"seed{u['seed']}-{u['variant']}"] = {
+            "all": sel,
+            "named": sel_named,
+            "named_hit": hit,
+            "named_miss": miss,
+        }
+        rows.append(
+            f"| {u['seed']} | {VARIANTS[u['variant']]} | {_points(sel)} | {_points(sel_named)} | "
+            f"{_fmt_share(hit)} | {_fmt_share(miss)} | {len(named)} of {len(u['runs'])} |"
+        )
+    if not rows:
+        return [], data
+    head = [
+        "",
+        "## Selectivity where the sub-query names a descriptor",
+        "",
+        "The selectivity above, over all held-out runs and over those whose sub-query names a descriptor "
+        "(no cue in the sub-query), with P(second search) on the latter's two sides.",
+        "",
+        "| seed | row | selectivity, all | selectivity, named | P(again), named, hold gold | P(again), named, miss "
+        "| runs named |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    return head + rows, data
+
+
+def _points(share_difference: float | None) -> str:
+    return "-" if share_difference is None else f"{100 * share_difference:+.1f}"
+
+
+def _acc(shortcuts: dict, name: str) -> str:
+    """A probe's balanced accuracy, or "-" in a seed file written before the probe existed."""
+    return f"{shortcuts[name]:.3f}" if name in shortcuts else "-"
+
+
 def unit_figures(unit: dict) -> dict:
     runs = unit["runs"]
     figs = {f: share_with_interval(_subset(runs, f), unit["seed"]) for f, _ in FIGURES}
@@ -790,17 +840,22 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
         "",
         "Balanced accuracy of a bag-of-words logistic regression predicting \"the teacher's first search "
         "misses the gold passage\" (a second search is needed), fitted on the train split's person "
-        "sub-queries and scored on the held-out ones (0.5 = chance; the bar is <= 0.6):",
+        "sub-queries and scored on the held-out ones (0.5 = chance; the bar is <= 0.6). One cue is "
+        "structural: a sub-query that names no descriptor never needs a second search (no passage could "
+        'tell its namesakes apart), so the rule "search again iff a descriptor is named" is scored too, '
+        "and both probes again on the sub-queries that name one:",
         "",
-        "| seed | from the sub-query | from Doc 1 | held-out (needed) | train (needed) |",
-        "|---|---|---|---|---|",
+        "| seed | from the sub-query | from Doc 1 | descriptor rule | sub-query, named only | Doc 1, named only "
+        "| held-out (needed) | train (needed) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     pooled_train: list = []
     pooled_test: list = []
     for seed, w in sorted(worlds.items()):
         s = w["shortcuts"]
         lines.append(
-            f"| {seed} | {s['sub_query']:.3f} | {s['doc1']:.3f} | {s['n_test']} ({s['needed_test']}) | "
+            f"| {seed} | {s['sub_query']:.3f} | {s['doc1']:.3f} | {_acc(s, 'descriptor_rule')} | "
+            f"{_acc(s, 'named_sub_query')} | {_acc(s, 'named_doc1')} | {s['n_test']} ({s['needed_test']}) | "
             f"{s['n_train']} ({s['needed_train']}) |"
         )
         pooled_train += [FirstSearch(**f) for f in w["first_searches"]["train"]]
@@ -808,7 +863,8 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
     pooled = shortcut_accuracy(pooled_train, pooled_test) if worlds else None
     if pooled:
         lines.append(
-            f"| pooled | {pooled['sub_query']:.3f} | {pooled['doc1']:.3f} | {pooled['n_test']} "
+            f"| pooled | {pooled['sub_query']:.3f} | {pooled['doc1']:.3f} | {_acc(pooled, 'descriptor_rule')} | "
+            f"{_acc(pooled, 'named_sub_query')} | {_acc(pooled, 'named_doc1')} | {pooled['n_test']} "
             f"({pooled['needed_test']}) | {pooled['n_train']} ({pooled['needed_train']}) |"
         )
     lines += [
@@ -863,6 +919,8 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
     lines += own_rows_edited_lines(units)
     gaps, gap_data = gap_lines(units)
     lines += gaps
+    named, named_data = named_lines(units, worlds)
+    lines += named
     steps = {(u["seed"], u["variant"]): u["steps"] for u in units}
     data = {
         "command": command,
@@ -883,6 +941,7 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
         },
         "fit_probe": {f"seed{u['seed']}-{u['variant']}": u["fit_probe"] for u in units if "fit_probe" in u},
         "selectivity_gap": gap_data,
+        "selectivity_named": named_data,
     }
     return "\n".join(lines) + "\n", data
 

@@ -6,6 +6,11 @@ from the sub-query alone, or from the first results' Doc 1 alone, a student can 
 search again without reading the passages against the sub-query. The decoupled world
 (`WorldConfig.decoupled`) is meant to leave both near chance; `shortcut_accuracy` measures it.
 
+One cue is structural: a person sub-query that names no descriptor never needs a second search
+(without one, no passage could tell the meant namesake from another, so the world gives such
+sub-queries no miss). `shortcut_accuracy` scores the one-feature rule "search again iff a
+descriptor is named" beside the probes, and the probes again on the sub-queries that name one.
+
 The classifier is an L2-regularised logistic regression over binary word features with class-
 balanced weights, fitted by gradient descent in numpy (no extra dependency); the score is
 balanced accuracy on held-out sub-queries (0.5 is chance whatever the label shares).
@@ -28,11 +33,13 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 @dataclass(frozen=True)
 class FirstSearch:
-    """One sub-query, its first search's Doc 1, and whether the search missed the gold passage."""
+    """One sub-query, its first search's Doc 1, whether the search missed the gold passage, and
+    whether the sub-query names a descriptor ("(novelist)")."""
 
     sub_query: str
     doc1: str
     needed: bool
+    named: bool = True
 
 
 def first_searches(world: World, retriever: Any, rows: Iterable[dict], k: int) -> list[FirstSearch]:
@@ -46,6 +53,7 @@ def first_searches(world: World, retriever: Any, rows: Iterable[dict], k: int) -
             r["question"],
             f"{h[0].title} {h[0].text}" if h else "",
             not set(r["positive_doc_ids"]) & {x.doc_id for x in h},
+            bool(r.get("descriptor")),
         )
         for r, h in zip(rows, hits, strict=True)
     ]
@@ -81,20 +89,37 @@ def bow_balanced_accuracy(
         p = 1 / (1 + np.exp(-(x @ w)))
         grad = x.T @ (weight * (p - y)) / len(y) + l2 * np.r_[w[:-1], 0.0] / len(y)
         w -= lr * grad
-    pred = (_features(test, vocab) @ w) > 0
-    truth = np.asarray(y_test, dtype=bool)
-    recalls = [float((pred[truth == c] == c).mean()) for c in (True, False) if (truth == c).any()]
+    return balanced_accuracy(list((_features(test, vocab) @ w) > 0), y_test)
+
+
+def balanced_accuracy(pred: list[bool], truth: list[bool]) -> float:
+    """The mean of the recalls of the two classes present in `truth` (0.5 is chance)."""
+    p, t = np.asarray(pred, dtype=bool), np.asarray(truth, dtype=bool)
+    recalls = [float((p[t == c] == c).mean()) for c in (True, False) if (t == c).any()]
     return float(np.mean(recalls)) if recalls else float("nan")
 
 
-def shortcut_accuracy(train: list[FirstSearch], test: list[FirstSearch]) -> dict[str, Any]:
-    """Balanced accuracy of the sub-query probe and the Doc 1 probe, with the label shares."""
+def _probes(train: list[FirstSearch], test: list[FirstSearch]) -> tuple[float, float]:
     y_train, y_test = [s.needed for s in train], [s.needed for s in test]
+    return (
+        bow_balanced_accuracy([s.sub_query for s in train], y_train, [s.sub_query for s in test], y_test),
+        bow_balanced_accuracy([s.doc1 for s in train], y_train, [s.doc1 for s in test], y_test),
+    )
+
+
+def shortcut_accuracy(train: list[FirstSearch], test: list[FirstSearch]) -> dict[str, Any]:
+    """Balanced accuracy of the sub-query probe and the Doc 1 probe, of the descriptor rule, and of
+    both probes on the sub-queries that name a descriptor, with the label shares."""
+    y_train, y_test = [s.needed for s in train], [s.needed for s in test]
+    sub_query, doc1 = _probes(train, test)
+    named_sub_query, named_doc1 = _probes([s for s in train if s.named], [s for s in test if s.named])
     return {
-        "sub_query": bow_balanced_accuracy(
-            [s.sub_query for s in train], y_train, [s.sub_query for s in test], y_test
-        ),
-        "doc1": bow_balanced_accuracy([s.doc1 for s in train], y_train, [s.doc1 for s in test], y_test),
+        "sub_query": sub_query,
+        "doc1": doc1,
+        "descriptor_rule": balanced_accuracy([s.named for s in test], y_test),
+        "named_sub_query": named_sub_query,
+        "named_doc1": named_doc1,
+        "n_named_test": sum(s.named for s in test),
         "n_train": len(train),
         "n_test": len(test),
         "needed_train": sum(y_train),
@@ -102,4 +127,4 @@ def shortcut_accuracy(train: list[FirstSearch], test: list[FirstSearch]) -> dict
     }
 
 
-__all__ = ["FirstSearch", "bow_balanced_accuracy", "first_searches", "shortcut_accuracy"]
+__all__ = ["FirstSearch", "balanced_accuracy", "bow_balanced_accuracy", "first_searches", "shortcut_accuracy"]

@@ -81,6 +81,7 @@ def test_done_only_renders_from_done_files_and_records_equal_steps(tmp_path):
         },
         "first_searches": {"train": first, "test": first},
         "teacher": [_run("s1", 1), _run("s2", 2, hit=False)],
+        "bare_test": ["s4"],
     }
     (tmp_path / "seed0-world.json").write_text(json.dumps(world))
     for v in ("c", "m", "a"):
@@ -92,7 +93,12 @@ def test_done_only_renders_from_done_files_and_records_equal_steps(tmp_path):
             "two_search_rows": 5,
             "key": {"config": {"max_length": 2048}},
             "longest_row_tokens": 1333,
-            "runs": [_run("s1", 1), _run("s2", 2, hit=False), _run("s3", 2, ambiguous=True, hit=False)],
+            "runs": [
+                _run("s1", 2),
+                _run("s2", 2, hit=False),
+                _run("s3", 2, ambiguous=True, hit=False),
+                _run("s4", 1),  # names no descriptor: a hit, one search
+            ],
             "probe": {
                 "miss": {"n": 1, "as_collected": 0.9, "edited": 0.2},
                 "hit": {"n": 0, "as_collected": None, "edited": None},
@@ -105,8 +111,12 @@ def test_done_only_renders_from_done_files_and_records_equal_steps(tmp_path):
     assert data["variants"]["m"]["0"]["plain_miss"]["p"] == 1.0
     assert (
         data["variants"]["m"]["0"]["all_miss"]["n_runs"] == 2
-        and data["variants"]["m"]["0"]["all_hit"]["p"] == 0.0
+        and data["variants"]["m"]["0"]["all_hit"]["p"] == 0.5
     )
+    # selective over all runs only through the sub-query naming no descriptor; blind without it
+    assert data["selectivity_named"]["seed0-c"]["all"] == 0.5
+    assert data["selectivity_named"]["seed0-c"]["named"] == 0.0
+    assert "| 0 | (c) full filter | +50.0 | +0.0 |" in md and "| 3 of 4 |" in md
     assert "(a') matched control" in md and "3 of 3" in md
     assert "SFT max_length: 2048; no row shortened (the longest: 1333 tokens)" in md
     assert (

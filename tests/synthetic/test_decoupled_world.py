@@ -130,6 +130,19 @@ def test_neither_the_sub_query_nor_doc_1_predicts_a_needed_second_search(searche
     assert acc["sub_query"] <= 0.6 and acc["doc1"] <= 0.6, acc
 
 
+def test_the_one_structural_cue_is_scored_and_the_probes_stay_near_chance_without_it(searches):
+    """A sub-query naming no descriptor never needs a second search (none of its namesakes' passages
+    could be told apart), so "search again iff a descriptor is named" beats chance; how far is
+    the share of such sub-queries, which DECOUPLED_WORLD's bare_share sets."""
+    for seed, (train, test) in searches.items():
+        assert not any(f.needed for f in train + test if not f.named)
+        assert any(not f.named for f in test)
+        acc = shortcut_accuracy(train, test)
+        assert 0.55 <= acc["descriptor_rule"] <= 0.65, (seed, acc)
+        assert acc["named_sub_query"] <= 0.6 and acc["named_doc1"] <= 0.6, (seed, acc)
+        assert acc["n_named_test"] == sum(f.named for f in test) < acc["n_test"]
+
+
 def test_the_probe_finds_the_template_cue_of_the_world_with_cues(tmp_path):
     world = write_world(tmp_path, 0, N_ENTITIES, N_QUESTIONS)
     retriever = BM25Retriever.build(load_corpus(tmp_path / "corpus.jsonl"))
