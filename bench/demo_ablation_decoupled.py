@@ -798,18 +798,27 @@ def own_rows_edited_lines(units: list[dict]) -> list[str]:
     ]
 
 
+def world_settings(worlds: dict[int, dict]) -> dict:
+    """The worlds' size and options as the seed files record them (all seeds share them)."""
+    if not worlds:
+        return {"entities": ENTITIES, "questions": QUESTIONS, "options": None}
+    key = next(iter(worlds.values()))["key"]
+    return {
+        "entities": key["config"]["entities"],
+        "questions": key["config"]["questions"],
+        "options": key["world"],
+    }
+
+
 def world_line(worlds: dict[int, dict]) -> str:
-    """The worlds' settings as the seed files record them (all seeds share them)."""
+    """The worlds' settings in one line: the options that differ from `DECOUPLED_WORLD`, and the size."""
     from executor_sft.synthetic import DECOUPLED_WORLD
 
-    if not worlds:
-        return f"`DECOUPLED_WORLD` (docs/synthetic.md), {ENTITIES} entities, {QUESTIONS} questions"
-    key = next(iter(worlds.values()))["key"]
-    changed = {k: v for k, v in key["world"].items() if DECOUPLED_WORLD.get(k) != v}
+    w = world_settings(worlds)
+    changed = {k: v for k, v in (w["options"] or {}).items() if DECOUPLED_WORLD.get(k) != v}
     extra = "".join(f", {k} {v}" for k, v in changed.items())
-    c = key["config"]
     return (
-        f"`DECOUPLED_WORLD` (docs/synthetic.md){extra}, {c['entities']} entities, {c['questions']} questions"
+        f"`DECOUPLED_WORLD` (docs/synthetic.md){extra}, {w['entities']} entities, {w['questions']} questions"
     )
 
 
@@ -924,11 +933,7 @@ def render(done_dir: Path, command: str) -> tuple[str, dict]:
     steps = {(u["seed"], u["variant"]): u["steps"] for u in units}
     data = {
         "command": command,
-        "world": {
-            "entities": next(iter(worlds.values()))["key"]["config"]["entities"] if worlds else ENTITIES,
-            "questions": next(iter(worlds.values()))["key"]["config"]["questions"] if worlds else QUESTIONS,
-            "options": next(iter(worlds.values()))["key"]["world"] if worlds else None,
-        },
+        "world": world_settings(worlds),
         "shortcuts": {str(s): w["shortcuts"] for s, w in worlds.items()},
         "shortcuts_pooled": pooled,
         "steps": {f"seed{s}-{v}": n for (s, v), n in steps.items()},
