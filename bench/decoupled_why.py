@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import re
 import statistics
 import sys
@@ -43,9 +42,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 REPO = Path(__file__).resolve().parents[1]
+
+from bench.probing.readout import (  # noqa: E402
+    balanced_accuracy,
+    by_entity_interval,
+    fit_logistic,
+    heldout_prompts,
+    hidden_states,
+    train_prompts,
+)
+
 RESULTS = REPO / "bench" / "results" / "demo_ablation_decoupled_why"
 VARIANTS = {"c": "(c) full filter", "m": "(a') matched control", "a": "(a) naive"}
-RESAMPLES = 2_000
 FIGURES = "checkpoint figures v2"  # change it when checkpoint_figures measures differently
 _DOC = re.compile(r"^Doc (\d+) \(Title: [^)]*\) ", re.M)
 
@@ -157,86 +165,6 @@ def answers_from_doc1(eval_jsonl: Path) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 
 
-def heldout_prompts(seed_dir: Path, world_file: dict) -> tuple[list, list[bool], list[str]]:
-    """The teacher's held-out turn-2 prompts, whether each one's first results miss the gold
-    passage, and its subject entity."""
-    from bench.probing.probe import turn2_prompts
-
-    by_id = {}
-    for t in world_file["teacher"]:
-        by_id.setdefault(t["id"], t)
-    prompts = [p for p in turn2_prompts(seed_dir / "ref-teacher" / "eval.jsonl") if p.id in by_id]
-    return prompts, [not by_id[p.id]["hit"] for p in prompts], [by_id[p.id]["subject"] for p in prompts]
-
-
-def train_prompts(seed_dir: Path) -> tuple[list, list[bool], list[str]]:
-    """One turn-2 prompt per distinct person sub-query of the train split (the teacher's first
-    collected run of it), whether its first results miss the gold passage, and its subject."""
-    from bench.probing.probe import Turn2Prompt
-    from executor_sft.files import read_jsonl
-    from executor_sft.synthetic.relations import PERSON_RELATIONS
-
-    seen: set[str] = set()
-    prompts, missed, subjects = [], [], []
-    for ep in read_jsonl(seed_dir / "rollouts.jsonl"):
-        steps = {s["question"]: s for s in ep["question"].get("decomposition") or []}
-        for r in ep["runs"]:
-            step = steps.get(r["sub_query"])
-            if r["counterfactual_of"] or step is None or step["relation"] not in PERSON_RELATIONS:
-                continue
-            if r["sub_query"] in seen or len(r["calls"]) < 2 or not r["searches"]:
-                continue
-            seen.add(r["sub_query"])
-            call = r["calls"][1]
-            prompts.append(Turn2Prompt("person", call["messages"], call.get("tools"), r["sub_query"]))
-            missed.append(step["gold_doc_id"] not in r["searches"][0]["doc_ids"])
-            subjects.append(step["subject_id"])
-    return prompts, missed, subjects
-
-
-def hidden_states(model, tokenizer, prompts) -> Any:
-    """Last-token hidden state at the middle and the last layer, per prompt: (n, 2, d)."""
-    import numpy as np
-    import torch
-    from tqdm import tqdm
-
-    from executor_sft.llm.transformers_backend import render_prompt
-
-    out = []
-    with torch.inference_mode():
-        for p in tqdm(prompts, desc="hidden states", leave=False):
-            text = render_prompt(tokenizer, p.messages, p.tools, enable_thinking=False)
-            ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
-            hs = model(input_ids=ids, output_hidden_states=True).hidden_states
-            out.append(np.stack([hs[len(hs) // 2][0, -1].float().numpy(), hs[-1][0, -1].float().numpy()]))
-    return np.stack(out)
-
-
-def fit_logistic(x, y, l2: float = 1.0, steps: int = 2000):
-    """Class-balanced, L2-regularised logistic regression on standardised features (numpy)."""
-    import numpy as np
-
-    mu, sd = x.mean(0), x.std(0) + 1e-6
-    z = np.c_[(x - mu) / sd, np.ones(len(x))]
-    y = np.asarray(y, dtype=float)
-    pos, neg = max(1.0, y.sum()), max(1.0, len(y) - y.sum())
-    weight = np.where(y == 1, len(y) / (2 * pos), len(y) / (2 * neg))
-    w = np.zeros(z.shape[1])
-    for _ in range(steps):
-        p = 1 / (1 + np.exp(-(z @ w)))
-        w -= 0.1 * (z.T @ (weight * (p - y)) / len(y) + l2 * np.r_[w[:-1], 0.0] / len(y))
-    return lambda xs: np.c_[(xs - mu) / sd, np.ones(len(xs))] @ w > 0
-
-
-def balanced_accuracy(pred, truth) -> float:
-    recalls = [
-        statistics.fmean(p == t for p, t in zip(pred, truth, strict=True) if t == c)
-        for c in (True, False)
-        if c in truth
-    ]
-    return statistics.fmean(recalls) if len(recalls) == 2 else float("nan")
-
-
 def auc(scores: list[float], missed: list[bool]) -> float:
     """P(a miss prompt scores above a hit prompt), ties counting half."""
     pos = [s for s, m in zip(scores, missed, strict=True) if m]
@@ -245,29 +173,6 @@ def auc(scores: list[float], missed: list[bool]) -> float:
         return float("nan")
     wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
     return wins / (len(pos) * len(neg))
-
-
-def by_entity_interval(stat, values: list, missed: list[bool], subjects: list[str], seed: int = 0) -> dict:
-    """`stat(values, missed)` with a 95% interval from resampling subject entities."""
-    groups: dict[str, list[int]] = {}
-    for i, s in enumerate(subjects):
-        groups.setdefault(s, []).append(i)
-    keys, rng, draws = sorted(groups), random.Random(seed), []
-    for _ in range(RESAMPLES):
-        idx = [i for k in rng.choices(keys, k=len(keys)) for i in groups[k]]
-        value = stat([values[i] for i in idx], [missed[i] for i in idx])
-        if value == value:  # not NaN
-            draws.append(value)
-    draws.sort()
-    point = stat(values, missed)
-    if not draws:
-        return {"value": point, "low": None, "high": None, "entities": len(keys)}
-    return {
-        "value": point,
-        "low": draws[int(0.025 * len(draws))],
-        "high": draws[int(0.975 * len(draws)) - 1],
-        "entities": len(keys),
-    }
 
 
 def fingerprint(name: str, train: tuple, held: tuple) -> str:
@@ -319,8 +224,8 @@ def checkpoint_figures(
     }
     x_train, x_held = hidden_states(model, tokenizer, train[0]), hidden_states(model, tokenizer, held[0])
     for layer, label in ((0, "middle"), (1, "last")):
-        predict = fit_logistic(x_train[:, layer], train[1])
-        pred = [bool(v) for v in predict(x_held[:, layer])]
+        score = fit_logistic(x_train[:, layer], train[1])
+        pred = [bool(v > 0) for v in score(x_held[:, layer])]
         out[f"probe_{label}"] = by_entity_interval(balanced_accuracy, pred, held[1], held[2])
     out["seconds"] = time.perf_counter() - t
     out["fingerprint"] = key

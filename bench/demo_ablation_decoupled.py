@@ -2,6 +2,7 @@
 
     nohup nice -n 19 python bench/demo_ablation_decoupled.py --out /work/decoupled_runs > run.log 2>&1 &
     python bench/demo_ablation_decoupled.py --done_only      # tables from the finished units only
+    python bench/demo_ablation_decoupled.py --prepare_only --out /work/decoupled_runs  # worlds and rollouts only
 
 Per seed, on the decoupled world (`executor_sft.synthetic.DECOUPLED_WORLD`, 600 entities, 400
 questions; docs/synthetic.md): the world, its BM25 index and the scripted teacher's rollouts
@@ -270,6 +271,7 @@ def fit_probe(ckpt: Path, rows: list[dict], world_dir: Path, first_train: list) 
     The same rows edited as the edited-prompt probe edits (`edit_first_results`) tell a student that
     reads the passages from one that recalls each trained sub-query's decision: a reader's
     P(search again) follows the edit, a recaller's stays."""
+    from bench.probing.edit import edit_first_results
     from bench.probing.probe import Turn2Prompt, p_search_each
     from executor_sft.llm.transformers_backend import load_model
     from executor_sft.synthetic import load_world
@@ -439,40 +441,11 @@ def shutil_rm(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def edit_first_results(world, messages: list[dict], gold_id: str) -> tuple[str, list[dict]] | None:
-    """(side, edited copy) of a turn-2 prompt: side `miss` (the first results lack the gold passage)
-    puts it in place of Doc 1; side `hit` swaps it for a same-worded distractor not shown. None for a
-    hit with no such distractor."""
-    gold = world.by_id[gold_id]
-    tool = next(i for i, m in enumerate(messages) if m["role"] == "tool")
-    lines = messages[tool]["content"].split("\n")
-    shown = [world.entity_of_passage("", line.split(") ", 1)[-1]) for line in lines]
-    shown_ids = {e.id for e in shown if e is not None}
-    if gold.id in shown_ids:
-        side, at = "hit", next(i for i, e in enumerate(shown) if e is not None and e.id == gold.id)
-        same = [
-            e
-            for e in world.entities
-            if e.type == "person"
-            and e.kind == "namesake"
-            and e.id not in shown_ids
-            and (e.name == gold.name or e.extra.get("twin_of") == gold.id)
-        ]
-        if not same:
-            return None
-        new = same[0]
-    else:
-        side, at, new = "miss", 0, gold
-    lines[at] = f"Doc {at + 1} (Title: {new.name}) {world.passage_text(new)}"
-    edited = [dict(m) for m in messages]
-    edited[tool]["content"] = "\n".join(lines)
-    return side, edited
-
-
 def edited_prompts(prep: dict) -> list[tuple[str, Any, Any]]:
     """(side, as collected, edited) turn-2 prompts of the teacher on the held-out sub-queries."""
     from dataclasses import replace
 
+    from bench.probing.edit import edit_first_results
     from bench.probing.probe import turn2_prompts
 
     subs = {q.id: q for q in prep["subs"]}
@@ -960,6 +933,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--done_dir", default=str(DONE_DIR))
     p.add_argument("--results", default=str(RESULTS), help="markdown; the JSON beside it")
     p.add_argument("--done_only", action="store_true", help="tables from the finished units; trains nothing")
+    p.add_argument(
+        "--prepare_only",
+        action="store_true",
+        help="make each seed's world, index, rollouts and seed file, then stop (for bench/decoupled_readout.py)",
+    )
     p.add_argument("--steps", type=int, default=None, help="instead of two epochs of (c)'s rows")
     p.add_argument("--entities", type=int, default=ENTITIES, help="world size (the rows experiment)")
     p.add_argument("--questions", type=int, default=QUESTIONS)
@@ -985,6 +963,8 @@ def main(argv: list[str] | None = None) -> int:
         options = world_options(a.test_share)
         configs = {s: seed_config(a, s) for s in a.seeds}
         preps = {s: prepare(cfg, options, done_dir) for s, cfg in configs.items()}
+        if a.prepare_only:
+            return 0
         write()
         for s, cfg in configs.items():
             steps = a.steps or steps_for(cfg, options)

@@ -75,11 +75,11 @@ def test_the_probe_fit_recovers_a_linear_signal_and_not_noise():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 16))
     y = x[:, 3] > 0.5  # imbalanced labels, one informative feature
-    predict = why.fit_logistic(x[:120], list(y[:120]))
-    assert why.balanced_accuracy(list(predict(x[120:])), list(y[120:])) > 0.85
+    score = why.fit_logistic(x[:120], list(y[:120]))
+    assert why.balanced_accuracy(list(score(x[120:]) > 0), list(y[120:])) > 0.85
     noise = rng.normal(size=(200, 16))
-    predict = why.fit_logistic(noise[:120], list(y[:120]))
-    assert abs(why.balanced_accuracy(list(predict(noise[120:])), list(y[120:])) - 0.5) < 0.2
+    score = why.fit_logistic(noise[:120], list(y[:120]))
+    assert abs(why.balanced_accuracy(list(score(noise[120:]) > 0), list(y[120:])) - 0.5) < 0.2
 
 
 def test_a_rerun_reuses_figures_only_for_the_same_weights_and_prompts(tmp_path, monkeypatch):

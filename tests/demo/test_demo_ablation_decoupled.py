@@ -7,6 +7,7 @@ import json
 from script_modules import load_script
 
 from bench.probing.convergence import EqualStepsConfig
+from bench.probing.edit import edit_first_results
 
 
 def _bench():
@@ -199,7 +200,6 @@ def _doc_lines(world, entities) -> str:
 def test_an_edit_puts_the_gold_passage_first_on_a_miss_and_swaps_it_out_on_a_hit():
     from executor_sft.synthetic import DECOUPLED_WORLD, generate_world
 
-    bench = _bench()
     world = generate_world(0, 200, 60, **DECOUPLED_WORLD)
     people = [e for e in world.entities if e.type == "person"]
 
@@ -216,12 +216,12 @@ def test_an_edit_puts_the_gold_passage_first_on_a_miss_and_swaps_it_out_on_a_hit
                 {"role": "tool", "content": _doc_lines(world, shown)}]  # fmt: skip
 
     missed = prompt(others[:3])
-    side, edited = bench.edit_first_results(world, missed, gold.id)
+    side, edited = edit_first_results(world, missed, gold.id)
     assert side == "miss" and edited[2]["content"].split("\n")[0] == _doc_lines(world, [gold])
     assert edited[2]["content"].split("\n")[1:] == missed[2]["content"].split("\n")[1:]
     assert missed[2]["content"] == _doc_lines(world, others[:3])  # the prompt given is not changed
     held = prompt([others[0], gold, others[1]])
-    side, edited = bench.edit_first_results(world, held, gold.id)
+    side, edited = edit_first_results(world, held, gold.id)
     swapped_in = world.entity_of_passage("", edited[2]["content"].split("\n")[1].split(") ", 1)[-1])
     assert side == "hit" and swapped_in in others[2:]  # a namesake not already shown, in the gold's place
     assert world.passage_text(gold) not in edited[2]["content"]
@@ -229,7 +229,7 @@ def test_an_edit_puts_the_gold_passage_first_on_a_miss_and_swaps_it_out_on_a_hit
         ln for k, ln in enumerate(held[2]["content"].split("\n")) if k != 1
     ]
     # every namesake already shown: nothing same-worded is left to swap in
-    assert bench.edit_first_results(world, prompt([gold, *others]), gold.id) is None
+    assert edit_first_results(world, prompt([gold, *others]), gold.id) is None
 
 
 def test_the_own_rows_edit_table_shows_units_that_recorded_it():
