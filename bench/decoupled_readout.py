@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -58,6 +57,7 @@ from bench.probing.readout import (  # noqa: E402
     prompt_states,
     train_prompts,
 )
+from bench.probing.results import provenance, write_results  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "demo_ablation_decoupled_readout"
 DONE_DIR = REPO / "bench" / "results" / "demo_ablation_decoupled"
@@ -415,15 +415,8 @@ def main(argv: list[str] | None = None) -> int:
             elif label in kept:
                 s["models"][label] = kept[label]
         seeds[str(seed)] = s
-    results = {
-        "command": "python bench/decoupled_readout.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-        "load_average": [round(x, 1) for x in os.getloadavg()],
-        "seeds": seeds,
-    }
-    results_path.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    results_path.with_suffix(".md").write_text(markdown(results), encoding="utf-8")
-    print(markdown(results))
+    results = {**provenance("bench/decoupled_readout.py", argv), "seeds": seeds}
+    write_results(results_path, results, markdown)
     return 0
 
 

@@ -51,6 +51,7 @@ from bench.probing.readout import (  # noqa: E402
     hidden_states,
     train_prompts,
 )
+from bench.probing.results import provenance, write_results  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "demo_ablation_decoupled_why"
 VARIANTS = {"c": "(c) full filter", "m": "(a') matched control", "a": "(a) naive"}
@@ -361,16 +362,8 @@ def main(argv: list[str] | None = None) -> int:
                     str(unit / "student-sft"), train, held, had.get(VARIANTS[v])
                 )
         seeds[str(seed)] = s
-    import os
-
-    results = {
-        "command": "python bench/decoupled_why.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "load_average": [round(x, 1) for x in os.getloadavg()],
-        "seeds": seeds,
-    }
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(markdown(results), encoding="utf-8")
-    print(markdown(results))
+    results = {**provenance("bench/decoupled_why.py", argv), "seeds": seeds}
+    write_results(out, results, markdown)
     return 0
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import statistics
 import sys
 import time
@@ -34,6 +33,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 REPO = Path(__file__).resolve().parents[1]
+
+from bench.probing.results import provenance, write_results  # noqa: E402
+
 MARK = " [...]"  # what the max_length-1024 units' fit appended to a cut passage line
 RESULTS = REPO / "bench" / "results" / "truncation_cue"
 VARIANTS = {"c": "(c) full filter", "m": "(a') matched control", "a": "(a) naive"}
@@ -151,18 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     for v, u in units.items():
         policy[VARIANTS[v]] = policy_figures(str(u / "student-sft"), prompts)
     results = {
-        "command": "python bench/truncation_cue.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "load_average": [round(x, 1) for x in os.getloadavg()],
+        **provenance("bench/truncation_cue.py", argv),
         "seed": args.seed,
         "max_length": args.max_length,
         "prompts": len(prompts),
         "rows": rows,
         "policy": policy,
     }
-    out = Path(args.results)
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(markdown(results), encoding="utf-8")
-    print(markdown(results))
+    write_results(args.results, results, markdown)
     return 0
 
 
