@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench.probing` from any folder
+
 REPO = Path(__file__).resolve().parents[1]
 DONE_DIR = REPO / "bench" / "results" / "demo_ablation_decoupled"
 RESULTS = REPO / "bench" / "results" / "demo_ablation_decoupled.md"

@@ -4,6 +4,7 @@ readouts, and the documented commands end to end on a small prepared world."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -12,6 +13,9 @@ import pytest
 from script_modules import REPO, load_script
 
 from tests.support.recipes import stderr_tail
+
+USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+"""A user's shell: the scripts must find `bench.probing` themselves."""
 
 
 def _readout():
@@ -117,6 +121,7 @@ def test_a_seed_not_prepared_is_one_line_naming_the_command(tmp_path):
             str(tmp_path),
         ],
         cwd=REPO,
+        env=USER_ENV,
         capture_output=True,
         text=True,
         timeout=120,
@@ -134,6 +139,7 @@ def test_the_documented_commands_on_a_small_world(tmp_path):
     prep = subprocess.run(
         [sys.executable, "bench/demo_ablation_decoupled.py", "--prepare_only", "--out", str(out), *world],
         cwd=REPO,
+        env=USER_ENV,
         capture_output=True,
         text=True,
         timeout=300,
@@ -156,6 +162,7 @@ def test_the_documented_commands_on_a_small_world(tmp_path):
             str(results),
         ],  # fmt: skip
         cwd=REPO,
+        env=USER_ENV,
         capture_output=True,
         text=True,
         timeout=600,
@@ -172,7 +179,7 @@ def test_the_documented_commands_on_a_small_world(tmp_path):
     assert "## Seed 0" in results.with_suffix(".md").read_text()
     kept = list((out / "seed0" / "readout").glob("*.npz"))
     assert len(kept) == 1  # the states, kept: a rerun reads them instead of loading the model
-    again = subprocess.run(run.args, cwd=REPO, capture_output=True, text=True, timeout=600)
+    again = subprocess.run(run.args, cwd=REPO, env=USER_ENV, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, stderr_tail(again.stderr)
     assert json.loads(results.with_suffix(".json").read_text())["seeds"]["0"]["models"] == seed["models"]
     assert "train_collected:" in run.stderr and "train_collected:" not in again.stderr  # no forward pass
