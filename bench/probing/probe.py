@@ -57,17 +57,28 @@ def continuation_logprobs(model, tokenizer, prefix: str, choices: Sequence[str])
     forward pass instead of one per choice. A choice's tokens are those of `prefix + choice`
     after the prefix's own, as a model reading the whole text would see them.
     """
-    import copy
-
     import torch
 
     p_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
     device = next(model.parameters()).device
     head = model(input_ids=torch.tensor([p_ids], device=device), use_cache=True, logits_to_keep=1)
+    return choice_logprobs(model, tokenizer, prefix, len(p_ids), head, choices)
+
+
+def choice_logprobs(
+    model, tokenizer, prefix: str, n_prefix: int, head, choices: Sequence[str]
+) -> list[float]:
+    """log P(choice | `prefix`) of each choice, given `head`: the model's output on the prefix's
+    `n_prefix` tokens (its last logits and its cache, which each choice runs on a copy of)."""
+    import copy
+
+    import torch
+
+    device = next(model.parameters()).device
     first = head.logits[0, -1].float().log_softmax(-1)
     scores = []
     for choice in choices:
-        c_ids = tokenizer(prefix + choice, add_special_tokens=False)["input_ids"][len(p_ids) :]
+        c_ids = tokenizer(prefix + choice, add_special_tokens=False)["input_ids"][n_prefix:]
         total = first[c_ids[0]].item()
         if len(c_ids) > 1:
             rest = model(

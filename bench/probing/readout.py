@@ -69,7 +69,7 @@ def prompt_states(model, tokenizer, prompts, progress: str = "prompts") -> tuple
     import torch
     from tqdm import tqdm
 
-    from bench.probing.probe import CHOICES
+    from bench.probing.probe import CHOICES, choice_logprobs
     from executor_sft.llm.transformers_backend import render_prompt
 
     if not prompts:
@@ -90,21 +90,7 @@ def prompt_states(model, tokenizer, prompts, progress: str = "prompts") -> tuple
             )
             hs = out.hidden_states
             states.append(np.stack([hs[len(hs) // 2][0, -1].float().numpy(), hs[-1][0, -1].float().numpy()]))
-            first = out.logits[0, -1].float().log_softmax(-1)
-            logps = []
-            for choice in CHOICES:
-                c_ids = tokenizer(text + choice, add_special_tokens=False)["input_ids"][len(own) :]
-                total = first[c_ids[0]].item()
-                if len(c_ids) > 1:
-                    rest = model(
-                        input_ids=torch.tensor([c_ids[:-1]]),
-                        past_key_values=copy.deepcopy(out.past_key_values),
-                        use_cache=True,
-                    ).logits[0]
-                    total += (
-                        rest.float().log_softmax(-1).gather(1, torch.tensor(c_ids[1:])[:, None]).sum().item()
-                    )
-                logps.append(total)
+            logps = choice_logprobs(model, tokenizer, text, len(own), out, CHOICES)
             p_search.append(1.0 / (1.0 + math.exp(logps[1] - logps[0])))
     return np.stack(states), p_search
 
